@@ -1,0 +1,1 @@
+//! The think → act → observe loop. (in progress)

@@ -1,0 +1,28 @@
+//! # tagloop
+//!
+//! A runtime for ReAct agents that speak a *text protocol* instead of native function calling.
+//!
+//! The model is taught five tags (`<question>`, `<thought>`, `<action>`, `<observation>`,
+//! `<final_answer>`) by a templated system prompt; tagloop reads what it writes, runs the tool it
+//! asked for and feeds the result back, until the model gives a final answer that the role accepts.
+//!
+//! Data flows one way through the modules:
+//!
+//! ```text
+//! agent (the loop) ──► prompt    (templates: system prompt, completions text)
+//!                  ├─► llm       (model clients: chat, completions, scripted)
+//!                  ├─► protocol  (turn reader, action grammar, binding, observations)
+//!                  ├─► tools     (Tool trait, registry, built-in toolkit, MCP)
+//!                  └─► session   (transcripts on disk)
+//! ```
+//!
+//! No module reaches back up: `protocol` is pure and knows nothing of models or tools.
+
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod llm;
+pub mod prompt;
+pub mod protocol;
+pub mod session;
+pub mod tools;

@@ -1,0 +1,158 @@
+//! Model clients: one trait for a model turn, an OpenAI-compatible client for `/chat/completions`
+//! and `/completions`, and a scripted model that replays a file.
+//!
+//! Every client enforces the stop strings on its own side ([`stops`]), whatever the server does.
+
+pub mod error;
+pub mod openai;
+pub mod scripted;
+pub mod stops;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use error::LlmError;
+
+/// Who wrote a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The system prompt.
+    System,
+    /// The task and every observation.
+    User,
+    /// The model's own turns.
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// What it says.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with the given role and content.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message { role, content: content.into() }
+    }
+}
+
+/// What the model is asked to continue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prompt {
+    /// Chat messages for `/chat/completions`. When the last message is the assistant's, the
+    /// model is asked to continue it (prefill).
+    Chat(Vec<Message>),
+    /// One text for `/completions`, continued as it is.
+    Text(String),
+}
+
+/// One request for a model turn.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnRequest {
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Stop strings; the client enforces all of them and sends at most four to the server.
+    pub stop: Vec<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Token limit for the turn.
+    pub max_tokens: Option<u32>,
+    /// Sampling seed.
+    pub seed: Option<i64>,
+    /// Extra vendor fields merged into the request body.
+    pub extra: Map<String, Value>,
+}
+
+impl Default for Prompt {
+    fn default() -> Self {
+        Prompt::Text(String::new())
+    }
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "stop")]
+pub enum Finish {
+    /// A stop string fired (which one).
+    Stop(String),
+    /// The token limit was reached.
+    Length,
+    /// The model ended the turn itself.
+    End,
+}
+
+/// Who cut the text at the stop string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcer {
+    /// The server stopped at it.
+    Server,
+    /// The server went past it (or kept it) and the client cut the text.
+    Client,
+}
+
+/// Token counts for a turn, as the server reported them (zero when it did not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Add another turn's counts.
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// The final record of a model turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    /// The text up to (not including) the stop string.
+    pub text: String,
+    /// Why the turn ended.
+    pub finish: Finish,
+    /// Who enforced the stop, when one fired.
+    pub enforced_by: Option<Enforcer>,
+    /// Reasoning the server sent separately (`reasoning_content`).
+    pub reasoning: Option<String>,
+    /// Token usage.
+    pub usage: Usage,
+    /// Wall-clock time of the turn, retries included.
+    pub elapsed: Duration,
+    /// Time to the first text delta, when streaming.
+    pub first_token: Option<Duration>,
+}
+
+/// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(&str) + Send);
+
+/// A model that produces turns.
+pub trait Model: Send + Sync {
+    /// Run one turn, passing text deltas to `on_delta` as they arrive.
+    fn turn<'a>(
+        &'a self,
+        request: &'a TurnRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>>;
+
+    /// Whether a chat request ending in an assistant message continues that message (prefill).
+    fn supports_prefill(&self) -> bool {
+        false
+    }
+
+    /// A short description for logs and transcripts (never includes a key).
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,252 @@
+//! Prompt templates (`prompts/*.j2`, rendered with minijinja).
+//!
+//! Three templates make every prompt:
+//!
+//! * `system.j2`: the system prompt — the five tags, two worked examples, the tools with their
+//!   parameters (from their JSON Schemas, in declaration order), the role's instructions, the output
+//!   schema when there is one, optional environment facts, and the step budget.
+//! * `question.j2`: the first user message — the task, with the context of a larger workflow.
+//! * `completion.j2`: for `/completions` (base models), the whole run as one text; it ends in an
+//!   opened `<thought>` so the model continues from there. Later turns and observations are
+//!   *appended* to it, never re-rendered.
+//!
+//! Rendering is deterministic: the same inputs give the same bytes (no timestamps), so prefix
+//! caches on vLLM and llama.cpp keep working. The built-in templates are compiled into the
+//! binary; [`Templates::load`] replaces any of them with the user's own files.
+
+use std::path::Path;
+
+use minijinja::{Environment, UndefinedBehavior, context, value::Serde};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The built-in system prompt template.
+pub const SYSTEM_TEMPLATE: &str = include_str!("../../prompts/system.j2");
+/// The built-in first-user-message template.
+pub const QUESTION_TEMPLATE: &str = include_str!("../../prompts/question.j2");
+/// The built-in completions-mode template.
+pub const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/completion.j2");
+
+/// Errors while loading or rendering a template.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// A template file could not be read.
+    #[error("cannot read template {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A template has a syntax error or failed to render.
+    #[error("template `{name}`: {source:#}")]
+    Template {
+        /// Which template.
+        name: String,
+        /// The minijinja error (with line).
+        source: minijinja::Error,
+    },
+}
+
+/// One tool as the prompt describes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDoc {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its parameters in declaration order.
+    pub params: Vec<ParamDoc>,
+}
+
+/// One parameter of a tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamDoc {
+    /// Its name.
+    pub name: String,
+    /// Its JSON type in words (`string`, `integer`, `array of string`, `"a" | "b"`).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Whether it must be given.
+    pub required: bool,
+    /// Its description, if the schema has one.
+    pub description: Option<String>,
+}
+
+impl ToolDoc {
+    /// Describe a tool from its name, description and parameter schema (a JSON Schema object).
+    pub fn new(name: &str, description: &str, parameters: &Value) -> Self {
+        let required: Vec<&str> = parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let params = parameters
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(pname, schema)| ParamDoc {
+                        name: pname.clone(),
+                        ty: type_words(schema),
+                        required: required.contains(&pname.as_str()),
+                        description: schema
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .map(|d| d.trim().to_string()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ToolDoc {
+            name: name.to_string(),
+            description: description.trim().to_string(),
+            params,
+        }
+    }
+}
+
+/// A schema's type in a few words.
+fn type_words(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values.iter().map(Value::to_string).collect::<Vec<_>>().join(" | ");
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "array" => match schema.get("items") {
+            Some(items) => format!("array of {}", type_words(items)),
+            None => "array".to_string(),
+        },
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => {
+            let ts: Vec<&str> = ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
+            if ts.is_empty() { "any".to_string() } else { ts.join(" or ") }
+        }
+        _ => {
+            if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() {
+                "any of several types".to_string()
+            } else {
+                "any".to_string()
+            }
+        }
+    }
+}
+
+/// A named piece of context from a larger workflow (the output of an earlier step).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ContextItem {
+    /// What it is (`plan`, `step 1 output`).
+    pub name: String,
+    /// Its content.
+    pub content: String,
+}
+
+/// Everything the system prompt states.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemInput<'a> {
+    /// The role's name.
+    pub role_name: &'a str,
+    /// The role's instructions (may be empty).
+    pub instructions: &'a str,
+    /// The output schema, when the final answer must be JSON.
+    pub output_schema: Option<&'a Value>,
+    /// The tools, in order.
+    pub tools: &'a [ToolDoc],
+    /// The step limit.
+    pub max_steps: u32,
+    /// Environment facts, one line each (OS, workspace, a short file list).
+    pub environment: &'a [String],
+}
+
+/// The prompt templates in use.
+#[derive(Debug)]
+pub struct Templates {
+    env: Environment<'static>,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl Templates {
+    /// The built-in templates.
+    pub fn builtin() -> Self {
+        Self::from_sources(SYSTEM_TEMPLATE.into(), QUESTION_TEMPLATE.into(), COMPLETION_TEMPLATE.into())
+            .expect("the built-in templates are valid (checked by tests)")
+    }
+
+    /// The built-in templates, with any of them replaced by a file.
+    pub fn load(
+        system: Option<&Path>,
+        question: Option<&Path>,
+        completion: Option<&Path>,
+    ) -> Result<Self, PromptError> {
+        let read = |p: Option<&Path>, builtin: &str| -> Result<String, PromptError> {
+            match p {
+                None => Ok(builtin.to_string()),
+                Some(p) => std::fs::read_to_string(p).map_err(|source| PromptError::Read {
+                    path: p.display().to_string(),
+                    source,
+                }),
+            }
+        };
+        Self::from_sources(
+            read(system, SYSTEM_TEMPLATE)?,
+            read(question, QUESTION_TEMPLATE)?,
+            read(completion, COMPLETION_TEMPLATE)?,
+        )
+    }
+
+    fn from_sources(system: String, question: String, completion: String) -> Result<Self, PromptError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|source| PromptError::Template { name: "syntax".into(), source })?;
+        env.set_syntax(syntax);
+        for (name, src) in [("system", system), ("question", question), ("completion", completion)] {
+            env.add_template_owned(name, src)
+                .map_err(|source| PromptError::Template { name: name.into(), source })?;
+        }
+        Ok(Templates { env })
+    }
+
+    fn render(&self, name: &str, ctx: minijinja::Value) -> Result<String, PromptError> {
+        self.env
+            .get_template(name)
+            .and_then(|t| t.render(ctx))
+            .map_err(|source| PromptError::Template { name: name.into(), source })
+    }
+
+    /// The system prompt.
+    pub fn system(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
+        let schema = input
+            .output_schema
+            .map(|s| serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string()));
+        self.render(
+            "system",
+            context! {
+                role_name => input.role_name,
+                instructions => input.instructions.trim(),
+                output_schema => schema,
+                tools => Serde(input.tools),
+                max_steps => input.max_steps,
+                environment => Serde(input.environment),
+            },
+        )
+    }
+
+    /// The first user message: the task, with workflow context.
+    pub fn question(&self, task: &str, context: &[ContextItem]) -> Result<String, PromptError> {
+        self.render("question", context! { task => task.trim(), context => Serde(context) })
+    }
+
+    /// The start of the completions-mode text: system prompt and task, ending in an opened `<thought>`.
+    pub fn completion(&self, system: &str, question: &str) -> Result<String, PromptError> {
+        self.render("completion", context! { system => system, question => question.trim() })
+    }
+}

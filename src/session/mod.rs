@@ -1,0 +1,1 @@
+//! Transcripts on disk. (in progress)

@@ -1,0 +1,140 @@
+//! Tools: the [`Tool`] trait, a [`Registry`], tools built from closures, the built-in workspace
+//! toolkit and MCP servers as tool sources.
+
+pub mod builtin;
+pub mod closure;
+pub mod mcp;
+pub mod workspace;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+pub use closure::{FnTool, tool_fn};
+
+/// Why a tool call failed. The message becomes the observation the model sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The call was refused before it ran (a path outside the workspace, a write that is not allowed, ...).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The call took too long.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    /// The name the model writes (`read_file`, `fs.read_file`).
+    fn name(&self) -> &str;
+    /// What it does, written for a model.
+    fn description(&self) -> &str;
+    /// Its parameters as a JSON Schema object (`properties` in declaration order, `required`).
+    fn parameters(&self) -> &Value;
+    /// Run it with arguments already bound to [`Tool::parameters`].
+    fn call(&self, args: Map<String, Value>) -> BoxFuture<'_, Result<String, ToolError>>;
+}
+
+/// The tools offered to a model, in the order they were added.
+#[derive(Clone, Default)]
+pub struct Registry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.iter().map(|t| t.name())).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a tool; a later tool with the same name replaces the earlier one.
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        if let Some(slot) = self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+            *slot = tool;
+        } else {
+            self.tools.push(tool);
+        }
+    }
+
+    /// Add every tool of another registry.
+    pub fn extend(&mut self, other: Registry) {
+        for tool in other.tools {
+            self.add(tool);
+        }
+    }
+
+    /// The tool with this name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// All tools in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    /// The tool names in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The known name closest to `name` (case-insensitive edit distance), if any is reasonably close.
+    pub fn closest(&self, name: &str) -> Option<&str> {
+        let wanted = name.to_lowercase();
+        self.tools
+            .iter()
+            .map(|t| (edit_distance(&wanted, &t.name().to_lowercase()), t.name()))
+            .filter(|(d, n)| *d <= (n.chars().count() / 2).max(2))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, n)| n)
+    }
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("read_file", "read_file"), 0);
+        assert_eq!(edit_distance("read_fle", "read_file"), 1);
+        assert_eq!(edit_distance("readfile", "read_file"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+}

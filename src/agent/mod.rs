@@ -1,1 +1,300 @@
-//! The think → act → observe loop. (in progress)
+//! The think → act → observe loop (SPEC §1.6).
+//!
+//! An [`Agent`] holds a model, the tools, a [`Role`] and the prompt templates. Each run is an
+//! explicit state machine in [`run`](self::run): *think* (one model turn, continued when a stop
+//! string fired inside an open string or `<think>` block), *act* (parse, bind and run the tool),
+//! *observe* (render the observation with the notices that go with it). Everything the runtime says
+//! to the model after the task is one `<observation>` between two model turns.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use tagloop::agent::{Agent, Role};
+//! use tagloop::llm::scripted::{Script, ScriptedModel};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Answer { city: String }
+//!
+//! let model = Arc::new(ScriptedModel::new(Script::load("turns.script".as_ref())?));
+//! let agent = Agent::builder(model).role(Role::for_type::<Answer>("geographer", "")?).build()?;
+//! let outcome = agent.run_as::<Answer>("Where is the Eiffel tower?").await?;
+//! println!("{}", outcome.final_answer.map(|a| a.city).unwrap_or_default());
+//! # Ok(()) }
+//! ```
+
+mod events;
+mod finalcheck;
+mod history;
+mod loopguard;
+mod outcome;
+mod role;
+mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+pub use events::{Event, EventSink};
+pub use history::Resume;
+pub use outcome::{Outcome, Status};
+pub use role::{Role, RoleError};
+
+use crate::llm::{Model, Prompt};
+use crate::prompt::{ContextItem, PromptError, SystemInput, Templates, ToolDoc};
+use crate::session::Transcript;
+use crate::tools::Registry;
+
+/// Which API shape the model is driven through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/chat/completions`: a system message, the task, then assistant turns and observations as messages.
+    #[default]
+    Chat,
+    /// `/completions`: one growing text.
+    Completions,
+}
+
+impl Api {
+    /// `chat` or `completions`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+    }
+}
+
+/// Settings of the loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// The API shape.
+    pub api: Api,
+    /// Step limit (SPEC §1.6).
+    pub max_steps: u32,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Token limit per turn.
+    pub max_tokens: Option<u32>,
+    /// Sampling seed.
+    pub seed: Option<i64>,
+    /// Extra vendor fields for every request.
+    pub extra: Map<String, Value>,
+    /// Largest tool output passed to the model, in bytes; more is cut with a marker.
+    pub observation_limit: usize,
+    /// Time limit for one tool call.
+    pub tool_timeout: Duration,
+    /// Final answers refused in a row before the run ends with `invalid_final`.
+    pub max_refusals: u32,
+    /// Continuations of one turn (a stop inside an open string or `<think>`).
+    pub max_continuations: u32,
+    /// Environment facts for the system prompt, one line each.
+    pub environment: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            api: Api::Chat,
+            max_steps: 10,
+            temperature: None,
+            max_tokens: None,
+            seed: None,
+            extra: Map::new(),
+            observation_limit: 16 * 1024,
+            tool_timeout: Duration::from_secs(120),
+            max_refusals: 3,
+            max_continuations: 4,
+            environment: Vec::new(),
+        }
+    }
+}
+
+/// Errors while setting up an agent or a run (a run itself ends in an [`Outcome`], whatever happens).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A template did not render.
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// A role could not be made.
+    #[error(transparent)]
+    Role(#[from] RoleError),
+    /// A transcript could not be read for continuing.
+    #[error("cannot continue: {0}")]
+    Resume(String),
+    /// The accepted final answer does not deserialize into the requested Rust type.
+    #[error("the final answer does not fit the requested type: {error}")]
+    Decode {
+        /// The outcome with the JSON value.
+        outcome: Box<Outcome<Value>>,
+        /// serde's message.
+        error: String,
+    },
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    model: Arc<dyn Model>,
+    tools: Registry,
+    role: Role,
+    templates: Arc<Templates>,
+    config: AgentConfig,
+}
+
+impl AgentBuilder {
+    /// Offer these tools.
+    pub fn tools(mut self, tools: Registry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Use this role.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// Use these templates.
+    pub fn templates(mut self, templates: Arc<Templates>) -> Self {
+        self.templates = templates;
+        self
+    }
+
+    /// Use these settings.
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Set the step limit.
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.config.max_steps = n;
+        self
+    }
+
+    /// Set the API shape.
+    pub fn api(mut self, api: Api) -> Self {
+        self.config.api = api;
+        self
+    }
+
+    /// Render the system prompt and make the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let docs: Vec<ToolDoc> = self
+            .tools
+            .iter()
+            .map(|t| ToolDoc::new(t.name(), t.description(), t.parameters()))
+            .collect();
+        let system = self.templates.system(&SystemInput {
+            role_name: self.role.name(),
+            instructions: self.role.instructions(),
+            output_schema: self.role.output_schema(),
+            tools: &docs,
+            max_steps: self.config.max_steps,
+            environment: &self.config.environment,
+        })?;
+        Ok(Agent {
+            model: self.model,
+            tools: self.tools,
+            role: self.role,
+            templates: self.templates,
+            config: self.config,
+            system,
+        })
+    }
+}
+
+/// One run's inputs beyond the task.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Context from a larger workflow, rendered into the first user message.
+    pub context: Vec<ContextItem>,
+    /// Where events go as they happen.
+    pub events: Option<EventSink>,
+    /// Where the transcript is written.
+    pub transcript: Option<Transcript>,
+    /// Facts stored in the `run_started` record for continuing later (CLI options; never secrets).
+    pub meta: Value,
+    /// State restored from a transcript, to go on from the last complete step.
+    pub resume: Option<Resume>,
+}
+
+/// An agent: a model, tools, a role and templates. Cheap to share; each run has its own state.
+pub struct Agent {
+    model: Arc<dyn Model>,
+    tools: Registry,
+    role: Role,
+    templates: Arc<Templates>,
+    config: AgentConfig,
+    system: String,
+}
+
+impl Agent {
+    /// Start building an agent around a model.
+    pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
+        AgentBuilder {
+            model,
+            tools: Registry::new(),
+            role: Role::default(),
+            templates: Arc::new(Templates::builtin()),
+            config: AgentConfig::default(),
+        }
+    }
+
+    /// The rendered system prompt.
+    pub fn system_prompt(&self) -> &str {
+        &self.system
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The role.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &Registry {
+        &self.tools
+    }
+
+    /// Exactly what the model receives for the first turn of this task (`tagloop prompt`).
+    pub fn first_prompt(&self, task: &str, context: &[ContextItem]) -> Result<Prompt, AgentError> {
+        let question = self.templates.question(task, context)?;
+        Ok(history::History::start(self.config.api, &self.templates, &self.system, &question)?.prompt())
+    }
+
+    /// Run a task to its end; the final answer is text, or JSON when the role has a schema.
+    pub async fn run(&self, task: &str) -> Outcome {
+        self.run_with(task, RunOptions::default()).await
+    }
+
+    /// Run a task with options (events, transcript, workflow context, resume).
+    pub async fn run_with(&self, task: &str, options: RunOptions) -> Outcome {
+        run::Run::new(self, task, options).execute().await
+    }
+
+    /// Run a task and hand the final answer back typed. With no tools this is a single-turn
+    /// structured call: the model answers at once, with corrections when it does not validate.
+    pub async fn run_as<T: DeserializeOwned>(&self, task: &str) -> Result<Outcome<T>, AgentError> {
+        let outcome = self.run(task).await;
+        decode(outcome)
+    }
+}
+
+/// Convert an outcome's JSON final answer into a Rust type.
+pub fn decode<T: DeserializeOwned>(outcome: Outcome<Value>) -> Result<Outcome<T>, AgentError> {
+    let typed = match &outcome.final_answer {
+        None => None,
+        Some(v) => match serde_json::from_value::<T>(v.clone()) {
+            Ok(t) => Some(t),
+            Err(e) => return Err(AgentError::Decode { error: e.to_string(), outcome: Box::new(outcome) }),
+        },
+    };
+    Ok(outcome.with_final(typed))
+}

@@ -1,0 +1,130 @@
+//! Events: everything the loop does, as it happens.
+//!
+//! The same records go to the caller's [`EventSink`] (the CLI's live view and `--events`) and,
+//! except text deltas, into the session transcript.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::llm::{Finish, Message, Usage};
+
+/// One thing that happened during a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The run began.
+    RunStarted {
+        /// The session id (empty when no transcript is written).
+        session: String,
+        /// The task.
+        task: String,
+        /// The model, as the client describes it (never a key).
+        model: String,
+        /// `chat` or `completions`.
+        api: String,
+        /// The role's name.
+        role: String,
+        /// The step limit.
+        max_steps: u32,
+        /// When (RFC 3339, UTC).
+        started: String,
+        /// Caller-supplied facts for continuing the run (CLI options, never secrets).
+        #[serde(default)]
+        meta: Value,
+    },
+    /// A message entered the history (the system prompt, the task, an assistant turn, an observation).
+    Message {
+        /// The message.
+        message: Message,
+    },
+    /// A model turn is about to be requested.
+    TurnStarted {
+        /// The step it belongs to (1-based).
+        step: u32,
+        /// Whether this turn may only give a final answer (the step limit was reached).
+        final_only: bool,
+    },
+    /// Text arrived from the model (not written to transcripts).
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A model turn finished.
+    TurnFinished {
+        /// The raw text of the turn.
+        text: String,
+        /// Why it ended.
+        finish: Finish,
+        /// Tokens used by this turn.
+        usage: Usage,
+        /// Milliseconds the turn took.
+        elapsed_ms: u64,
+    },
+    /// The turn's thought.
+    Thought {
+        /// The joined thought text.
+        text: String,
+    },
+    /// The turn asked for a tool.
+    Action {
+        /// The tool.
+        tool: String,
+        /// The bound arguments.
+        args: Value,
+    },
+    /// A tool started.
+    ToolStarted {
+        /// The tool.
+        tool: String,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// The tool.
+        tool: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// Milliseconds it took.
+        elapsed_ms: u64,
+    },
+    /// The runtime corrected the model (a parse error, an unknown tool, a refused final answer, …).
+    Correction {
+        /// What kind of correction (`parse_error`, `unknown_tool`, `bad_arguments`, `no_decision`,
+        /// `truncated`, `empty_final`, `invalid_final`, `loop`, `final_only`).
+        kind: String,
+        /// The message given to the model.
+        message: String,
+    },
+    /// An observation was sent to the model.
+    Observation {
+        /// Its full text, tags included.
+        text: String,
+    },
+    /// A step completed; everything before this record can be restored when continuing.
+    StepCompleted {
+        /// Steps taken so far.
+        steps: u32,
+        /// Model requests so far.
+        llm_calls: u32,
+        /// Tools used so far.
+        tools_used: Vec<String>,
+        /// Usage so far.
+        usage: Usage,
+    },
+    /// A final answer was accepted.
+    Final {
+        /// The value.
+        value: Value,
+        /// Leniencies used to read it.
+        warnings: Vec<String>,
+    },
+    /// The run ended.
+    Finished {
+        /// The outcome object.
+        outcome: Value,
+    },
+}
+
+/// Receives events as they happen.
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;

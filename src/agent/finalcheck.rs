@@ -1,0 +1,247 @@
+//! Checking a final answer against the role (SPEC §1.5).
+
+use serde_json::Value;
+
+use super::role::Role;
+
+/// How many schema errors one refusal lists.
+const MAX_LISTED_ERRORS: usize = 10;
+
+/// The verdict on a final answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// The answer is accepted as this value (a JSON string for free-text roles).
+    Accepted {
+        /// The value.
+        value: Value,
+        /// Leniencies used to read it.
+        warnings: Vec<String>,
+    },
+    /// The answer is refused; the reason is written for the model.
+    Refused(String),
+}
+
+/// Check a final answer's text (already trimmed and CDATA-unwrapped by the turn reader).
+pub(crate) fn check(text: &str, role: &Role) -> Verdict {
+    let text = text.trim();
+    if text.is_empty() {
+        return Verdict::Refused(
+            "Your final answer was empty. Write the whole answer inside <final_answer>…</final_answer>.".into(),
+        );
+    }
+    let Some(validator) = role.validator() else {
+        return Verdict::Accepted { value: Value::String(text.to_string()), warnings: vec![] };
+    };
+    let mut warnings = Vec::new();
+    let body = strip_fence(text);
+    if body.len() != text.len() {
+        warnings.push("markdown fence around the JSON final answer removed".to_string());
+    }
+    let body = strip_cdata(body);
+    let value = match serde_json::from_str::<Value>(body) {
+        Ok(v) => v,
+        Err(strict) => match serde_json::from_str::<Value>(&loosen_json(body)) {
+            Ok(v) => {
+                warnings.push(
+                    "the final answer was not strict JSON (single quotes, trailing commas or Python literals); it was read leniently"
+                        .to_string(),
+                );
+                v
+            }
+            Err(_) => {
+                return Verdict::Refused(format!(
+                    "Your final answer is not valid JSON: {strict}. Write only the JSON value inside <final_answer>, with nothing before or after it."
+                ));
+            }
+        },
+    };
+    let mut errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let path = if path.is_empty() { "(root)".to_string() } else { path };
+            format!("{path}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        return Verdict::Accepted { value, warnings };
+    }
+    errors.sort();
+    errors.dedup();
+    let total = errors.len();
+    let mut msg = String::from("Your final answer does not match the required JSON Schema:\n");
+    for e in errors.iter().take(MAX_LISTED_ERRORS) {
+        msg.push_str("- ");
+        msg.push_str(&truncate_chars(e, 300));
+        msg.push('\n');
+    }
+    if total > MAX_LISTED_ERRORS {
+        msg.push_str(&format!("- … and {} more\n", total - MAX_LISTED_ERRORS));
+    }
+    msg.push_str("Fix these and give the final answer again.");
+    Verdict::Refused(msg)
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Remove one surrounding markdown code fence (```` ``` ```` or ```` ```json ````).
+fn strip_fence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else { return text };
+    let Some(body) = rest.trim_end().strip_suffix("```") else { return text };
+    // Drop the info string (`json`) on the opening line.
+    match body.find('\n') {
+        Some(nl) if body[..nl].trim().chars().all(|c| c.is_ascii_alphanumeric()) => body[nl + 1..].trim(),
+        _ => body.trim(),
+    }
+}
+
+fn strip_cdata(text: &str) -> &str {
+    text.strip_prefix("<![CDATA[")
+        .and_then(|t| t.strip_suffix("]]>"))
+        .map(str::trim)
+        .unwrap_or(text)
+}
+
+/// Rewrite almost-JSON into JSON: single-quoted strings become double-quoted, trailing commas
+/// before `]` or `}` are dropped, and Python's `True`, `False`, `None` become JSON literals.
+fn loosen_json(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '"' | '\'' => {
+                out.push('"');
+                i += 1;
+                while i < chars.len() && chars[i] != c {
+                    match chars[i] {
+                        '\\' if i + 1 < chars.len() => {
+                            if chars[i + 1] == '\'' {
+                                out.push('\'');
+                            } else {
+                                out.push('\\');
+                                out.push(chars[i + 1]);
+                            }
+                            i += 2;
+                            continue;
+                        }
+                        '"' => out.push_str("\\\""),
+                        ch => out.push(ch),
+                    }
+                    i += 1;
+                }
+                out.push('"');
+                i += 1;
+            }
+            ',' => {
+                let mut j = i + 1;
+                while j < chars.len() && chars[j].is_whitespace() {
+                    j += 1;
+                }
+                if j < chars.len() && (chars[j] == ']' || chars[j] == '}') {
+                    i += 1;
+                } else {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+            c if c.is_alphabetic() => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                out.push_str(match word.as_str() {
+                    "True" => "true",
+                    "False" => "false",
+                    "None" => "null",
+                    w => w,
+                });
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn city_role() -> Role {
+        Role::new("r", "")
+            .with_output_schema(json!({
+                "type": "object",
+                "required": ["city", "population"],
+                "properties": {"city": {"type": "string"}, "population": {"type": "integer", "minimum": 0}},
+                "additionalProperties": false
+            }))
+            .unwrap()
+    }
+
+    #[test]
+    fn empty_answers_are_refused() {
+        assert!(matches!(check("  \n ", &Role::default()), Verdict::Refused(m) if m.contains("empty")));
+    }
+
+    #[test]
+    fn text_roles_accept_text() {
+        assert_eq!(
+            check("Paris", &Role::default()),
+            Verdict::Accepted { value: json!("Paris"), warnings: vec![] }
+        );
+    }
+
+    #[test]
+    fn schema_roles_parse_fenced_json_and_validate() {
+        let v = check("```json\n{\"city\": \"Paris\", \"population\": 3}\n```", &city_role());
+        let Verdict::Accepted { value, warnings } = v else { panic!("{v:?}") };
+        assert_eq!(value, json!({"city": "Paris", "population": 3}));
+        assert_eq!(warnings.len(), 1);
+    }
+
+    #[test]
+    fn lenient_json_is_a_warning() {
+        let v = check("{'city': 'Paris', 'population': 3,}", &city_role());
+        let Verdict::Accepted { value, warnings } = v else { panic!("{v:?}") };
+        assert_eq!(value, json!({"city": "Paris", "population": 3}));
+        assert!(warnings[0].contains("leniently"));
+    }
+
+    #[test]
+    fn schema_errors_name_the_path() {
+        let Verdict::Refused(msg) = check(r#"{"city": "Paris", "population": -1, "x": 1}"#, &city_role()) else {
+            panic!()
+        };
+        assert!(msg.contains("/population: -1 is less than the minimum of 0"), "{msg}");
+        assert!(msg.contains("(root): Additional properties"), "{msg}");
+        let Verdict::Refused(msg) = check(r#"{"city": "Paris"}"#, &city_role()) else { panic!() };
+        assert!(msg.contains("\"population\" is a required property"), "{msg}");
+    }
+
+    #[test]
+    fn trailing_prose_is_not_json() {
+        let Verdict::Refused(msg) =
+            check(r#"{"city": "Paris", "population": 2102650} Hope this helps!"#, &city_role())
+        else {
+            panic!()
+        };
+        assert!(msg.contains("not valid JSON"), "{msg}");
+    }
+
+    #[test]
+    fn loosen_keeps_inner_quotes() {
+        assert_eq!(loosen_json(r#"{'a': 'say "hi"', 'b': [1,2,],}"#), r#"{"a": "say \"hi\"", "b": [1,2]}"#);
+        assert_eq!(loosen_json("{'k': None, 'ok': True}"), r#"{"k": null, "ok": true}"#);
+    }
+}

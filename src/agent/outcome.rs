@@ -1,0 +1,78 @@
+//! The outcome of a run (SPEC §2.2).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::llm::{Message, Usage};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// A final answer was accepted.
+    Ok,
+    /// The step limit was reached (`final` holds the last-chance answer if it validated).
+    MaxSteps,
+    /// The model repeated a call it had been told was a loop.
+    LoopDetected,
+    /// Three final answers in a row were refused.
+    InvalidFinal,
+    /// A runtime error: the model server failed after retries, or the script ran out.
+    Error,
+}
+
+impl Status {
+    /// The status as it appears in JSON (`ok`, `max_steps`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::MaxSteps => "max_steps",
+            Status::LoopDetected => "loop_detected",
+            Status::InvalidFinal => "invalid_final",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// What a run produced. Serialises to exactly the SPEC §2.2 object; the transcript is kept
+/// beside it for library callers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome<T = Value> {
+    /// How the run ended.
+    pub status: Status,
+    /// The accepted final answer: text, or the validated JSON value (typed for `run_as`).
+    #[serde(rename = "final")]
+    pub final_answer: Option<T>,
+    /// Steps taken (model turns that ended in an action, a parse error or no decision).
+    pub steps: u32,
+    /// Model requests (continuations and retries of a turn excluded).
+    pub llm_calls: u32,
+    /// Tools that actually ran, in order of first use.
+    pub tools_used: Vec<String>,
+    /// Token usage over the whole run.
+    pub usage: Usage,
+    /// The id of the saved transcript, if one was written.
+    pub session: Option<String>,
+    /// What went wrong, for `error` (and the reason for the other non-`ok` statuses).
+    pub error: Option<String>,
+    /// The whole conversation as the model saw it.
+    #[serde(skip)]
+    pub messages: Vec<Message>,
+}
+
+impl<T> Outcome<T> {
+    /// The same outcome with another final answer (used to hand it back typed).
+    pub fn with_final<U>(self, final_answer: Option<U>) -> Outcome<U> {
+        Outcome {
+            status: self.status,
+            final_answer,
+            steps: self.steps,
+            llm_calls: self.llm_calls,
+            tools_used: self.tools_used,
+            usage: self.usage,
+            session: self.session,
+            error: self.error,
+            messages: self.messages,
+        }
+    }
+}

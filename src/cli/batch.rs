@@ -1,0 +1,278 @@
+//! `tagloop batch INPUT --out OUTPUT`: many tasks, concurrently, resumable.
+//!
+//! INPUT is JSON Lines: `{"id": "t1", "task": "…"}`, optionally with `"role"` (a role file path, or
+//! an inline role object `{"name", "instructions", "output_schema"}`) and `"context"` (an array of
+//! `{"name", "content"}`). Each result is appended to OUTPUT as one whole line, `{"id": …, <outcome
+//! fields>}`, as soon as its task finishes; a rerun skips the ids OUTPUT already has, so a killed
+//! batch resumes where it was.
+
+use std::collections::HashSet;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+use tagloop::agent::{Role, RunOptions, Status};
+use tagloop::prompt::ContextItem;
+use tagloop::session::{self, Transcript};
+
+use super::options::{RunOpts, Setup, usage};
+
+/// `tagloop batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Tasks as JSON Lines: {"id": "...", "task": "..."}
+    pub input: PathBuf,
+    /// Results as JSON Lines, appended as each task finishes
+    #[arg(long, value_name = "OUTPUT")]
+    pub out: PathBuf,
+    /// Tasks run at once
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub concurrency: usize,
+    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Write no transcripts
+    #[arg(long)]
+    pub no_sessions: bool,
+    #[command(flatten)]
+    pub opts: RunOpts,
+}
+
+#[derive(Debug, Deserialize)]
+struct TaskLine {
+    id: Value,
+    task: String,
+    #[serde(default)]
+    role: Option<Value>,
+    #[serde(default)]
+    context: Option<Vec<ContextItem>>,
+}
+
+struct Task {
+    id: Value,
+    key: String,
+    task: String,
+    role: Option<Role>,
+    context: Option<Vec<ContextItem>>,
+}
+
+fn id_key(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut seen = HashSet::new();
+    let mut tasks = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let t: TaskLine = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: expected {{\"id\": …, \"task\": \"…\"}}", path.display(), i + 1))?;
+        let key = id_key(&t.id);
+        if !seen.insert(key.clone()) {
+            anyhow::bail!("{} line {}: the id {key:?} appears twice", path.display(), i + 1);
+        }
+        let role = match t.role {
+            None => None,
+            Some(Value::String(p)) => Some(Role::load(&base.join(p)).with_context(|| format!("task {key}"))?),
+            Some(obj @ Value::Object(_)) => {
+                let name = obj.get("name").and_then(Value::as_str).unwrap_or("assistant").to_string();
+                let instr = obj.get("instructions").and_then(Value::as_str).unwrap_or("").to_string();
+                let r = Role::new(name, instr);
+                Some(match obj.get("output_schema") {
+                    Some(s) => r.with_output_schema(s.clone()).with_context(|| format!("task {key}"))?,
+                    None => r,
+                })
+            }
+            Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),
+        };
+        tasks.push(Task { id: t.id, key, task: t.task, role, context: t.context });
+    }
+    Ok(tasks)
+}
+
+/// The ids OUTPUT already has; a damaged last line (a kill mid-write) is ended so new lines start clean.
+fn done_ids(out: &Path) -> Result<HashSet<String>> {
+    let mut done = HashSet::new();
+    let mut file = match std::fs::OpenOptions::new().read(true).append(true).open(out) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", out.display())),
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text).with_context(|| format!("cannot read {}", out.display()))?;
+    for line in text.lines() {
+        if let Ok(v) = serde_json::from_str::<Value>(line)
+            && let Some(id) = v.get("id")
+        {
+            done.insert(id_key(id));
+        }
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        file.seek(SeekFrom::End(0))?;
+        file.write_all(b"\n")?;
+    }
+    Ok(done)
+}
+
+/// Let a large batch open as many files and sockets as the hard limit allows.
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max.min(1 << 20);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
+    raise_fd_limit();
+    if args.concurrency == 0 {
+        return Err(usage("--concurrency must be at least 1"));
+    }
+    let base = args.input.parent().map(Path::to_path_buf).unwrap_or_default();
+    let tasks = read_tasks(&args.input, &base).map_err(usage)?;
+    let done = done_ids(&args.out).map_err(usage)?;
+    let todo: Vec<Task> = tasks.into_iter().filter(|t| !done.contains(&t.key)).collect();
+    let opts = args.opts.clone().absolutize();
+    let setup = Arc::new(Setup::build(&opts, true).await?);
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&args.out)
+        .with_context(|| format!("cannot write {}", args.out.display()))
+        .map_err(usage)?;
+    let out = Arc::new(Mutex::new(out));
+    let session_dir = (!args.no_sessions).then(|| {
+        args.session_dir
+            .clone()
+            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
+            .unwrap_or_else(session::default_dir)
+    });
+    let total = todo.len() as u64;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} done · {msg} · {per_sec} · eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    if !done.is_empty() {
+        eprintln!("{} tasks already in {}: skipped", done.len(), args.out.display());
+    }
+    let failed = Arc::new(AtomicU64::new(0));
+    let tokens = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let mut results = futures::stream::iter(todo.into_iter().map(|task| {
+        let setup = setup.clone();
+        let out = out.clone();
+        let session_dir = session_dir.clone();
+        let meta = meta.clone();
+        let (failed, tokens, bar) = (failed.clone(), tokens.clone(), bar.clone());
+        async move {
+            let result = run_task(&setup, task, session_dir.as_deref(), meta, &out).await;
+            match &result {
+                Ok((status, used)) => {
+                    if *status != Status::Ok {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tokens.fetch_add(*used, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            bar.inc(1);
+            bar.set_message(format!(
+                "{} not ok · {} tokens",
+                failed.load(Ordering::Relaxed),
+                tokens.load(Ordering::Relaxed)
+            ));
+            result
+        }
+    }))
+    .buffer_unordered(args.concurrency);
+    let mut write_error = None;
+    while let Some(r) = results.next().await {
+        if let Err(e) = r {
+            write_error.get_or_insert(e);
+        }
+    }
+    bar.finish_and_clear();
+    setup.shutdown().await;
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "batch: {total} tasks run ({} not ok) in {secs:.1} s, {:.1} tasks/s, {} tokens; results in {}",
+        failed.load(Ordering::Relaxed),
+        if secs > 0.0 { total as f64 / secs } else { 0.0 },
+        tokens.load(Ordering::Relaxed),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Run one task and append its line. An error here is a failure to write OUTPUT.
+async fn run_task(
+    setup: &Setup,
+    task: Task,
+    session_dir: Option<&Path>,
+    meta: Value,
+    out: &Mutex<std::fs::File>,
+) -> Result<(Status, u64)> {
+    let model = setup.model.instance(0);
+    let outcome = match setup.agent_for(model, task.role.clone()) {
+        Ok(agent) => {
+            let transcript = session_dir.and_then(|d| Transcript::create(d, &session::new_id()).ok());
+            let options = RunOptions {
+                context: task.context.clone().unwrap_or_else(|| setup.context.clone()),
+                transcript,
+                meta,
+                ..RunOptions::default()
+            };
+            let mut meta_task = agent.run_with(&task.task, options).await;
+            meta_task.messages.clear();
+            serde_json::to_value(&meta_task).map(|v| (meta_task.status, v))?
+        }
+        Err(e) => (
+            Status::Error,
+            serde_json::json!({"status": "error", "final": null, "steps": 0, "llm_calls": 0, "tools_used": [],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0}, "session": null, "error": e.to_string()}),
+        ),
+    };
+    let (status, value) = outcome;
+    let used = value
+        .get("usage")
+        .map(|u| u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0))
+        .unwrap_or(0);
+    let mut line = Map::new();
+    line.insert("id".into(), task.id);
+    if let Value::Object(fields) = value {
+        line.extend(fields);
+    }
+    let mut bytes = serde_json::to_vec(&Value::Object(line))?;
+    bytes.push(b'\n');
+    let mut f = out.lock().await;
+    f.write_all(&bytes).with_context(|| format!("cannot append the result of task {}", task.key))?;
+    f.flush()?;
+    Ok((status, used))
+}

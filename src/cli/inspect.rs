@@ -1,0 +1,85 @@
+//! `tagloop prompt` and `tagloop tools`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use tagloop::llm::Prompt;
+
+use super::options::{RunOpts, Setup};
+use super::run::read_task;
+
+/// `tagloop prompt`.
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The task (`-` reads stdin); without it, only the system prompt is shown
+    pub task: Option<String>,
+    /// Print every chat message as JSON instead of the system prompt
+    #[arg(long)]
+    pub messages: bool,
+    #[command(flatten)]
+    pub opts: RunOpts,
+}
+
+/// `tagloop tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Print a JSON array of {name, description, parameters}
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub opts: RunOpts,
+}
+
+pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
+    let setup = Setup::build(&args.opts, false).await?;
+    let agent = setup.agent(setup.model.instance(0))?;
+    let task = match args.task.as_deref() {
+        Some(t) => read_task(Some(t))?,
+        None => String::new(),
+    };
+    let result = match agent.first_prompt(&task, &setup.context) {
+        Ok(Prompt::Text(text)) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Prompt::Chat(messages)) => {
+            if args.messages {
+                println!("{}", serde_json::to_string_pretty(&messages)?);
+            } else {
+                print!("{}", agent.system_prompt());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(e.into()),
+    };
+    setup.shutdown().await;
+    result
+}
+
+pub async fn tools(args: ToolsArgs) -> Result<ExitCode> {
+    let setup = Setup::build(&args.opts, false).await?;
+    if args.json {
+        let list: Vec<_> = setup
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name(), "description": t.description(), "parameters": t.parameters()}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        for t in setup.tools.iter() {
+            let params: Vec<String> = t
+                .parameters()
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            println!("{}({})", t.name(), params.join(", "));
+            println!("    {}", t.description().lines().next().unwrap_or(""));
+        }
+    }
+    setup.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,202 @@
+//! `tagloop run` and `tagloop continue`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use tagloop::agent::{Event, EventSink, Outcome, Resume, RunOptions, Status};
+use tagloop::session::{self, Transcript};
+
+use super::live::Live;
+use super::options::{RunOpts, Setup, usage};
+
+/// Output options of a run.
+#[derive(Debug, Clone, Default, Args)]
+pub struct OutputOpts {
+    /// Print the outcome as one JSON object on stdout (and nothing else there)
+    #[arg(long)]
+    pub json: bool,
+    /// Write every event as JSON Lines to FILE (`-` for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<String>,
+    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Show only the one-line summary on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl OutputOpts {
+    /// The session directory.
+    pub fn session_dir(&self) -> PathBuf {
+        self.session_dir
+            .clone()
+            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
+            .unwrap_or_else(session::default_dir)
+    }
+}
+
+/// `tagloop run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task; `-` reads it from stdin
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+    #[command(flatten)]
+    pub opts: RunOpts,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+/// `tagloop continue`.
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    /// The session id (or its transcript file)
+    pub session: String,
+    /// A new user message: a follow-up question or a correction
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub opts: RunOpts,
+    #[command(flatten)]
+    pub out: OutputOpts,
+}
+
+/// Read the task from the argument or stdin.
+pub fn read_task(task: Option<&str>) -> Result<String> {
+    let task = match task {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| usage(format!("cannot read the task from stdin: {e}")))?;
+            s
+        }
+        Some(t) => t.to_string(),
+        None => return Err(usage("no task given: pass it as an argument, or `-` to read it from stdin")),
+    };
+    if task.trim().is_empty() {
+        return Err(usage("the task is empty"));
+    }
+    Ok(task)
+}
+
+pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    let task = read_task(args.task.as_deref())?;
+    let opts = args.opts.clone().absolutize();
+    let setup = Setup::build(&opts, true).await?;
+    let dir = args.out.session_dir();
+    let transcript = Transcript::create(&dir, &session::new_id())
+        .with_context(|| format!("cannot write sessions to {} (use --session-dir)", dir.display()))
+        .map_err(usage)?;
+    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let model = setup.model.instance(0);
+    let result = execute(&setup, model, &task, transcript, meta, None, &args.out).await;
+    setup.shutdown().await;
+    result
+}
+
+pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
+    let dir = args.out.session_dir();
+    let path = session::resolve(&dir, &args.session).map_err(usage)?;
+    let loaded = session::load(&path).map_err(usage)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut resume = Resume::from_records(&loaded.records).map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
+    if resume.finished.is_some() && args.message.is_none() {
+        return Err(usage(format!(
+            "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
+            args.session,
+            resume.finished.as_deref().unwrap_or("?")
+        )));
+    }
+    resume.message = args.message.clone();
+    let saved: RunOpts = serde_json::from_value(resume.meta.clone()).unwrap_or_default();
+    let opts = args.opts.clone().absolutize().or(saved);
+    let setup = Setup::build(&opts, true).await?;
+    let transcript = Transcript::open_append(&path).map_err(usage)?;
+    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let model = setup.model.instance(resume.requests as usize);
+    let task = resume.task.clone();
+    let result = execute(&setup, model, &task, transcript, meta, Some(resume), &args.out).await;
+    setup.shutdown().await;
+    result
+}
+
+/// Run one agent with the live view, the events file and the transcript; print the outcome.
+async fn execute(
+    setup: &Setup,
+    model: Arc<dyn tagloop::llm::Model>,
+    task: &str,
+    transcript: Transcript,
+    meta: serde_json::Value,
+    resume: Option<Resume>,
+    out: &OutputOpts,
+) -> Result<ExitCode> {
+    let agent = setup.agent(model)?;
+    let live = Arc::new(Live::new(out.quiet));
+    let events_out = open_events(out.events.as_deref())?;
+    let sink: EventSink = Arc::new(move |e: &Event| {
+        live.show(e);
+        if let Some(w) = &events_out
+            && let Ok(mut w) = w.lock()
+            && let Ok(line) = serde_json::to_string(e)
+        {
+            let _ = writeln!(w, "{line}");
+            let _ = w.flush();
+        }
+    });
+    let options = RunOptions { context: setup.context.clone(), events: Some(sink), transcript: Some(transcript), meta, resume };
+    let outcome = tokio::select! {
+        o = agent.run_with(task, options) => o,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: the transcript holds every completed step; `tagloop continue` goes on from there");
+            setup.shutdown().await;
+            return Ok(ExitCode::from(130));
+        }
+    };
+    print_outcome(&outcome, out.json)?;
+    Ok(exit_code(&outcome))
+}
+
+fn open_events(path: Option<&str>) -> Result<Option<Arc<Mutex<Box<dyn Write + Send>>>>> {
+    let Some(path) = path else { return Ok(None) };
+    let w: Box<dyn Write + Send> = if path == "-" {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create --events file {path}"))
+                .map_err(usage)?,
+        )
+    };
+    Ok(Some(Arc::new(Mutex::new(w))))
+}
+
+/// Print the outcome object on stdout when asked.
+pub fn print_outcome(outcome: &Outcome, json: bool) -> Result<()> {
+    if json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer(&mut stdout, outcome)?;
+        writeln!(stdout)?;
+    } else if let Some(v) = &outcome.final_answer {
+        // The answer itself goes to stdout, so `tagloop run … > answer.txt` works.
+        match v {
+            serde_json::Value::String(s) => println!("{s}"),
+            v => println!("{}", serde_json::to_string_pretty(v)?),
+        }
+    }
+    Ok(())
+}
+
+/// SPEC §2.2 exit codes.
+pub fn exit_code(outcome: &Outcome) -> ExitCode {
+    match outcome.status {
+        Status::Ok => ExitCode::SUCCESS,
+        Status::MaxSteps | Status::LoopDetected | Status::InvalidFinal => ExitCode::from(3),
+        Status::Error => ExitCode::from(1),
+    }
+}

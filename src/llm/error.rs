@@ -1,9 +1,256 @@
 //! Errors of the model layer.
+//!
+//! Every variant's message says what happened in words a user can act on, never includes an API
+//! key, and keeps the HTTP status when there was one ([`LlmError::status`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Everything that can go wrong while asking a model for a turn.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    /// A placeholder until the llm helper lands.
+    /// The client configuration is unusable (bad base URL, bad header, ...).
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+
+    /// The TCP/TLS connection could not be made.
+    #[error("cannot connect to {url}: {reason} — is the server running?")]
+    Connect {
+        /// The base URL that was tried.
+        url: String,
+        /// What the OS or the HTTP library said.
+        reason: String,
+    },
+
+    /// The server sent nothing for longer than the read timeout.
+    #[error("the server at {url} sent nothing for {secs}s (read timeout); it may be overloaded or loading the model")]
+    ReadTimeout {
+        /// The base URL.
+        url: String,
+        /// The read timeout in seconds.
+        secs: u64,
+    },
+
+    /// The whole turn took longer than its wall-clock limit.
+    #[error("the model turn took longer than {:.1}s (turn timeout)", limit.as_secs_f64())]
+    TurnTimeout {
+        /// The limit that was exceeded.
+        limit: Duration,
+    },
+
+    /// 401 or 403.
+    #[error("the server at {url} answered {status} (not authorised): check the API key (--api-key or OPENAI_API_KEY){}", detail(message))]
+    Unauthorized {
+        /// The HTTP status.
+        status: u16,
+        /// The base URL.
+        url: String,
+        /// The server's message (never contains our key).
+        message: String,
+    },
+
+    /// 404 naming the model (or any 404: wrong model or wrong base URL).
+    #[error("the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}", detail(message))]
+    NotFound {
+        /// The model that was asked for.
+        model: String,
+        /// The base URL.
+        url: String,
+        /// The server's message.
+        message: String,
+    },
+
+    /// 429 after all retries.
+    #[error("the server at {url} is rate limiting requests (429){}", detail(message))]
+    RateLimited {
+        /// The base URL.
+        url: String,
+        /// How long the server asked us to wait, if it said.
+        retry_after: Option<Duration>,
+        /// The server's message.
+        message: String,
+    },
+
+    /// Any other non-success HTTP status.
+    #[error("the server at {url} answered {status}{}", detail(message))]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The base URL.
+        url: String,
+        /// The server's message (body or its `error.message`).
+        message: String,
+    },
+
+    /// The connection broke while the answer was streaming.
+    #[error("the stream from {url} was cut after {received} bytes of text: {reason}")]
+    StreamCut {
+        /// The base URL.
+        url: String,
+        /// Text bytes received before the cut.
+        received: usize,
+        /// What the HTTP library said.
+        reason: String,
+    },
+
+    /// The server sent something that is not the JSON we expect.
+    #[error("the server at {url} sent a malformed response ({reason}): {snippet}")]
+    Malformed {
+        /// The base URL.
+        url: String,
+        /// What did not parse.
+        reason: String,
+        /// The start of the offending data.
+        snippet: String,
+    },
+
+    /// The server answered without any choice.
+    #[error("the server at {url} answered with no choices (no text at all)")]
+    EmptyChoices {
+        /// The base URL.
+        url: String,
+    },
+
+    /// The server reported an error inside a successful (200) response or stream.
+    #[error("the server at {url} reported an error: {message}")]
+    Server {
+        /// The base URL.
+        url: String,
+        /// The error text.
+        message: String,
+    },
+
+    /// Retries were exhausted; the last failure is kept.
+    #[error("{last} (gave up after {attempts} attempts)")]
+    GaveUp {
+        /// How many requests were made.
+        attempts: u32,
+        /// The last failure.
+        last: Box<LlmError>,
+    },
+
+    /// A script file could not be read.
+    #[error("cannot read script {}: {source}", path.display())]
+    ScriptIo {
+        /// The script path.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+
+    /// A script file is not in the expected format.
+    #[error("script {name}, line {line}: {message}")]
+    ScriptFormat {
+        /// The script's name (its path, or `<inline>`).
+        name: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// The scripted model was asked for more turns than the script has.
+    #[error("the script {name} has only {turns} turns, and turn {asked} was asked for")]
+    OutOfTurns {
+        /// The script's name.
+        name: String,
+        /// Turns in the script.
+        turns: usize,
+        /// The 1-based turn that was asked for.
+        asked: usize,
+    },
+
+    /// Anything else.
     #[error("{0}")]
     Other(String),
+}
+
+fn detail(message: &str) -> String {
+    let m = message.trim();
+    if m.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", truncate(m, 300))
+    }
+}
+
+/// The first `max` bytes of `s` (on a character boundary), with `…` when cut.
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+impl LlmError {
+    /// The HTTP status this error came with, if any.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            LlmError::Unauthorized { status, .. } | LlmError::Http { status, .. } => Some(*status),
+            LlmError::NotFound { .. } => Some(404),
+            LlmError::RateLimited { .. } => Some(429),
+            LlmError::GaveUp { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+
+    /// Whether asking again could help: connection errors, read timeouts, 408, 429 and 5xx.
+    /// Other 4xx, malformed answers and script errors are permanent.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Connect { .. } | LlmError::ReadTimeout { .. } | LlmError::RateLimited { .. } => {
+                true
+            }
+            LlmError::Http { status, .. } => *status == 408 || *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The `Retry-After` the server asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after, .. } => *retry_after,
+            LlmError::GaveUp { last, .. } => last.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_actionable() {
+        let e = LlmError::Connect {
+            url: "http://127.0.0.1:11434/v1".into(),
+            reason: "connection refused".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot connect to http://127.0.0.1:11434/v1: connection refused — is the server running?"
+        );
+        assert!(e.is_retryable());
+        let e = LlmError::NotFound {
+            model: "llama3".into(),
+            url: "http://x/v1".into(),
+            message: String::new(),
+        };
+        assert!(e.to_string().starts_with("the server answered 404 for model 'llama3': check --model"));
+        assert_eq!(e.status(), Some(404));
+        assert!(!e.is_retryable());
+        let g = LlmError::GaveUp { attempts: 3, last: Box::new(LlmError::Http { status: 503, url: "u".into(), message: "busy".into() }) };
+        assert_eq!(g.status(), Some(503));
+        assert!(g.to_string().ends_with("(gave up after 3 attempts)"));
+    }
+
+    #[test]
+    fn truncate_keeps_chars_whole() {
+        assert_eq!(truncate("ééé", 3), "é…");
+        assert_eq!(truncate("abc", 3), "abc");
+    }
 }

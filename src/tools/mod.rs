@@ -3,7 +3,9 @@
 
 pub mod builtin;
 pub mod closure;
+pub mod confirm;
 pub mod mcp;
+pub mod shell;
 pub mod workspace;
 
 use std::sync::Arc;
@@ -12,7 +14,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+pub use builtin::{Limits, ToolkitOptions, toolkit};
 pub use closure::{FnTool, tool_fn};
+pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
+pub use mcp::{McpError, McpOptions, McpSource};
+pub use workspace::{Access, Workspace, WorkspaceError};
 
 /// Why a tool call failed. The message becomes the observation the model sees.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

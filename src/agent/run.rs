@@ -167,7 +167,6 @@ impl<'a> Run<'a> {
     /// One model turn, continued while a stop string fired inside an open string of an action or
     /// an open `<think>` block.
     async fn think(&mut self) -> Result<ModelTurn, LlmError> {
-        let agent = self.agent;
         let Some(history) = self.history.take() else {
             return Err(LlmError::Other("the run has no history".into()));
         };

@@ -73,8 +73,6 @@ pub struct Sources {
     pub dotenv: HashMap<String, String>,
     /// The config file, if any.
     pub file: ConfigFile,
-    /// Which config file was read.
-    pub file_path: Option<PathBuf>,
 }
 
 /// The environment variables tagloop reads.
@@ -91,20 +89,20 @@ impl Sources {
         }
         // Keys named by providers' api_key_env are read lazily via `var`.
         let dotenv = read_dotenv(Path::new(".env"))?;
-        let (file, file_path) = match explicit_config {
-            Some(p) => (read_config(p)?, Some(p.to_path_buf())),
+        let file = match explicit_config {
+            Some(p) => read_config(p)?,
             None => {
                 let candidates = [
                     Some(PathBuf::from("tagloop.toml")),
                     dirs::config_dir().map(|d| d.join("tagloop").join("tagloop.toml")),
                 ];
                 match candidates.into_iter().flatten().find(|p| p.is_file()) {
-                    Some(p) => (read_config(&p)?, Some(p)),
-                    None => (ConfigFile::default(), None),
+                    Some(p) => read_config(&p)?,
+                    None => ConfigFile::default(),
                 }
             }
         };
-        Ok(Sources { env, dotenv, file, file_path })
+        Ok(Sources { env, dotenv, file })
     }
 
     /// A variable from the environment, else from `.env`.
@@ -206,7 +204,6 @@ mod tests {
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             dotenv: dotenv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             file: toml::from_str(toml).unwrap(),
-            file_path: None,
         }
     }
 

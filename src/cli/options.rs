@@ -147,8 +147,6 @@ pub struct Setup {
     pub context: Vec<ContextItem>,
     /// MCP servers to shut down at the end.
     pub mcp: Vec<McpSource>,
-    /// The model's name for transcripts.
-    pub model_name: String,
 }
 
 /// A model, or a script to replay (a fresh cursor per run).
@@ -187,10 +185,10 @@ impl Setup {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
-        let (model, model_name, api) = if need_model || opts.model.is_some() {
+        let (model, api) = if need_model || opts.model.is_some() {
             build_model(opts, &sources, role.name(), api).map_err(usage)?
         } else {
-            (ModelSpec::Shared(Arc::new(NoModel)), "none".to_string(), api)
+            (ModelSpec::Shared(Arc::new(NoModel)), api)
         };
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut tools = Registry::new();
@@ -232,7 +230,7 @@ impl Setup {
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));
         }
-        Ok(Setup { model, role, tools, templates, config, context, mcp, model_name })
+        Ok(Setup { model, role, tools, templates, config, context, mcp })
     }
 
     /// An agent for one run.
@@ -301,7 +299,7 @@ fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
     Ok(vec![ContextItem { name, content: text }])
 }
 
-fn build_model(opts: &RunOpts, sources: &Sources, role: &str, api: Api) -> Result<(ModelSpec, String, Api)> {
+fn build_model(opts: &RunOpts, sources: &Sources, role: &str, api: Api) -> Result<(ModelSpec, Api)> {
     let target = resolve_model(sources, opts.model.as_deref(), opts.base_url.as_deref(), opts.api_key.as_deref(), Some(role))?;
     let api = match (&opts.api, &target.api) {
         (None, Some(a)) => parse_api(a)?,
@@ -309,7 +307,7 @@ fn build_model(opts: &RunOpts, sources: &Sources, role: &str, api: Api) -> Resul
     };
     if let Some(path) = target.model.strip_prefix("scripted:") {
         let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
-        return Ok((ModelSpec::Scripted(script), target.model.clone(), api));
+        return Ok((ModelSpec::Scripted(script), api));
     }
     let Some(base_url) = target.base_url.clone() else {
         bail!(
@@ -329,8 +327,7 @@ fn build_model(opts: &RunOpts, sources: &Sources, role: &str, api: Api) -> Resul
         cfg.turn_timeout = Some(Duration::from_secs(t));
     }
     let model = OpenAiModel::new(cfg)?;
-    let name = model.describe();
-    Ok((ModelSpec::Shared(Arc::new(model)), name, api))
+    Ok((ModelSpec::Shared(Arc::new(model)), api))
 }
 
 /// The model of commands that never call one (`tools`, `prompt`).

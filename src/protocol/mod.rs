@@ -15,10 +15,12 @@ pub mod observe;
 pub mod report;
 pub mod turn;
 
-pub use action::{ActionError, Arg, Call, Signature, parse_action, parse_action_with};
-pub use bind::{BindError, bind};
+pub use action::{
+    ActionError, Arg, Call, MAX_DEPTH, Signature, SignatureError, parse_action, parse_action_with,
+};
+pub use bind::{BindError, bind, bind_tool};
 pub use observe::{neutralise, render_observation, truncate};
-pub use report::{ParseReport, parse_report};
+pub use report::{ParseReport, ReportAction, ReportError, parse_report};
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};
 
 /// The stop strings the runtime sends to the server and enforces itself (SPEC §1.6).

@@ -1,16 +1,116 @@
 //! The `tagloop parse --json` object (SPEC §2.1).
 
-use super::action::Signature;
+use super::action::{ActionError, Arg, Call, Signature, parse_action_with};
+use super::turn::{Turn, TurnKind, read_turn};
 
-/// The JSON object `tagloop parse --json` prints.
+/// The action of a [`ParseReport`]: the tool and its arguments in the order written.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReportAction {
+    /// The tool name.
+    pub tool: String,
+    /// The arguments, each `{"name": …, "value": …}`.
+    pub args: Vec<Arg>,
+}
+
+/// The error of a [`ParseReport`]: what was expected, and where in the action text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReportError {
+    /// What was expected, in words a model can act on.
+    pub message: String,
+    /// Byte offset into the action text.
+    pub offset: usize,
+}
+
+/// The JSON object `tagloop parse --json` prints; the fields serialize in the SPEC's order.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ParseReport {
     /// `action`, `final`, `none` or `error`.
     pub kind: &'static str,
+    /// The joined thought, if any.
+    pub thought: Option<String>,
+    /// The call, when kind is `action`.
+    pub action: Option<ReportAction>,
+    /// The trimmed final answer, when kind is `final`.
+    #[serde(rename = "final")]
+    pub final_text: Option<String>,
+    /// Why the action did not parse, when kind is `error`.
+    pub error: Option<ReportError>,
+    /// Text after the deciding block, which is ignored.
+    pub discarded: Option<String>,
+    /// Removed `<think>` text.
+    pub reasoning: Option<String>,
+    /// Leniencies used (empty when none).
+    pub warnings: Vec<String>,
+    /// The turn as read (not serialized; for callers that want spans).
+    #[serde(skip)]
+    pub turn: Turn,
+    /// The full action error (not serialized; it also says whether a string was left open).
+    #[serde(skip)]
+    pub action_error: Option<ActionError>,
+    /// The call as parsed (not serialized).
+    #[serde(skip)]
+    pub call: Option<Call>,
 }
 
-/// Read a turn and parse its action, as `tagloop parse` does.
+/// Read a turn and parse its action, as `tagloop parse` does. With signatures, the earliest
+/// reading of the action that binds to its tool's signature wins (SPEC §1.2).
+///
+/// ```
+/// use tagloop::protocol::parse_report;
+///
+/// let r = parse_report("<thought>t</thought><action>search(q=\"x\", 3)</action>", &[]);
+/// assert_eq!(
+///     serde_json::to_string(&r).unwrap(),
+///     r#"{"kind":"action","thought":"t","action":{"tool":"search","args":[{"name":"q","value":"x"},{"name":null,"value":3}]},"final":null,"error":null,"discarded":null,"reasoning":null,"warnings":[]}"#
+/// );
+/// let r = parse_report("<action>search(q=</action>", &[]);
+/// assert_eq!(r.kind, "error");
+/// assert_eq!(r.error.unwrap().offset, 9);
+/// ```
 pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
-    let _ = (text, signatures);
-    todo!("protocol helper")
+    let turn = read_turn(text);
+    let mut report = ParseReport {
+        kind: "none",
+        thought: turn.thought.clone(),
+        action: None,
+        final_text: None,
+        error: None,
+        discarded: turn.discarded.clone(),
+        reasoning: turn.reasoning.clone(),
+        warnings: turn.warnings.clone(),
+        turn: turn.clone(),
+        action_error: None,
+        call: None,
+    };
+    match turn.kind {
+        TurnKind::None => {}
+        TurnKind::Final => {
+            report.kind = "final";
+            report.final_text = turn.final_text.clone();
+        }
+        TurnKind::Action => {
+            let body = turn.action.as_deref().unwrap_or_default();
+            let accept = |c: &Call| signatures.iter().all(|s| s.accepts(c));
+            match parse_action_with(body, &accept) {
+                Ok(call) => {
+                    report.kind = "action";
+                    report.warnings.extend(call.warnings.iter().cloned());
+                    report.action = Some(ReportAction {
+                        tool: call.tool.clone(),
+                        args: call.args.clone(),
+                    });
+                    report.call = Some(call);
+                }
+                Err(e) => {
+                    report.kind = "error";
+                    report.error = Some(ReportError {
+                        message: e.message.clone(),
+                        offset: e.offset,
+                    });
+                    report.action_error = Some(e);
+                }
+            }
+        }
+    }
+    report
 }

@@ -1,6 +1,12 @@
 //! Reading one model turn (SPEC §1.1): a hand-written, case-insensitive scan for the protocol tags.
 //!
 //! Model text is not XML: a bare `<` in prose or code is content, so no XML reader is used here.
+//!
+//! The order of work is fixed by the SPEC: `<think>` blocks are removed first, then a markdown
+//! fence around the whole turn is unwrapped, then the remaining text is split into blocks. Removed
+//! pieces are *masked*, never copied out, so every span still points into the original text.
+
+use memchr::memchr;
 
 /// A byte range `start..end` into the original turn text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -28,6 +34,29 @@ pub enum Tag {
     /// `<question>`: the task, written by the runtime.
     Question,
 }
+
+impl Tag {
+    /// The tag name as written between `<` and `>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tag::Think => "think",
+            Tag::Thought => "thought",
+            Tag::Action => "action",
+            Tag::FinalAnswer => "final_answer",
+            Tag::Observation => "observation",
+            Tag::Question => "question",
+        }
+    }
+}
+
+const ALL_TAGS: [Tag; 6] = [
+    Tag::Think,
+    Tag::Thought,
+    Tag::Action,
+    Tag::FinalAnswer,
+    Tag::Observation,
+    Tag::Question,
+];
 
 /// One tagged block found in the turn.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -83,8 +112,473 @@ pub struct Turn {
     pub deciding_closed: bool,
 }
 
+/// Characters that are invisible and carry no meaning outside tags: a byte-order mark and the
+/// zero-width family. They are trimmed like whitespace.
+fn is_ignorable(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}')
+}
+
+/// Trim whitespace and invisible characters from both ends of `text[a..b]`; returns the new range.
+fn trim_range(text: &str, a: usize, b: usize) -> (usize, usize) {
+    let s = &text[a..b];
+    let lead = s.len() - s.trim_start_matches(is_ignorable).len();
+    let t = s.trim_end_matches(is_ignorable);
+    if t.len() <= lead {
+        return (a + lead, a + lead);
+    }
+    (a + lead, a + t.len())
+}
+
+/// A protocol tag at byte `i` (which holds `<`): `(tag, closing, end)` where `end` is one past `>`.
+fn tag_at(b: &[u8], i: usize) -> Option<(Tag, bool, usize)> {
+    let mut j = i + 1;
+    let closing = b.get(j) == Some(&b'/');
+    if closing {
+        j += 1;
+    }
+    for tag in ALL_TAGS {
+        let name = tag.name().as_bytes();
+        if b.len() >= j + name.len() && b[j..j + name.len()].eq_ignore_ascii_case(name) {
+            let mut k = j + name.len();
+            while k < b.len() && b[k].is_ascii_whitespace() {
+                k += 1;
+            }
+            if b.get(k) == Some(&b'>') {
+                return Some((tag, closing, k + 1));
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Stop strings and closing tags whose proper prefix at the very end of a turn is removed.
+const PARTIAL_SUFFIXES: [&str; 6] = [
+    "</action>",
+    "<observation>",
+    "</final_answer>",
+    "</thought>",
+    "</think>",
+    "</observation>",
+];
+
+/// Length of a trailing proper prefix of a stop string or closing tag (`</act`, `<observ`), or 0.
+fn partial_suffix_len(text: &str) -> usize {
+    let b = text.as_bytes();
+    let window = b.len().saturating_sub(16);
+    let Some(rel) = b[window..].iter().rposition(|&c| c == b'<') else {
+        return 0;
+    };
+    let tail = &b[window + rel..];
+    let hit = PARTIAL_SUFFIXES
+        .iter()
+        .any(|s| tail.len() < s.len() && s.as_bytes()[..tail.len()].eq_ignore_ascii_case(tail));
+    if hit { tail.len() } else { 0 }
+}
+
+/// A found tag: where it starts, what it is, where it ends.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    start: usize,
+    tag: Tag,
+    closing: bool,
+    end: usize,
+}
+
+/// The scanner state: the text, the live end, and masked (removed) ranges.
+struct Scan<'a> {
+    text: &'a str,
+    end: usize,
+    /// Sorted, non-overlapping removed ranges.
+    masks: Vec<(usize, usize)>,
+}
+
+impl<'a> Scan<'a> {
+    fn masked(&self, i: usize) -> Option<usize> {
+        self.masks.iter().find(|&&(a, b)| a <= i && i < b).map(|&(_, b)| b)
+    }
+
+    fn add_mask(&mut self, a: usize, b: usize) {
+        if a < b {
+            self.masks.push((a, b));
+            self.masks.sort_unstable();
+        }
+    }
+
+    /// The next tag from `from` (not inside a masked range) that `want` accepts.
+    fn find(&self, from: usize, want: impl Fn(Tag, bool) -> bool) -> Option<Found> {
+        let b = &self.text.as_bytes()[..self.end];
+        let mut i = from;
+        while i < b.len() {
+            let rel = memchr(b'<', &b[i..])?;
+            let at = i + rel;
+            if let Some(skip) = self.masked(at) {
+                i = skip;
+                continue;
+            }
+            if let Some((tag, closing, end)) = tag_at(b, at)
+                && want(tag, closing)
+            {
+                return Some(Found {
+                    start: at,
+                    tag,
+                    closing,
+                    end,
+                });
+            }
+            i = at + 1;
+        }
+        None
+    }
+
+    /// The live (unmasked) pieces of `a..b`.
+    fn pieces(&self, a: usize, b: usize) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut i = a;
+        for &(ma, mb) in &self.masks {
+            if mb <= i || ma >= b {
+                continue;
+            }
+            if ma > i {
+                out.push((i, ma));
+            }
+            i = i.max(mb);
+        }
+        if i < b {
+            out.push((i, b));
+        }
+        out
+    }
+
+    /// The live text of `a..b`, as one string.
+    fn live(&self, a: usize, b: usize) -> String {
+        let mut s = String::new();
+        for (x, y) in self.pieces(a, b) {
+            s.push_str(&self.text[x..y]);
+        }
+        s
+    }
+
+    /// The live range of `a..b` trimmed at both ends (masked pieces in the middle stay masked).
+    fn trimmed(&self, a: usize, b: usize) -> (usize, usize) {
+        let pieces = self.pieces(a, b);
+        let mut start = None;
+        for &(x, y) in &pieces {
+            let (s, e) = trim_range(self.text, x, y);
+            if s < e {
+                start = Some(s);
+                break;
+            }
+        }
+        let Some(start) = start else {
+            return (a, a);
+        };
+        for &(x, y) in pieces.iter().rev() {
+            let (s, e) = trim_range(self.text, x, y);
+            if s < e {
+                return (start, e);
+            }
+        }
+        (start, start)
+    }
+
+    fn is_blank(&self, a: usize, b: usize) -> bool {
+        let (s, e) = self.trimmed(a, b);
+        s >= e
+    }
+}
+
+/// Remove `<think>` blocks (SPEC §1.1.1); returns the reasoning pieces and their blocks.
+fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    let first = scan.find(0, |t, _| t == Tag::Think)?;
+    let mut pos = 0;
+    if first.closing {
+        // Templates put `<think>` in the prompt: a lone `</think>` makes everything before it reasoning.
+        let (s, e) = trim_range(scan.text, 0, first.start);
+        pieces.push(scan.text[s..e].to_string());
+        blocks.push(Block {
+            tag: Tag::Think,
+            span: Span {
+                start: 0,
+                end: first.end,
+            },
+            body: Span { start: s, end: e },
+            closed: true,
+        });
+        scan.add_mask(0, first.end);
+        pos = first.end;
+    }
+    let mut no_more_close = false;
+    while let Some(open) = scan.find(pos, |t, c| t == Tag::Think && !c) {
+        let close = if no_more_close {
+            None
+        } else {
+            scan.find(open.end, |t, c| t == Tag::Think && c)
+        };
+        match close {
+            Some(close) => {
+                let (s, e) = trim_range(scan.text, open.end, close.start);
+                pieces.push(scan.text[s..e].to_string());
+                blocks.push(Block {
+                    tag: Tag::Think,
+                    span: Span {
+                        start: open.start,
+                        end: close.end,
+                    },
+                    body: Span { start: s, end: e },
+                    closed: true,
+                });
+                scan.add_mask(open.start, close.end);
+                pos = close.end;
+            }
+            None => {
+                no_more_close = true;
+                if scan.is_blank(0, open.start) {
+                    // An unclosed leading `<think>` runs to the end of the turn.
+                    let (s, e) = trim_range(scan.text, open.end, scan.end);
+                    pieces.push(scan.text[s..e].to_string());
+                    blocks.push(Block {
+                        tag: Tag::Think,
+                        span: Span {
+                            start: open.start,
+                            end: scan.end,
+                        },
+                        body: Span { start: s, end: e },
+                        closed: false,
+                    });
+                    scan.add_mask(open.start, scan.end);
+                    break;
+                }
+                // Not leading and never closed: it is just text.
+                pos = open.end;
+            }
+        }
+    }
+    let joined: Vec<String> = pieces.into_iter().filter(|p| !p.is_empty()).collect();
+    Some(joined.join("\n\n"))
+}
+
+/// Unwrap a markdown code fence around the whole (live) turn (SPEC §1.1.2). Returns true if one was removed.
+fn unwrap_fence(scan: &mut Scan<'_>) -> bool {
+    let (s, e) = scan.trimmed(0, scan.end);
+    if e <= s || !scan.text[s..e].starts_with("```") {
+        return false;
+    }
+    let b = scan.text.as_bytes();
+    let Some(nl) = memchr(b'\n', &b[s..e]).map(|r| s + r) else {
+        return false;
+    };
+    let info = scan.text[s + 3..nl].trim();
+    if info.contains(|c: char| c.is_whitespace() || c == '`' || c == '<') {
+        return false;
+    }
+    let body_end = e;
+    if !scan.text[nl..body_end].ends_with("```") {
+        return false;
+    }
+    let close = body_end - 3;
+    if close <= nl {
+        return false;
+    }
+    // The closing fence must start a line.
+    let line_start = scan.text[..close].trim_end_matches([' ', '\t']);
+    if !line_start.ends_with('\n') {
+        return false;
+    }
+    scan.add_mask(s, nl + 1);
+    scan.add_mask(close, body_end);
+    true
+}
+
+/// Discarded text that is only the end of a markdown fence (```` ``` ````) is not worth reporting.
+fn only_fence(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c == '`' || is_ignorable(c))
+}
+
 /// Read one model turn.
+///
+/// ```
+/// use tagloop::protocol::{read_turn, TurnKind};
+///
+/// let turn = read_turn("<thought>Look it up.</thought>\n<action>search(q=\"x\")</action>\n<observation>fake");
+/// assert_eq!(turn.kind, TurnKind::Action);
+/// assert_eq!(turn.thought.as_deref(), Some("Look it up."));
+/// assert_eq!(turn.action.as_deref(), Some("search(q=\"x\")"));
+/// assert_eq!(turn.discarded.as_deref(), Some("<observation>fake"));
+/// ```
 pub fn read_turn(text: &str) -> Turn {
-    let _ = text;
-    todo!("protocol helper")
+    let end = text.len() - partial_suffix_len(text);
+    let mut scan = Scan {
+        text,
+        end,
+        masks: Vec::new(),
+    };
+    let mut blocks = Vec::new();
+    let mut warnings = Vec::new();
+
+    let reasoning = remove_think(&mut scan, &mut blocks);
+    if unwrap_fence(&mut scan) {
+        warnings.push("markdown code fence around the turn removed".to_string());
+    }
+
+    let mut thoughts: Vec<String> = Vec::new();
+    let mut turn = Turn {
+        kind: TurnKind::None,
+        thought: None,
+        reasoning,
+        action: None,
+        action_offset: None,
+        final_text: None,
+        discarded: None,
+        warnings: Vec::new(),
+        blocks: Vec::new(),
+        history_end: end,
+        deciding_closed: false,
+    };
+
+    let mut pos = 0;
+    let mut discard_from = None;
+    while let Some(open) = scan.find(pos, |t, c| !c && t != Tag::Think) {
+        match open.tag {
+            Tag::Thought => {
+                let close = scan.find(open.end, |t, c| t == Tag::Thought && c);
+                let (body_end, span_end, closed) = match close {
+                    Some(c) => (c.start, c.end, true),
+                    None => {
+                        let stop = scan.find(open.end, |t, c| {
+                            !c && matches!(
+                                t,
+                                Tag::Action | Tag::FinalAnswer | Tag::Observation | Tag::Question
+                            )
+                        });
+                        let stop = stop.map_or(scan.end, |f| f.start);
+                        if stop < scan.end {
+                            warnings.push("unclosed <thought> ended at the next tag".to_string());
+                        }
+                        (stop, stop, false)
+                    }
+                };
+                let (s, e) = scan.trimmed(open.end, body_end);
+                thoughts.push(scan.live(s, e));
+                blocks.push(Block {
+                    tag: Tag::Thought,
+                    span: Span {
+                        start: open.start,
+                        end: span_end,
+                    },
+                    body: Span { start: s, end: e },
+                    closed,
+                });
+                pos = span_end;
+            }
+            Tag::Action | Tag::FinalAnswer => {
+                let close = scan.find(open.end, |t, c| t == open.tag && c);
+                let (body_end, span_end, closed) = match close {
+                    Some(c) => (c.start, c.end, true),
+                    None if open.tag == Tag::Action => {
+                        let obs = scan.find(open.end, |t, c| t == Tag::Observation && !c);
+                        let stop = obs.map_or(scan.end, |f| f.start);
+                        (stop, stop, false)
+                    }
+                    None => (scan.end, scan.end, false),
+                };
+                let (s, e) = scan.trimmed(open.end, body_end);
+                let body = scan.live(s, e);
+                blocks.push(Block {
+                    tag: open.tag,
+                    span: Span {
+                        start: open.start,
+                        end: span_end,
+                    },
+                    body: Span { start: s, end: e },
+                    closed,
+                });
+                if open.tag == Tag::Action {
+                    turn.kind = TurnKind::Action;
+                    turn.action = Some(body);
+                    turn.action_offset = Some(s);
+                } else {
+                    turn.kind = TurnKind::Final;
+                    turn.final_text = Some(unwrap_cdata(&body).to_string());
+                }
+                turn.deciding_closed = closed;
+                turn.history_end = if closed { span_end } else { e.max(open.end) };
+                discard_from = Some(span_end);
+                break;
+            }
+            Tag::Observation | Tag::Question => {
+                // The model wrote what only the runtime writes: the turn ends here.
+                let close = scan.find(open.end, |t, c| t == open.tag && c);
+                let (body_end, span_end, closed) = match close {
+                    Some(c) => (c.start, c.end, true),
+                    None => (scan.end, scan.end, false),
+                };
+                let (s, e) = scan.trimmed(open.end, body_end);
+                blocks.push(Block {
+                    tag: open.tag,
+                    span: Span {
+                        start: open.start,
+                        end: span_end,
+                    },
+                    body: Span { start: s, end: e },
+                    closed,
+                });
+                turn.history_end = open.start;
+                discard_from = Some(open.start);
+                break;
+            }
+            Tag::Think => {
+                pos = open.end;
+            }
+        }
+    }
+
+    if let Some(from) = discard_from {
+        let (s, e) = scan.trimmed(from, scan.end);
+        let rest = scan.live(s, e);
+        if !rest.is_empty() && !only_fence(&rest) {
+            turn.discarded = Some(rest);
+        }
+    }
+    let thoughts: Vec<String> = thoughts.into_iter().filter(|t| !t.is_empty()).collect();
+    if !thoughts.is_empty() {
+        turn.thought = Some(thoughts.join("\n\n"));
+    }
+    blocks.sort_by_key(|b| b.span.start);
+    turn.blocks = blocks;
+    turn.warnings = warnings;
+    turn
+}
+
+/// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (SPEC §1.1.4).
+fn unwrap_cdata(s: &str) -> &str {
+    if let Some(inner) = s
+        .strip_prefix("<![CDATA[")
+        .and_then(|r| r.strip_suffix("]]>"))
+        && !inner.contains("]]>")
+    {
+        return inner;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_suffixes() {
+        assert_eq!(partial_suffix_len("abc</act"), 5);
+        assert_eq!(partial_suffix_len("abc<OBSERV"), 7);
+        assert_eq!(partial_suffix_len("abc</action>"), 0);
+        assert_eq!(partial_suffix_len("a <b>"), 0);
+    }
+
+    #[test]
+    fn tag_matching() {
+        assert!(tag_at(b"<Action >", 0).is_some());
+        assert!(tag_at(b"<actions>", 0).is_none());
+        assert!(matches!(tag_at(b"</THINK>", 0), Some((Tag::Think, true, 8))));
+    }
 }

@@ -23,12 +23,12 @@ pub enum LlmError {
     },
 
     /// The server sent nothing for longer than the read timeout.
-    #[error("the server at {url} sent nothing for {secs}s (read timeout); it may be overloaded or loading the model")]
+    #[error("the server at {url} sent nothing for {:.1}s (read timeout); it may be overloaded or still loading the model", limit.as_secs_f64())]
     ReadTimeout {
         /// The base URL.
         url: String,
-        /// The read timeout in seconds.
-        secs: u64,
+        /// The read timeout.
+        limit: Duration,
     },
 
     /// The whole turn took longer than its wall-clock limit.

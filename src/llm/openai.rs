@@ -478,12 +478,21 @@ impl OpenAiModel {
                 Api::Completions => self.client.completions().create_stream_byot::<_, WireChunk>(&body).await,
             };
             let mut events = opened.map_err(|e| self.convert(e, 0))?;
+            let mut last_event = Instant::now();
             while let Some(item) = events.next().await {
                 let chunk = item.map_err(|e| {
                     let mut a = self.convert(e, state.received);
+                    // async-openai reduces body errors to text; a failure after a silence as
+                    // long as the read timeout is the read timeout.
+                    if matches!(a.err, LlmError::StreamCut { .. })
+                        && last_event.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
+                    {
+                        a.err = LlmError::ReadTimeout { url: self.base_url.clone(), limit: self.cfg.read_timeout };
+                    }
                     a.emitted = state.emitted;
                     a
                 })?;
+                last_event = Instant::now();
                 if let Err(err) = state.absorb(chunk, &self.base_url, &mut *on_delta) {
                     return Err(AttemptError { err, emitted: state.emitted, stop_rejected: false });
                 }
@@ -531,7 +540,7 @@ impl OpenAiModel {
             OpenAIError::StreamError(se) => {
                 let reason = se.to_string();
                 if reason.contains("timed out") || reason.contains("timeout") {
-                    LlmError::ReadTimeout { url, secs: self.cfg.read_timeout.as_secs() }
+                    LlmError::ReadTimeout { url, limit: self.cfg.read_timeout }
                 } else {
                     LlmError::StreamCut { url, received, reason: innermost_text(&reason) }
                 }
@@ -585,7 +594,7 @@ fn classify_status(status: u16, retry_after: Option<Duration>, body: &str, url: 
 fn reqwest_error(e: &reqwest::Error, url: &str, read_timeout: Duration) -> LlmError {
     let url = url.to_owned();
     if e.is_timeout() && !e.is_connect() {
-        return LlmError::ReadTimeout { url, secs: read_timeout.as_secs() };
+        return LlmError::ReadTimeout { url, limit: read_timeout };
     }
     let mut reason = e.to_string();
     let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);

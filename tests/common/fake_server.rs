@@ -1,0 +1,500 @@
+//! A fake OpenAI-compatible server for tests: axum on `127.0.0.1:0`, `/v1/chat/completions` and
+//! `/v1/completions`, streamed (SSE, cut into small byte chunks so events and even UTF-8
+//! characters are split across reads) or whole.
+//!
+//! ```ignore
+//! mod common;
+//! use common::fake_server::{FakeConfig, FakeServer, StopMode};
+//!
+//! let server = FakeServer::start(FakeConfig::turns(["<thought>hi</thought><final_answer>1</final_answer>"])).await;
+//! // point the client at server.base_url ("http://127.0.0.1:PORT/v1")
+//! let bodies = server.requests(); // what was sent: stop list, stream flag, max_tokens, ...
+//! ```
+//!
+//! Each successful request consumes the next scripted turn (`default_reply` once they run out);
+//! failed requests (500, 429, 400, 404, 401) do not, so a retry gets the same turn. Switches:
+//!
+//! | field | behaviour |
+//! |---|---|
+//! | `stop_mode` | `Strip` (OpenAI, vLLM), `Keep` (TGI), `Ignore` (MLX; runs past stops), `Reject` (400 naming `stop` when stops are sent), `FlushPartial` (llama.cpp: strips the stop but sends half of it first) |
+//! | `empty_finish_reason` | `finish_reason: ""` on every non-final chunk (old Ollama, sglang) |
+//! | `missing_ids` | no `id`, `object`, `created`, `model` |
+//! | `fail_first` | answer `500` to the first N requests |
+//! | `rate_limit_first`, `retry_after` | then `429` (llama.cpp-shaped body) with a `Retry-After` header |
+//! | `first_byte_delay`, `chunk_delay` | sleep before the first body byte / between chunks |
+//! | `cut_after_events` | abort the connection after N content events (stream cut mid-way) |
+//! | `malformed_json` | one broken event (stream) or a broken body (whole) |
+//! | `empty_choices` | `choices: []` |
+//! | `known_models` | other model names get `404` with an Ollama-shaped body (`{"error":"…"}`) |
+//! | `require_key` | `401` unless `Authorization: Bearer KEY` |
+//! | `reasoning` | sent first as `reasoning_content` deltas |
+//! | `stop_reason` | vLLM-style `stop_reason` naming the stop that fired |
+//!
+//! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
+//! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// What the server does with the request's `stop` strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopMode {
+    /// Stop at the first stop string and leave it out (OpenAI, vLLM).
+    #[default]
+    Strip,
+    /// Stop at it and keep it in the text (TGI).
+    Keep,
+    /// Ignore `stop`: send the whole turn.
+    Ignore,
+    /// Reject a request that has `stop` with a 400 naming it (OpenAI reasoning models).
+    Reject,
+    /// Strip it, but flush half of the stop string first (llama.cpp streaming bug).
+    FlushPartial,
+}
+
+/// How the fake server behaves.
+#[derive(Debug, Clone)]
+pub struct FakeConfig {
+    /// Replies in order, one per successful request.
+    pub turns: Vec<String>,
+    /// Reply once the turns run out.
+    pub default_reply: String,
+    /// Reasoning sent as `reasoning_content` before the text.
+    pub reasoning: Option<String>,
+    /// Stop handling.
+    pub stop_mode: StopMode,
+    /// Send vLLM's `stop_reason` with the stop string.
+    pub stop_reason: bool,
+    /// SSE body bytes per write.
+    pub chunk_bytes: usize,
+    /// Characters per content delta ("token").
+    pub token_chars: usize,
+    /// `finish_reason: ""` on non-final chunks.
+    pub empty_finish_reason: bool,
+    /// Leave out `id`, `object`, `created`, `model`.
+    pub missing_ids: bool,
+    /// Answer 500 to the first N requests.
+    pub fail_first: usize,
+    /// Then answer 429 to the next N requests.
+    pub rate_limit_first: usize,
+    /// `Retry-After` value (seconds) on 429s.
+    pub retry_after: Option<String>,
+    /// Pause before the first body byte.
+    pub first_byte_delay: Duration,
+    /// Pause between body chunks.
+    pub chunk_delay: Duration,
+    /// Abort the connection after this many content events.
+    pub cut_after_events: Option<usize>,
+    /// One malformed event (stream) or a malformed body (whole).
+    pub malformed_json: bool,
+    /// `choices: []`.
+    pub empty_choices: bool,
+    /// When not empty, other model names get 404.
+    pub known_models: Vec<String>,
+    /// When set, requests without this bearer key get 401.
+    pub require_key: Option<String>,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            turns: Vec::new(),
+            default_reply: "<final_answer>ok</final_answer>".to_owned(),
+            reasoning: None,
+            stop_mode: StopMode::Strip,
+            stop_reason: false,
+            chunk_bytes: 7,
+            token_chars: 3,
+            empty_finish_reason: false,
+            missing_ids: false,
+            fail_first: 0,
+            rate_limit_first: 0,
+            retry_after: None,
+            first_byte_delay: Duration::ZERO,
+            chunk_delay: Duration::ZERO,
+            cut_after_events: None,
+            malformed_json: false,
+            empty_choices: false,
+            known_models: Vec::new(),
+            require_key: None,
+        }
+    }
+}
+
+impl FakeConfig {
+    /// Defaults with these scripted turns.
+    pub fn turns<I, S>(turns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        FakeConfig { turns: turns.into_iter().map(Into::into).collect(), ..FakeConfig::default() }
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `/v1/chat/completions` or `/v1/completions`.
+    pub path: String,
+    /// The JSON body (`Value::Null` if it was not JSON).
+    pub body: Value,
+    /// The `Authorization` header.
+    pub authorization: Option<String>,
+}
+
+impl RecordedRequest {
+    /// The `stop` strings sent (empty when none).
+    pub fn stops(&self) -> Vec<String> {
+        match &self.body["stop"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The `stream` flag.
+    pub fn stream(&self) -> bool {
+        self.body["stream"].as_bool().unwrap_or(false)
+    }
+}
+
+struct Inner {
+    cfg: FakeConfig,
+    requests: Mutex<Vec<RecordedRequest>>,
+    next_turn: AtomicUsize,
+    aborted: AtomicUsize,
+    completed: AtomicUsize,
+}
+
+/// A running fake server; stops when dropped.
+pub struct FakeServer {
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    inner: Arc<Inner>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeServer {
+    /// Start on a free loopback port (needs a tokio runtime).
+    pub async fn start(cfg: FakeConfig) -> FakeServer {
+        let inner = Arc::new(Inner {
+            cfg,
+            requests: Mutex::new(Vec::new()),
+            next_turn: AtomicUsize::new(0),
+            aborted: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handle))
+            .route("/v1/completions", post(handle))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeServer { base_url: format!("http://{addr}/v1"), inner, task }
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.inner.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Number of requests received.
+    pub fn request_count(&self) -> usize {
+        self.inner.requests.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// Turns served so far.
+    pub fn turns_served(&self) -> usize {
+        self.inner.next_turn.load(Ordering::SeqCst)
+    }
+
+    /// Streams the client dropped before the server finished writing them.
+    pub fn aborted(&self) -> usize {
+        self.inner.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Streams written to the end.
+    pub fn completed(&self) -> usize {
+        self.inner.completed.load(Ordering::SeqCst)
+    }
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap_or_default()
+}
+
+async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let cfg = &inner.cfg;
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let path = uri.path().to_owned();
+    let index = {
+        let mut reqs = inner.requests.lock().unwrap_or_else(|e| e.into_inner());
+        reqs.push(RecordedRequest { path: path.clone(), body: body.clone(), authorization: authorization.clone() });
+        reqs.len() - 1
+    };
+    let chat = path.ends_with("/chat/completions");
+
+    if let Some(key) = &cfg.require_key
+        && authorization.as_deref() != Some(format!("Bearer {key}").as_str())
+    {
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}).to_string(),
+        );
+    }
+    let model = body["model"].as_str().unwrap_or("").to_owned();
+    if !cfg.known_models.is_empty() && !cfg.known_models.contains(&model) {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("model \"{model}\" not found, try pulling it first")}).to_string(),
+        );
+    }
+    if index < cfg.fail_first {
+        return Response::builder()
+            .status(StatusCode::INTERNAL_SERVER_ERROR)
+            .header("content-type", "text/plain")
+            .body(Body::from("Internal Server Error: the model crashed"))
+            .unwrap_or_default();
+    }
+    if index < cfg.fail_first + cfg.rate_limit_first {
+        let mut b = Response::builder().status(StatusCode::TOO_MANY_REQUESTS).header("content-type", "application/json");
+        if let Some(ra) = &cfg.retry_after {
+            b = b.header("retry-after", ra.as_str());
+        }
+        return b
+            .body(Body::from(json!({"error": {"code": 429, "message": "server busy", "type": "unavailable_error"}}).to_string()))
+            .unwrap_or_default();
+    }
+    let stops: Vec<String> = match &body["stop"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+        _ => Vec::new(),
+    };
+    if cfg.stop_mode == StopMode::Reject && !stops.is_empty() {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": "Unsupported parameter: 'stop' is not supported with this model.", "type": "invalid_request_error", "param": "stop", "code": "unsupported_parameter"}}).to_string(),
+        );
+    }
+
+    let turn = inner.next_turn.fetch_add(1, Ordering::SeqCst);
+    let text = cfg.turns.get(turn).cloned().unwrap_or_else(|| cfg.default_reply.clone());
+    let (mut content, mut finish, fired) = apply_stops(&text, &stops, cfg.stop_mode);
+    let max_tokens = body["max_tokens"].as_u64().or_else(|| body["max_completion_tokens"].as_u64());
+    if let Some(max) = max_tokens {
+        let limit = (max as usize).saturating_mul(4);
+        if content.len() > limit {
+            let mut end = limit;
+            while !content.is_char_boundary(end) {
+                end -= 1;
+            }
+            content.truncate(end);
+            finish = "length";
+        }
+    }
+    let prompt_tokens = (body["messages"].to_string().len() + body["prompt"].as_str().map_or(0, str::len)) as u64 / 4;
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": content.len() as u64 / 4 + 1, "total_tokens": prompt_tokens + content.len() as u64 / 4 + 1});
+    let stop_reason = if cfg.stop_reason { fired.map(Value::String).unwrap_or(Value::Null) } else { Value::Null };
+
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    if !stream {
+        tokio::time::sleep(cfg.first_byte_delay).await;
+        if cfg.malformed_json {
+            return json_response(StatusCode::OK, "{\"choices\": [{\"message\": {\"content\": \"half".to_owned());
+        }
+        let mut choice = if chat {
+            let mut m = json!({"role": "assistant", "content": content});
+            if let Some(r) = &cfg.reasoning {
+                m["reasoning_content"] = Value::String(r.clone());
+            }
+            json!({"index": 0, "message": m, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": content, "finish_reason": finish})
+        };
+        if cfg.stop_reason {
+            choice["stop_reason"] = stop_reason;
+        }
+        let choices = if cfg.empty_choices { json!([]) } else { json!([choice]) };
+        let mut out = json!({"choices": choices, "usage": usage});
+        add_ids(&mut out, cfg, chat, &model);
+        return json_response(StatusCode::OK, out.to_string());
+    }
+
+    // Streaming: build the whole SSE text, then write it in small byte chunks.
+    let empty_fr = if cfg.empty_finish_reason { Value::String(String::new()) } else { Value::Null };
+    let mut events: Vec<String> = Vec::new();
+    let event = |choice: Value| -> String {
+        let mut e = json!({"choices": [choice]});
+        add_ids(&mut e, cfg, chat, &model);
+        format!("data: {e}\n\n")
+    };
+    if !cfg.empty_choices {
+        if chat {
+            events.push(event(json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": empty_fr})));
+        }
+        if let Some(r) = &cfg.reasoning {
+            for piece in pieces(r, cfg.token_chars) {
+                events.push(event(json!({"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": empty_fr})));
+            }
+        }
+        let mut content_events = 0;
+        for (i, piece) in pieces(&content, cfg.token_chars).into_iter().enumerate() {
+            if cfg.malformed_json && i == 1 {
+                events.push("data: {\"choices\":[{\"delta\":{\"content\":\"x\n\n".to_owned());
+                continue;
+            }
+            let choice = if chat {
+                json!({"index": 0, "delta": {"content": piece}, "finish_reason": empty_fr})
+            } else {
+                json!({"index": 0, "text": piece, "finish_reason": empty_fr})
+            };
+            events.push(event(choice));
+            content_events += 1;
+            if cfg.cut_after_events == Some(content_events) {
+                events.push(CUT.to_owned());
+                break;
+            }
+        }
+        let mut last = if chat {
+            json!({"index": 0, "delta": {}, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": "", "finish_reason": finish})
+        };
+        if cfg.stop_reason {
+            last["stop_reason"] = stop_reason;
+        }
+        events.push(event(last));
+    }
+    if body["stream_options"]["include_usage"].as_bool() == Some(true) || cfg.empty_choices {
+        let mut e = json!({"choices": [], "usage": usage});
+        add_ids(&mut e, cfg, chat, &model);
+        events.push(format!("data: {e}\n\n"));
+    }
+    events.push("data: [DONE]\n\n".to_owned());
+
+    let mut parts: Vec<Result<Bytes, std::io::Error>> = Vec::new();
+    let mut all: Vec<u8> = Vec::new();
+    let mut cut = false;
+    for e in events {
+        if e == CUT {
+            cut = true;
+            break;
+        }
+        all.extend_from_slice(e.as_bytes());
+    }
+    for piece in all.chunks(cfg.chunk_bytes.max(1)) {
+        parts.push(Ok(Bytes::copy_from_slice(piece)));
+    }
+    if cut {
+        parts.push(Err(std::io::Error::other("fake server: stream cut")));
+    }
+    let guard = StreamGuard { inner: inner.clone(), done: false };
+    let first_delay = cfg.first_byte_delay;
+    let chunk_delay = cfg.chunk_delay;
+    let body_stream = async_stream::stream! {
+        let mut guard = guard;
+        tokio::time::sleep(first_delay).await;
+        let n = parts.len();
+        for (i, p) in parts.into_iter().enumerate() {
+            if i > 0 && !chunk_delay.is_zero() {
+                tokio::time::sleep(chunk_delay).await;
+            }
+            let is_err = p.is_err();
+            if i + 1 == n && !is_err {
+                guard.done = true;
+            }
+            yield p;
+            if is_err {
+                guard.done = true;
+                return;
+            }
+        }
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body_stream))
+        .unwrap_or_default()
+}
+
+const CUT: &str = "\u{0}CUT";
+
+/// Counts streams the client dropped before the end.
+struct StreamGuard {
+    inner: Arc<Inner>,
+    done: bool,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if self.done {
+            self.inner.completed.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.inner.aborted.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn add_ids(v: &mut Value, cfg: &FakeConfig, chat: bool, model: &str) {
+    if cfg.missing_ids {
+        return;
+    }
+    v["id"] = json!("cmpl-fake-1");
+    v["object"] = json!(if chat { "chat.completion.chunk" } else { "text_completion" });
+    v["created"] = json!(1_700_000_000u32);
+    v["model"] = json!(model);
+}
+
+/// Split text into pieces of `n` characters.
+fn pieces(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(n.max(1)).map(|c| c.iter().collect()).collect()
+}
+
+/// The text a server sends for a turn, its finish reason, and the stop that fired.
+fn apply_stops(text: &str, stops: &[String], mode: StopMode) -> (String, &'static str, Option<String>) {
+    let first = stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()).map(|p| (p + s.len(), p, s)))
+        .min();
+    match (first, mode) {
+        (None, _) | (_, StopMode::Ignore) => (text.to_owned(), "stop", None),
+        (Some((_, p, s)), StopMode::Strip | StopMode::Reject) => (text[..p].to_owned(), "stop", Some(s.clone())),
+        (Some((end, _, s)), StopMode::Keep) => (text[..end].to_owned(), "stop", Some(s.clone())),
+        (Some((_, p, s)), StopMode::FlushPartial) => {
+            let mut half = s.len() / 2;
+            while !s.is_char_boundary(half) {
+                half -= 1;
+            }
+            (format!("{}{}", &text[..p], &s[..half.max(1)]), "stop", Some(s.clone()))
+        }
+    }
+}

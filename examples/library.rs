@@ -44,7 +44,10 @@ const EPISODE: &str = r#"=== turn ===
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let model: Arc<dyn Model> = match (std::env::var("TAGLOOP_MODEL"), std::env::var("OPENAI_BASE_URL")) {
+    let model: Arc<dyn Model> = match (
+        std::env::var("TAGLOOP_MODEL"),
+        std::env::var("OPENAI_BASE_URL"),
+    ) {
         (Ok(name), Ok(url)) => Arc::new(OpenAiModel::new(OpenAiConfig::new(url, name))?),
         _ => Arc::new(ScriptedModel::new(Arc::new(Script::parse(EPISODE)?))),
     };
@@ -57,7 +60,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let km = match (b.from.as_str(), b.to.as_str()) {
                 ("Paris", "Lyon") | ("Lyon", "Paris") => 465,
                 ("Lyon", "Marseille") | ("Marseille", "Lyon") => 315,
-                _ => return Err(ToolError::Failed(format!("no data for {} to {}", b.from, b.to))),
+                _ => {
+                    return Err(ToolError::Failed(format!(
+                        "no data for {} to {}",
+                        b.from, b.to
+                    )));
+                }
             };
             Ok(format!("{km} km"))
         },
@@ -65,13 +73,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let agent = Agent::builder(model)
         .tools(tools)
-        .role(Role::for_type::<Trip>("trip planner", "Plan road trips; add up the legs.")?)
+        .role(Role::for_type::<Trip>(
+            "trip planner",
+            "Plan road trips; add up the legs.",
+        )?)
         .max_steps(6)
         .build()?;
-    let outcome = agent.run_as::<Trip>("How far is Paris to Marseille by road, through Lyon?").await?;
-    println!("status: {:?}, steps: {}, model calls: {}", outcome.status, outcome.steps, outcome.llm_calls);
+    let outcome = agent
+        .run_as::<Trip>("How far is Paris to Marseille by road, through Lyon?")
+        .await?;
+    println!(
+        "status: {:?}, steps: {}, model calls: {}",
+        outcome.status, outcome.steps, outcome.llm_calls
+    );
     if let Some(trip) = outcome.final_answer {
-        println!("{} km over {} legs: {}", trip.total_km, trip.legs.len(), trip.legs.join(", "));
+        println!(
+            "{} km over {} legs: {}",
+            trip.total_km,
+            trip.legs.len(),
+            trip.legs.join(", ")
+        );
     }
     Ok(())
 }

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use tagloop::agent::{Agent, AgentConfig, Api, Event, EventSink, Resume, Role, RunOptions, Status};
 use tagloop::llm::scripted::{Script, ScriptedModel};
-use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Prompt, Role as MsgRole, TurnRequest, TurnResult, Usage};
+use tagloop::llm::{
+    DeltaSink, Finish, LlmError, Model, Prompt, Role as MsgRole, TurnRequest, TurnResult, Usage,
+};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
 fn script(turns: &[&str]) -> Arc<ScriptedModel> {
@@ -20,7 +22,9 @@ fn script(turns: &[&str]) -> Arc<ScriptedModel> {
         text.push_str(t);
         text.push('\n');
     }
-    Arc::new(ScriptedModel::new(Arc::new(Script::parse(&text).expect("script parses"))))
+    Arc::new(ScriptedModel::new(Arc::new(
+        Script::parse(&text).expect("script parses"),
+    )))
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -40,32 +44,61 @@ struct Nothing {}
 
 fn tools() -> Registry {
     let mut r = Registry::new();
-    r.add(Arc::new(tool_fn("echo", "Echo the text back.", |a: EchoArgs| async move { Ok(format!("echo: {}", a.text)) })));
-    r.add(Arc::new(tool_fn("add", "Add two integers.", |a: AddArgs| async move { Ok((a.a + a.b).to_string()) })));
-    r.add(Arc::new(tool_fn("fail", "Always fails.", |_: Nothing| async move {
-        Err::<String, _>(ToolError::Failed("disk on fire".into()))
-    })));
-    r.add(Arc::new(tool_fn("slow", "Takes forever.", |_: Nothing| async move {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        Ok("late".to_string())
-    })));
+    r.add(Arc::new(tool_fn(
+        "echo",
+        "Echo the text back.",
+        |a: EchoArgs| async move { Ok(format!("echo: {}", a.text)) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "add",
+        "Add two integers.",
+        |a: AddArgs| async move { Ok((a.a + a.b).to_string()) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "fail",
+        "Always fails.",
+        |_: Nothing| async move { Err::<String, _>(ToolError::Failed("disk on fire".into())) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "slow",
+        "Takes forever.",
+        |_: Nothing| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok("late".to_string())
+        },
+    )));
     r
 }
 
 fn agent(model: Arc<dyn Model>, f: impl FnOnce(&mut AgentConfig)) -> Agent {
-    let mut config = AgentConfig { tool_timeout: Duration::from_millis(200), ..AgentConfig::default() };
+    let mut config = AgentConfig {
+        tool_timeout: Duration::from_millis(200),
+        ..AgentConfig::default()
+    };
     f(&mut config);
-    Agent::builder(model).tools(tools()).config(config).build().expect("agent builds")
+    Agent::builder(model)
+        .tools(tools())
+        .config(config)
+        .build()
+        .expect("agent builds")
 }
 
 fn observations(messages: &[tagloop::llm::Message]) -> Vec<String> {
-    messages.iter().skip(2).filter(|m| m.role == MsgRole::User).map(|m| m.content.clone()).collect()
+    messages
+        .iter()
+        .skip(2)
+        .filter(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .collect()
 }
 
 fn collect_events() -> (EventSink, Arc<Mutex<Vec<Event>>>) {
     let store = Arc::new(Mutex::new(Vec::new()));
     let s = store.clone();
-    (Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())), store)
+    (
+        Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())),
+        store,
+    )
 }
 
 #[tokio::test]
@@ -81,9 +114,19 @@ async fn a_tool_call_then_a_final_answer() {
     assert_eq!(o.tools_used, vec!["echo".to_string()]);
     assert!(o.usage.prompt_tokens > 0 && o.usage.completion_tokens > 0);
     // The closing tag that the stop removed is back in the history.
-    assert_eq!(o.messages[2].content, "<thought>Use echo.</thought>\n<action>echo(text=\"hi\")</action>");
-    assert_eq!(observations(&o.messages), vec!["<observation>\necho: hi\n</observation>".to_string()]);
-    assert!(o.messages[1].content.contains("<question>\nsay hi\n</question>"));
+    assert_eq!(
+        o.messages[2].content,
+        "<thought>Use echo.</thought>\n<action>echo(text=\"hi\")</action>"
+    );
+    assert_eq!(
+        observations(&o.messages),
+        vec!["<observation>\necho: hi\n</observation>".to_string()]
+    );
+    assert!(
+        o.messages[1]
+            .content
+            .contains("<question>\nsay hi\n</question>")
+    );
 }
 
 #[tokio::test]
@@ -97,24 +140,39 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     ]);
     let o = agent(model, |_| {}).run("t").await;
     assert_eq!(o.status, Status::Ok);
-    assert_eq!(observations(&o.messages)[0], "<observation>\necho: a </action> b\n</observation>");
+    // Inside an observation a protocol tag is neutralised (SPEC §1.4).
+    assert_eq!(
+        observations(&o.messages)[0],
+        "<observation>\necho: a &lt;/action> b\n</observation>"
+    );
     assert_eq!(o.llm_calls, 2, "a continuation is not a new model call");
     assert_eq!(o.steps, 1);
 }
 
 #[tokio::test]
 async fn completions_mode_continues_with_the_prefix() {
-    let model = script(&["I will echo.</thought>\n<action>echo(text=\"x</action>", "y\")</action>", "Done.</thought>\n<final_answer>z</final_answer>"]);
+    let model = script(&[
+        "I will echo.</thought>\n<action>echo(text=\"x</action>",
+        "y\")</action>",
+        "Done.</thought>\n<final_answer>z</final_answer>",
+    ]);
     let o = agent(model, |c| c.api = Api::Completions).run("t").await;
     assert_eq!(o.status, Status::Ok, "{:?}", o.error);
-    assert!(observations(&o.messages)[0].contains("echo: x</action>y"));
-    assert_eq!(o.messages[2].content, "<thought>I will echo.</thought>\n<action>echo(text=\"x</action>y\")</action>");
+    assert!(
+        observations(&o.messages)[0].contains("echo: x&lt;/action>y"),
+        "{:?}",
+        observations(&o.messages)
+    );
+    assert_eq!(
+        o.messages[2].content,
+        "<thought>I will echo.</thought>\n<action>echo(text=\"x</action>y\")</action>"
+    );
 }
 
 #[tokio::test]
 async fn parse_errors_unknown_tools_and_bad_arguments_are_observations() {
     let model = script(&[
-        "<action>echo(text=\"unclosed)</action>",
+        "<action>echo(text=)</action>",
         "<action>ecko(text=\"x\")</action>",
         "<action>add(a=1, c=2)</action>",
         "<action>add(a=\"x\", b=2)</action>",
@@ -125,43 +183,114 @@ async fn parse_errors_unknown_tools_and_bad_arguments_are_observations() {
     assert_eq!(o.steps, 4);
     assert!(o.tools_used.is_empty(), "no tool ran: {:?}", o.tools_used);
     let obs = observations(&o.messages);
-    assert!(obs[0].contains("could not be parsed") && obs[0].contains("at byte"), "{}", obs[0]);
-    assert!(obs[1].contains("no tool named `ecko`") && obs[1].contains("Did you mean `echo`?"), "{}", obs[1]);
-    assert!(obs[1].contains("The tools are: echo, add, fail, slow"), "{}", obs[1]);
-    assert!(obs[2].contains("`add`") && obs[2].contains('c'), "{}", obs[2]);
-    assert!(obs[3].contains("`add`") && obs[3].contains('a'), "{}", obs[3]);
+    assert!(
+        obs[0].contains("could not be parsed") && obs[0].contains("at byte"),
+        "{}",
+        obs[0]
+    );
+    assert!(
+        obs[1].contains("no tool named `ecko`") && obs[1].contains("Did you mean `echo`?"),
+        "{}",
+        obs[1]
+    );
+    assert!(
+        obs[1].contains("The tools are: echo, add, fail, slow"),
+        "{}",
+        obs[1]
+    );
+    assert!(
+        obs[2].contains("`add`") && obs[2].contains('c'),
+        "{}",
+        obs[2]
+    );
+    assert!(
+        obs[3].contains("`add`") && obs[3].contains('a'),
+        "{}",
+        obs[3]
+    );
 }
 
 #[tokio::test]
 async fn tool_errors_and_timeouts_are_observations() {
-    let model = script(&["<action>fail()</action>", "<action>slow()</action>", "<final_answer>x</final_answer>"]);
+    let model = script(&[
+        "<action>fail()</action>",
+        "<action>slow()</action>",
+        "<final_answer>x</final_answer>",
+    ]);
     let o = agent(model, |_| {}).run("t").await;
     let obs = observations(&o.messages);
-    assert!(obs[0].contains("Error from fail: disk on fire"), "{}", obs[0]);
+    assert!(
+        obs[0].contains("Error from fail: disk on fire"),
+        "{}",
+        obs[0]
+    );
     assert!(obs[1].contains("Error from slow: timed out"), "{}", obs[1]);
     assert_eq!(o.status, Status::Ok);
 }
 
+/// A model that returns fixed texts as they are, like a server that ignores stops and a client
+/// that does not enforce them (the loop must still cope).
+struct Raw(Mutex<Vec<String>>);
+impl Model for Raw {
+    fn turn<'a>(
+        &'a self,
+        _r: &'a TurnRequest,
+        _d: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+        let text = self.0.lock().unwrap().remove(0);
+        Box::pin(async move {
+            Ok(TurnResult {
+                text,
+                finish: Finish::End,
+                enforced_by: None,
+                reasoning: None,
+                usage: Usage::default(),
+                elapsed: Duration::ZERO,
+                first_token: None,
+            })
+        })
+    }
+    fn describe(&self) -> String {
+        "raw".into()
+    }
+}
+
 #[tokio::test]
 async fn a_turn_without_a_decision_gets_a_format_reminder_and_discarded_text_is_mentioned() {
-    let model = script(&[
-        "I think I should echo something.",
-        "<action>echo(text=\"a\")</action>\n<observation>made up</observation>",
-        "<final_answer>done</final_answer>",
-    ]);
+    let model = Arc::new(Raw(Mutex::new(vec![
+        "I think I should echo something.".into(),
+        "<action>echo(text=\"a\")</action>\n<observation>made up</observation>".into(),
+        "<final_answer>done</final_answer>".into(),
+    ])));
     let o = agent(model, |_| {}).run("t").await;
     let obs = observations(&o.messages);
-    assert!(obs[0].contains("no <action> and no <final_answer>"), "{}", obs[0]);
-    assert!(obs[1].contains("echo: a") && obs[1].contains("was ignored"), "{}", obs[1]);
+    assert!(
+        obs[0].contains("neither an action nor a final answer"),
+        "{}",
+        obs[0]
+    );
+    assert!(
+        obs[1].contains("echo: a") && obs[1].contains("was ignored"),
+        "{}",
+        obs[1]
+    );
     // Discarded text never goes back to the model.
-    assert!(!o.messages.iter().any(|m| m.role == MsgRole::Assistant && m.content.contains("made up")));
+    assert!(
+        !o.messages
+            .iter()
+            .any(|m| m.role == MsgRole::Assistant && m.content.contains("made up"))
+    );
     assert_eq!(o.steps, 2);
 }
 
 /// A model that always stops at the token limit.
 struct Truncating;
 impl Model for Truncating {
-    fn turn<'a>(&'a self, _r: &'a TurnRequest, _d: DeltaSink<'a>) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(
+        &'a self,
+        _r: &'a TurnRequest,
+        _d: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         Box::pin(async {
             Ok(TurnResult {
                 text: "<thought>a very long thought that".into(),
@@ -181,9 +310,15 @@ impl Model for Truncating {
 
 #[tokio::test]
 async fn a_truncated_turn_is_not_a_syntax_error() {
-    let o = agent(Arc::new(Truncating), |c| c.max_steps = 2).run("t").await;
+    let o = agent(Arc::new(Truncating), |c| c.max_steps = 2)
+        .run("t")
+        .await;
     let obs = observations(&o.messages);
-    assert!(obs[0].contains("cut off by the token limit") && obs[0].contains("not a format error"), "{}", obs[0]);
+    assert!(
+        obs[0].contains("cut off by the token limit") && obs[0].contains("not a format error"),
+        "{}",
+        obs[0]
+    );
     assert_eq!(o.status, Status::MaxSteps);
     assert_eq!(o.final_answer, None);
 }
@@ -207,13 +342,21 @@ async fn an_invalid_final_answer_is_corrected() {
     assert_eq!(o.final_answer, Some(json!({"city": "Paris"})));
     let obs = observations(&o.messages);
     assert!(obs[0].contains("empty"), "{}", obs[0]);
-    assert!(obs[1].contains("/city: 3 is not of type \"string\""), "{}", obs[1]);
+    assert!(
+        obs[1].contains("/city: 3 is not of type \"string\""),
+        "{}",
+        obs[1]
+    );
     assert_eq!(o.steps, 0, "refused final answers are not steps");
 }
 
 #[tokio::test]
 async fn three_refusals_in_a_row_end_the_run() {
-    let model = script(&["<final_answer>nope</final_answer>", "<final_answer>{}</final_answer>", "<final_answer>{\"city\": \"\"}</final_answer>"]);
+    let model = script(&[
+        "<final_answer>nope</final_answer>",
+        "<final_answer>{}</final_answer>",
+        "<final_answer>{\"city\": \"\"}</final_answer>",
+    ]);
     let o = schema_agent(model).run("where").await;
     assert_eq!(o.status, Status::InvalidFinal);
     assert_eq!(o.final_answer, None);
@@ -227,41 +370,74 @@ async fn typed_results_and_single_turn_structured_calls() {
         steps: Vec<String>,
     }
     let model = script(&["<final_answer>{\"steps\": [\"a\", \"b\"]}</final_answer>"]);
-    let agent = Agent::builder(model).role(Role::for_type::<Plan>("planner", "Plan.").unwrap()).build().unwrap();
+    let agent = Agent::builder(model)
+        .role(Role::for_type::<Plan>("planner", "Plan.").unwrap())
+        .build()
+        .unwrap();
     assert!(agent.system_prompt().contains("You have no tools"));
     let o = agent.run_as::<Plan>("plan it").await.unwrap();
-    assert_eq!(o.final_answer, Some(Plan { steps: vec!["a".into(), "b".into()] }));
+    assert_eq!(
+        o.final_answer,
+        Some(Plan {
+            steps: vec!["a".into(), "b".into()]
+        })
+    );
     assert_eq!((o.steps, o.llm_calls), (0, 1));
 }
 
 #[tokio::test]
 async fn the_third_identical_call_is_not_run_and_a_fourth_ends_the_run() {
     let call = "<action>add(a=1, b=2)</action>";
-    let o = agent(script(&[call, call, call, call]), |_| {}).run("t").await;
+    let o = agent(script(&[call, call, call, call]), |_| {})
+        .run("t")
+        .await;
     assert_eq!(o.status, Status::LoopDetected);
     let obs = observations(&o.messages);
     assert_eq!(obs.len(), 3);
-    assert!(obs[2].contains("third time in a row") && obs[2].contains("Its result was:\n3"), "{}", obs[2]);
+    assert!(
+        obs[2].contains("third time in a row") && obs[2].contains("Its result was:\n3"),
+        "{}",
+        obs[2]
+    );
 }
 
 #[tokio::test]
 async fn an_abab_cycle_is_caught() {
     let a = "<action>add(a=1, b=2)</action>";
     let b = "<action>echo(text=\"x\")</action>";
-    let o = agent(script(&[a, b, a, b, "<final_answer>ok</final_answer>"]), |_| {}).run("t").await;
+    let o = agent(
+        script(&[a, b, a, b, "<final_answer>ok</final_answer>"]),
+        |_| {},
+    )
+    .run("t")
+    .await;
     let obs = observations(&o.messages);
     assert!(obs[3].contains("alternating"), "{}", obs[3]);
-    assert_eq!(o.status, Status::Ok, "doing something else after the warning is fine");
+    assert_eq!(
+        o.status,
+        Status::Ok,
+        "doing something else after the warning is fine"
+    );
 }
 
 #[tokio::test]
 async fn the_step_limit_asks_once_more_for_a_final_answer() {
     let call = |n: u32| format!("<action>add(a={n}, b=1)</action>");
-    let turns = [call(1), call(2), "<final_answer>best effort</final_answer>".to_string()];
+    let turns = [
+        call(1),
+        call(2),
+        "<final_answer>best effort</final_answer>".to_string(),
+    ];
     let turns: Vec<&str> = turns.iter().map(String::as_str).collect();
     let (sink, events) = collect_events();
     let o = agent(script(&turns), |c| c.max_steps = 2)
-        .run_with("t", RunOptions { events: Some(sink), ..Default::default() })
+        .run_with(
+            "t",
+            RunOptions {
+                events: Some(sink),
+                ..Default::default()
+            },
+        )
         .await;
     assert_eq!(o.status, Status::MaxSteps);
     assert_eq!(o.final_answer, Some(json!("best effort")));
@@ -272,7 +448,13 @@ async fn the_step_limit_asks_once_more_for_a_final_answer() {
         .lock()
         .unwrap()
         .iter()
-        .filter_map(|e| if let Event::TurnStarted { final_only, .. } = e { Some(*final_only) } else { None })
+        .filter_map(|e| {
+            if let Event::TurnStarted { final_only, .. } = e {
+                Some(*final_only)
+            } else {
+                None
+            }
+        })
         .collect();
     assert_eq!(finals, vec![false, false, true]);
 
@@ -288,7 +470,9 @@ async fn the_step_limit_asks_once_more_for_a_final_answer() {
 
 #[tokio::test]
 async fn a_model_failure_is_status_error() {
-    let o = agent(script(&["<action>add(a=1, b=2)</action>"]), |_| {}).run("t").await;
+    let o = agent(script(&["<action>add(a=1, b=2)</action>"]), |_| {})
+        .run("t")
+        .await;
     assert_eq!(o.status, Status::Error);
     assert!(o.error.unwrap().contains("turn"), "the script ran out");
 }
@@ -296,21 +480,52 @@ async fn a_model_failure_is_status_error() {
 #[tokio::test]
 async fn events_arrive_in_order() {
     let (sink, events) = collect_events();
-    let model = script(&["<thought>T</thought><action>echo(text=\"x\")</action>", "<final_answer>F</final_answer>"]);
-    agent(model, |_| {}).run_with("t", RunOptions { events: Some(sink), ..Default::default() }).await;
+    let model = script(&[
+        "<thought>T</thought><action>echo(text=\"x\")</action>",
+        "<final_answer>F</final_answer>",
+    ]);
+    agent(model, |_| {})
+        .run_with(
+            "t",
+            RunOptions {
+                events: Some(sink),
+                ..Default::default()
+            },
+        )
+        .await;
     let kinds: Vec<String> = events
         .lock()
         .unwrap()
         .iter()
-        .map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_string())
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .filter(|k| k != "text_delta")
         .collect();
     assert_eq!(
         kinds,
         [
-            "run_started", "message", "message", "turn_started", "turn_finished", "message", "thought", "action",
-            "tool_started", "tool_finished", "observation", "message", "step_completed", "turn_started",
-            "turn_finished", "message", "final", "finished"
+            "run_started",
+            "message",
+            "message",
+            "turn_started",
+            "turn_finished",
+            "message",
+            "thought",
+            "action",
+            "tool_started",
+            "tool_finished",
+            "observation",
+            "message",
+            "step_completed",
+            "turn_started",
+            "turn_finished",
+            "message",
+            "final",
+            "finished"
         ]
     );
 }
@@ -325,21 +540,51 @@ async fn a_run_cut_short_resumes_from_its_last_complete_step() {
     let dir = tempfile::tempdir().unwrap();
     let t = tagloop::session::Transcript::create(dir.path(), "s").unwrap();
     let full = agent(script(&turns), |_| {})
-        .run_with("t", RunOptions { transcript: Some(t), ..Default::default() })
+        .run_with(
+            "t",
+            RunOptions {
+                transcript: Some(t),
+                ..Default::default()
+            },
+        )
         .await;
     assert_eq!(full.status, Status::Ok);
-    let records = tagloop::session::load(&dir.path().join("s.jsonl")).unwrap().records;
+    let records = tagloop::session::load(&dir.path().join("s.jsonl"))
+        .unwrap()
+        .records;
     // Cut the transcript just before the second step completed (a kill mid-step).
-    let cut = records.iter().rposition(|r| r["type"] == "step_completed").unwrap();
+    let cut = records
+        .iter()
+        .rposition(|r| r["type"] == "step_completed")
+        .unwrap();
     let resume = Resume::from_records(&records[..cut]).unwrap();
     assert_eq!((resume.steps, resume.requests), (1, 1));
     let model = Arc::new(ScriptedModel::starting_at(
-        Arc::new(Script::parse(&turns.iter().map(|t| format!("=== turn ===\n{t}\n")).collect::<String>()).unwrap()),
+        Arc::new(
+            Script::parse(
+                &turns
+                    .iter()
+                    .map(|t| format!("=== turn ===\n{t}\n"))
+                    .collect::<String>(),
+            )
+            .unwrap(),
+        ),
         resume.requests as usize,
     ));
-    let resumed = agent(model, |_| {}).run_with("t", RunOptions { resume: Some(resume), ..Default::default() }).await;
+    let resumed = agent(model, |_| {})
+        .run_with(
+            "t",
+            RunOptions {
+                resume: Some(resume),
+                ..Default::default()
+            },
+        )
+        .await;
     assert_eq!(resumed.status, Status::Ok);
-    assert_eq!((resumed.steps, resumed.llm_calls), (full.steps, full.llm_calls));
+    assert_eq!(
+        (resumed.steps, resumed.llm_calls),
+        (full.steps, full.llm_calls)
+    );
     assert_eq!(resumed.tools_used, full.tools_used);
     assert_eq!(resumed.messages, full.messages, "no step lost or repeated");
 }
@@ -358,7 +603,9 @@ async fn the_prompt_is_stable_and_lists_tools_in_order() {
         Prompt::Text(_) => panic!("chat expected"),
     }
     let c = agent(script(&[]), |c| c.api = Api::Completions);
-    let Prompt::Text(text) = c.first_prompt("the task", &[]).unwrap() else { panic!() };
+    let Prompt::Text(text) = c.first_prompt("the task", &[]).unwrap() else {
+        panic!()
+    };
     assert!(text.ends_with("</question>\n<thought>"), "{text:?}");
 }
 
@@ -366,7 +613,11 @@ async fn the_prompt_is_stable_and_lists_tools_in_order() {
 async fn the_request_carries_the_stop_strings() {
     struct Spy(Mutex<Vec<Vec<String>>>);
     impl Model for Spy {
-        fn turn<'a>(&'a self, r: &'a TurnRequest, _d: DeltaSink<'a>) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+        fn turn<'a>(
+            &'a self,
+            r: &'a TurnRequest,
+            _d: DeltaSink<'a>,
+        ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
             self.0.lock().unwrap().push(r.stop.clone());
             Box::pin(async {
                 Ok(TurnResult {
@@ -387,7 +638,10 @@ async fn the_request_carries_the_stop_strings() {
     let spy = Arc::new(Spy(Mutex::new(vec![])));
     let o = agent(spy.clone(), |_| {}).run("t").await;
     assert_eq!(o.status, Status::Ok);
-    assert_eq!(spy.0.lock().unwrap()[0], vec!["</action>", "<observation>", "</final_answer>"]);
+    assert_eq!(
+        spy.0.lock().unwrap()[0],
+        vec!["</action>", "<observation>", "</final_answer>"]
+    );
 }
 
 #[test]
@@ -398,7 +652,10 @@ fn outcome_serialises_to_the_spec_shape() {
         steps: 4,
         llm_calls: 5,
         tools_used: vec!["read_file".into()],
-        usage: Usage { prompt_tokens: 1, completion_tokens: 2 },
+        usage: Usage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+        },
         session: Some("s".into()),
         error: None,
         messages: vec![],

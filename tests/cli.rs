@@ -44,91 +44,212 @@ impl Env {
     }
     fn run(&self, model: &str, extra: &[&str]) -> Command {
         let mut c = self.cmd();
-        c.args(["run", "--model", model, "--workspace"]).arg(self.path("ws")).args(extra);
+        c.args(["run", "--model", model, "--workspace"])
+            .arg(self.path("ws"))
+            .args(extra);
         c
     }
 }
 
 fn outcome(out: &[u8]) -> Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {}", String::from_utf8_lossy(out)))
+    serde_json::from_slice(out).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {}",
+            String::from_utf8_lossy(out)
+        )
+    })
 }
 
 #[test]
 fn run_json_prints_exactly_the_outcome_and_exits_0() {
     let env = Env::new();
-    let m = env.script("s", &["<thought>t</thought><action>list_dir()</action>", "<final_answer>done</final_answer>"]);
-    let out = env.run(&m, &["--json", "the task"]).assert().code(0).get_output().stdout.clone();
+    let m = env.script(
+        "s",
+        &[
+            "<thought>t</thought><action>list_dir()</action>",
+            "<final_answer>done</final_answer>",
+        ],
+    );
+    let out = env
+        .run(&m, &["--json", "the task"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     let o = outcome(&out);
     let keys: Vec<&str> = o.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["status", "final", "steps", "llm_calls", "tools_used", "usage", "session", "error"]);
+    assert_eq!(
+        keys,
+        [
+            "status",
+            "final",
+            "steps",
+            "llm_calls",
+            "tools_used",
+            "usage",
+            "session",
+            "error"
+        ]
+    );
     assert_eq!(o["status"], "ok");
     assert_eq!(o["final"], "done");
     assert_eq!(o["tools_used"], serde_json::json!(["list_dir"]));
-    assert!(env.path("sessions").join(format!("{}.jsonl", o["session"].as_str().unwrap())).is_file());
+    assert!(
+        env.path("sessions")
+            .join(format!("{}.jsonl", o["session"].as_str().unwrap()))
+            .is_file()
+    );
 }
 
 #[test]
 fn exit_codes_follow_the_spec() {
     let env = Env::new();
     // max_steps → 3
-    let m = env.script("a", &["<action>list_dir()</action>", "<action>list_dir(path=\"x\")</action>"]);
-    let o = outcome(&env.run(&m, &["--json", "--max-steps", "1", "t"]).assert().code(3).get_output().stdout);
+    let m = env.script(
+        "a",
+        &[
+            "<action>list_dir()</action>",
+            "<action>list_dir(path=\"x\")</action>",
+        ],
+    );
+    let o = outcome(
+        &env.run(&m, &["--json", "--max-steps", "1", "t"])
+            .assert()
+            .code(3)
+            .get_output()
+            .stdout,
+    );
     assert_eq!(o["status"], "max_steps");
     // loop_detected → 3
     let call = "<action>list_dir()</action>";
     let m = env.script("b", &[call, call, call, call]);
-    let o = outcome(&env.run(&m, &["--json", "t"]).assert().code(3).get_output().stdout);
+    let o = outcome(
+        &env.run(&m, &["--json", "t"])
+            .assert()
+            .code(3)
+            .get_output()
+            .stdout,
+    );
     assert_eq!(o["status"], "loop_detected");
     // invalid_final → 3
-    std::fs::write(env.path("schema.json"), r#"{"type": "object", "required": ["n"]}"#).unwrap();
-    let m = env.script("c", &["<final_answer>1</final_answer>", "<final_answer>2</final_answer>", "<final_answer>3</final_answer>"]);
+    std::fs::write(
+        env.path("schema.json"),
+        r#"{"type": "object", "required": ["n"]}"#,
+    )
+    .unwrap();
+    let m = env.script(
+        "c",
+        &[
+            "<final_answer>1</final_answer>",
+            "<final_answer>2</final_answer>",
+            "<final_answer>3</final_answer>",
+        ],
+    );
     let o = outcome(
-        &env.run(&m, &["--json", "--output-schema", "schema.json", "t"]).assert().code(3).get_output().stdout,
+        &env.run(&m, &["--json", "--output-schema", "schema.json", "t"])
+            .assert()
+            .code(3)
+            .get_output()
+            .stdout,
     );
     assert_eq!(o["status"], "invalid_final");
     // a runtime error (the script runs out) → 1
     let m = env.script("d", &["<action>list_dir()</action>"]);
-    let o = outcome(&env.run(&m, &["--json", "t"]).assert().code(1).get_output().stdout);
+    let o = outcome(
+        &env.run(&m, &["--json", "t"])
+            .assert()
+            .code(1)
+            .get_output()
+            .stdout,
+    );
     assert_eq!(o["status"], "error");
     assert!(o["error"].as_str().unwrap().len() > 5);
     // usage and config errors → 2
-    env.cmd().args(["run", "--model", "scripted:/nonexistent/file", "t"]).assert().code(2);
+    env.cmd()
+        .args(["run", "--model", "scripted:/nonexistent/file", "t"])
+        .assert()
+        .code(2);
     env.run(&m, &[]).assert().code(2); // no task
     env.cmd().args(["run", "--bogus-flag"]).assert().code(2);
     env.cmd().args(["run", "t"]).assert().code(2); // no model at all
-    env.cmd().args(["run", "--model", "llama3", "t"]).assert().code(2); // a real model needs a server
-    env.run(&m, &["--role", "missing.toml", "t"]).assert().code(2);
+    env.cmd()
+        .args(["run", "--model", "llama3", "t"])
+        .assert()
+        .code(2); // a real model needs a server
+    env.run(&m, &["--role", "missing.toml", "t"])
+        .assert()
+        .code(2);
 }
 
 #[test]
 fn the_task_can_come_from_stdin_and_the_answer_goes_to_stdout() {
     let env = Env::new();
     let m = env.script("s", &["<final_answer>from stdin</final_answer>"]);
-    let out = env.run(&m, &["-"]).write_stdin("what?").assert().code(0).get_output().clone();
+    let out = env
+        .run(&m, &["-"])
+        .write_stdin("what?")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "from stdin\n");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("final answer") && err.contains("ok · 0 steps"), "{err}");
+    assert!(
+        err.contains("final answer") && err.contains("ok · 0 steps"),
+        "{err}"
+    );
 }
 
 #[test]
 fn events_are_json_lines() {
     let env = Env::new();
-    let m = env.script("s", &["<thought>look</thought><action>list_dir()</action>", "<final_answer>x</final_answer>"]);
+    let m = env.script(
+        "s",
+        &[
+            "<thought>look</thought><action>list_dir()</action>",
+            "<final_answer>x</final_answer>",
+        ],
+    );
     env.run(&m, &["--events", "ev.jsonl", "t"]).assert().code(0);
     let text = std::fs::read_to_string(env.path("ev.jsonl")).unwrap();
     let types: Vec<String> = text
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(types.first().map(String::as_str), Some("run_started"));
     assert_eq!(types.last().map(String::as_str), Some("finished"));
-    for t in ["text_delta", "thought", "action", "tool_started", "tool_finished", "observation", "final"] {
+    for t in [
+        "text_delta",
+        "thought",
+        "action",
+        "tool_started",
+        "tool_finished",
+        "observation",
+        "final",
+    ] {
         assert!(types.iter().any(|x| x == t), "no {t} event in {types:?}");
     }
     // `--events -` shares stdout with nothing else unless --json is asked for too.
-    let out = env.run(&m, &["--events", "-", "t"]).assert().code(0).get_output().stdout.clone();
+    let out = env
+        .run(&m, &["--events", "-", "t"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     let lines: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().collect();
-    assert!(lines.iter().filter(|l| l.starts_with('{')).all(|l| serde_json::from_str::<Value>(l).is_ok()));
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with('{'))
+            .all(|l| serde_json::from_str::<Value>(l).is_ok())
+    );
 }
 
 /// Every file below `dir`, read as bytes.
@@ -147,9 +268,18 @@ fn all_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 fn the_api_key_is_never_written_anywhere() {
     let env = Env::new();
     let secret = "sk-test-SECRET-5e1f0c";
-    let m = env.script("s", &["<action>list_dir()</action>", "<final_answer>x</final_answer>"]);
+    let m = env.script(
+        "s",
+        &[
+            "<action>list_dir()</action>",
+            "<final_answer>x</final_answer>",
+        ],
+    );
     let out = env
-        .run(&m, &["--api-key", secret, "--json", "--events", "ev.jsonl", "t"])
+        .run(
+            &m,
+            &["--api-key", secret, "--json", "--events", "ev.jsonl", "t"],
+        )
         .env("RUST_LOG", "trace")
         .assert()
         .code(0)
@@ -164,13 +294,28 @@ fn the_api_key_is_never_written_anywhere() {
         if p.file_name().is_some_and(|n| n == "s") {
             continue; // the script itself
         }
-        assert!(!String::from_utf8_lossy(&bytes).contains(secret), "the key leaked into {}", p.display());
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
     }
 }
 
 fn session_ids(env: &Env) -> Vec<Value> {
-    let out = env.cmd().args(["sessions", "--json"]).assert().code(0).get_output().stdout.clone();
-    serde_json::from_slice::<Value>(&out).unwrap().as_array().unwrap().clone()
+    let out = env
+        .cmd()
+        .args(["sessions", "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 #[test]
@@ -187,7 +332,14 @@ fn a_run_killed_with_sigkill_continues_to_the_end() {
     let mut child = StdCommand::new(&bin)
         .current_dir(env.dir.path())
         .env("TAGLOOP_SESSION_DIR", env.path("sessions"))
-        .args(["run", "--model", &m, "--allow-write", "--allow-shell", "--workspace"])
+        .args([
+            "run",
+            "--model",
+            &m,
+            "--allow-write",
+            "--allow-shell",
+            "--workspace",
+        ])
         .arg(env.path("ws"))
         .args(["--json", "t"])
         .stdout(Stdio::null())
@@ -200,7 +352,11 @@ fn a_run_killed_with_sigkill_continues_to_the_end() {
         let done = std::fs::read_dir(env.path("sessions"))
             .unwrap()
             .flatten()
-            .any(|e| std::fs::read_to_string(e.path()).unwrap_or_default().contains("\"step_completed\""));
+            .any(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .contains("\"step_completed\"")
+            });
         if done {
             break;
         }
@@ -216,12 +372,22 @@ fn a_run_killed_with_sigkill_continues_to_the_end() {
     assert_eq!(list[0]["steps"], 1);
     let id = list[0]["id"].as_str().unwrap().to_string();
 
-    let o = outcome(&env.cmd().args(["continue", &id, "--json"]).assert().code(0).get_output().stdout);
+    let o = outcome(
+        &env.cmd()
+            .args(["continue", &id, "--json"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
     assert_eq!(o["status"], "ok");
     assert_eq!(o["final"], "finished");
     assert_eq!(o["steps"], 3, "no step lost or repeated");
     assert_eq!(o["llm_calls"], 4);
-    assert_eq!(std::fs::read_to_string(env.path("ws/a.txt")).unwrap(), "one two");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "one two"
+    );
     assert_eq!(session_ids(&env)[0]["status"], "ok");
     // A finished session needs a message to go on.
     env.cmd().args(["continue", &id]).assert().code(2);
@@ -232,33 +398,82 @@ fn replay_and_html_show_every_step() {
     let env = Env::new();
     let m = env.script(
         "s",
-        &["<thought>first look</thought><action>list_dir()</action>", "<thought>then <b>answer</b></thought><final_answer>A & B</final_answer>"],
+        &[
+            "<thought>first look</thought><action>list_dir()</action>",
+            "<thought>then <b>answer</b></thought><final_answer>A & B</final_answer>",
+        ],
     );
-    let o = outcome(&env.run(&m, &["--json", "t"]).assert().code(0).get_output().stdout);
+    let o = outcome(
+        &env.run(&m, &["--json", "t"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
     let id = o["session"].as_str().unwrap();
-    let out = env.cmd().args(["replay", id]).assert().code(0).get_output().clone();
+    let out = env
+        .cmd()
+        .args(["replay", id])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("list_dir") && err.contains("A & B"), "{err}");
-    env.cmd().args(["replay", id, "--html", "page.html"]).assert().code(0);
+    env.cmd()
+        .args(["replay", id, "--html", "page.html"])
+        .assert()
+        .code(0);
     let html = std::fs::read_to_string(env.path("page.html")).unwrap();
-    for needle in ["first look", "list_dir", "observation", "then &lt;b&gt;answer&lt;/b&gt;", "A &amp; B", "step 1", "step 2"] {
+    for needle in [
+        "first look",
+        "list_dir",
+        "observation",
+        "then &lt;b&gt;answer&lt;/b&gt;",
+        "A &amp; B",
+        "step 1",
+        "step 2",
+    ] {
         assert!(html.contains(needle), "{needle} missing from the page");
     }
     assert!(!html.contains("<script") && html.starts_with("<!doctype html>"));
-    env.cmd().args(["replay", "no-such-session"]).assert().code(2);
+    env.cmd()
+        .args(["replay", "no-such-session"])
+        .assert()
+        .code(2);
 }
 
 #[test]
 fn a_killed_batch_resumes_with_exactly_one_line_per_task() {
     let env = Env::new();
-    let m = env.script("s", &["<action>run_command(command=\"sleep 0.2\")</action>", "<final_answer>ok</final_answer>"]);
-    let input: String = (0..200).map(|i| format!("{{\"id\": \"t{i}\", \"task\": \"task {i}\"}}\n")).collect();
+    let m = env.script(
+        "s",
+        &[
+            "<action>run_command(command=\"sleep 0.2\")</action>",
+            "<final_answer>ok</final_answer>",
+        ],
+    );
+    let input: String = (0..200)
+        .map(|i| format!("{{\"id\": \"t{i}\", \"task\": \"task {i}\"}}\n"))
+        .collect();
     std::fs::write(env.path("in.jsonl"), input).unwrap();
     let bin = assert_cmd::cargo::cargo_bin("tagloop");
     let args = |c: &mut StdCommand| {
         c.current_dir(env.dir.path())
             .env("TAGLOOP_SESSION_DIR", env.path("sessions"))
-            .args(["batch", "in.jsonl", "--out", "out.jsonl", "--concurrency", "20", "--no-sessions", "--allow-shell", "--model", &m, "--workspace"])
+            .args([
+                "batch",
+                "in.jsonl",
+                "--out",
+                "out.jsonl",
+                "--concurrency",
+                "20",
+                "--no-sessions",
+                "--allow-shell",
+                "--model",
+                &m,
+                "--workspace",
+            ])
             .arg(env.path("ws"))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -268,7 +483,10 @@ fn a_killed_batch_resumes_with_exactly_one_line_per_task() {
     let mut child = c.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let n = std::fs::read_to_string(env.path("out.jsonl")).unwrap_or_default().lines().count();
+        let n = std::fs::read_to_string(env.path("out.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .count();
         if n >= 40 {
             break;
         }
@@ -277,8 +495,14 @@ fn a_killed_batch_resumes_with_exactly_one_line_per_task() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let partial = std::fs::read_to_string(env.path("out.jsonl")).unwrap().lines().count();
-    assert!(partial < 200, "killed too late to test resuming ({partial} lines)");
+    let partial = std::fs::read_to_string(env.path("out.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        partial < 200,
+        "killed too late to test resuming ({partial} lines)"
+    );
 
     let mut c = StdCommand::new(&bin);
     args(&mut c);
@@ -295,14 +519,28 @@ fn a_killed_batch_resumes_with_exactly_one_line_per_task() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 200, "every task exactly once");
-    assert!(text.lines().filter(|l| serde_json::from_str::<Value>(l).is_ok()).count() >= 200);
+    assert!(
+        text.lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+            .count()
+            >= 200
+    );
 }
 
 #[test]
 fn tools_lists_what_the_options_enable() {
     let env = Env::new();
     let names = |extra: &[&str]| -> Vec<String> {
-        let out = env.cmd().args(["tools", "--json", "--workspace"]).arg(env.path("ws")).args(extra).assert().code(0).get_output().stdout.clone();
+        let out = env
+            .cmd()
+            .args(["tools", "--json", "--workspace"])
+            .arg(env.path("ws"))
+            .args(extra)
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout
+            .clone();
         serde_json::from_slice::<Value>(&out)
             .unwrap()
             .as_array()
@@ -316,7 +554,15 @@ fn tools_lists_what_the_options_enable() {
     };
     assert_eq!(names(&[]), ["read_file", "list_dir", "search_files"]);
     let all = names(&["--allow-write", "--allow-shell"]);
-    for n in ["write_file", "append_file", "edit_file", "make_dir", "move_path", "delete_path", "run_command"] {
+    for n in [
+        "write_file",
+        "append_file",
+        "edit_file",
+        "make_dir",
+        "move_path",
+        "delete_path",
+        "run_command",
+    ] {
         assert!(all.contains(&n.to_string()), "{n} missing");
     }
 }
@@ -324,9 +570,22 @@ fn tools_lists_what_the_options_enable() {
 #[test]
 fn prompt_shows_what_the_model_receives() {
     let env = Env::new();
-    let out = env.cmd().args(["prompt", "--workspace"]).arg(env.path("ws")).arg("do it").assert().code(0).get_output().stdout.clone();
+    let out = env
+        .cmd()
+        .args(["prompt", "--workspace"])
+        .arg(env.path("ws"))
+        .arg("do it")
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.contains("<final_answer>") && text.contains("## read_file(path, start_line, end_line)"), "{text}");
+    assert!(
+        text.contains("<final_answer>")
+            && text.contains("## read_file(path, start_line, end_line)"),
+        "{text}"
+    );
     let out = env
         .cmd()
         .args(["prompt", "--api", "completions", "--workspace"])
@@ -338,12 +597,22 @@ fn prompt_shows_what_the_model_receives() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.ends_with("<question>\ndo it\n</question>\n<thought>"), "{text}");
+    assert!(
+        text.ends_with("<question>\ndo it\n</question>\n<thought>"),
+        "{text}"
+    );
 }
 
 #[test]
 fn completions_for_shells() {
     let env = Env::new();
-    let out = env.cmd().args(["completions", "bash"]).assert().code(0).get_output().stdout.clone();
+    let out = env
+        .cmd()
+        .args(["completions", "bash"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     assert!(String::from_utf8_lossy(&out).contains("tagloop"));
 }

@@ -30,7 +30,10 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
         );
     }
     let Some(validator) = role.validator() else {
-        return Verdict::Accepted { value: Value::String(text.to_string()), warnings: vec![] };
+        return Verdict::Accepted {
+            value: Value::String(text.to_string()),
+            warnings: vec![],
+        };
     };
     let mut warnings = Vec::new();
     let body = strip_fence(text);
@@ -59,7 +62,11 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
         .iter_errors(&value)
         .map(|e| {
             let path = e.instance_path().to_string();
-            let path = if path.is_empty() { "(root)".to_string() } else { path };
+            let path = if path.is_empty() {
+                "(root)".to_string()
+            } else {
+                path
+            };
             format!("{path}: {e}")
         })
         .collect();
@@ -91,11 +98,17 @@ fn truncate_chars(s: &str, max: usize) -> String {
 
 /// Remove one surrounding markdown code fence (```` ``` ```` or ```` ```json ````).
 fn strip_fence(text: &str) -> &str {
-    let Some(rest) = text.strip_prefix("```") else { return text };
-    let Some(body) = rest.trim_end().strip_suffix("```") else { return text };
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.trim_end().strip_suffix("```") else {
+        return text;
+    };
     // Drop the info string (`json`) on the opening line.
     match body.find('\n') {
-        Some(nl) if body[..nl].trim().chars().all(|c| c.is_ascii_alphanumeric()) => body[nl + 1..].trim(),
+        Some(nl) if body[..nl].trim().chars().all(|c| c.is_ascii_alphanumeric()) => {
+            body[nl + 1..].trim()
+        }
         _ => body.trim(),
     }
 }
@@ -191,21 +204,31 @@ mod tests {
 
     #[test]
     fn empty_answers_are_refused() {
-        assert!(matches!(check("  \n ", &Role::default()), Verdict::Refused(m) if m.contains("empty")));
+        assert!(
+            matches!(check("  \n ", &Role::default()), Verdict::Refused(m) if m.contains("empty"))
+        );
     }
 
     #[test]
     fn text_roles_accept_text() {
         assert_eq!(
             check("Paris", &Role::default()),
-            Verdict::Accepted { value: json!("Paris"), warnings: vec![] }
+            Verdict::Accepted {
+                value: json!("Paris"),
+                warnings: vec![]
+            }
         );
     }
 
     #[test]
     fn schema_roles_parse_fenced_json_and_validate() {
-        let v = check("```json\n{\"city\": \"Paris\", \"population\": 3}\n```", &city_role());
-        let Verdict::Accepted { value, warnings } = v else { panic!("{v:?}") };
+        let v = check(
+            "```json\n{\"city\": \"Paris\", \"population\": 3}\n```",
+            &city_role(),
+        );
+        let Verdict::Accepted { value, warnings } = v else {
+            panic!("{v:?}")
+        };
         assert_eq!(value, json!({"city": "Paris", "population": 3}));
         assert_eq!(warnings.len(), 1);
     }
@@ -213,27 +236,41 @@ mod tests {
     #[test]
     fn lenient_json_is_a_warning() {
         let v = check("{'city': 'Paris', 'population': 3,}", &city_role());
-        let Verdict::Accepted { value, warnings } = v else { panic!("{v:?}") };
+        let Verdict::Accepted { value, warnings } = v else {
+            panic!("{v:?}")
+        };
         assert_eq!(value, json!({"city": "Paris", "population": 3}));
         assert!(warnings[0].contains("leniently"));
     }
 
     #[test]
     fn schema_errors_name_the_path() {
-        let Verdict::Refused(msg) = check(r#"{"city": "Paris", "population": -1, "x": 1}"#, &city_role()) else {
+        let Verdict::Refused(msg) = check(
+            r#"{"city": "Paris", "population": -1, "x": 1}"#,
+            &city_role(),
+        ) else {
             panic!()
         };
-        assert!(msg.contains("/population: -1 is less than the minimum of 0"), "{msg}");
+        assert!(
+            msg.contains("/population: -1 is less than the minimum of 0"),
+            "{msg}"
+        );
         assert!(msg.contains("(root): Additional properties"), "{msg}");
-        let Verdict::Refused(msg) = check(r#"{"city": "Paris"}"#, &city_role()) else { panic!() };
-        assert!(msg.contains("\"population\" is a required property"), "{msg}");
+        let Verdict::Refused(msg) = check(r#"{"city": "Paris"}"#, &city_role()) else {
+            panic!()
+        };
+        assert!(
+            msg.contains("\"population\" is a required property"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn trailing_prose_is_not_json() {
-        let Verdict::Refused(msg) =
-            check(r#"{"city": "Paris", "population": 2102650} Hope this helps!"#, &city_role())
-        else {
+        let Verdict::Refused(msg) = check(
+            r#"{"city": "Paris", "population": 2102650} Hope this helps!"#,
+            &city_role(),
+        ) else {
             panic!()
         };
         assert!(msg.contains("not valid JSON"), "{msg}");
@@ -241,7 +278,13 @@ mod tests {
 
     #[test]
     fn loosen_keeps_inner_quotes() {
-        assert_eq!(loosen_json(r#"{'a': 'say "hi"', 'b': [1,2,],}"#), r#"{"a": "say \"hi\"", "b": [1,2]}"#);
-        assert_eq!(loosen_json("{'k': None, 'ok': True}"), r#"{"k": null, "ok": true}"#);
+        assert_eq!(
+            loosen_json(r#"{'a': 'say "hi"', 'b': [1,2,],}"#),
+            r#"{"a": "say \"hi\"", "b": [1,2]}"#
+        );
+        assert_eq!(
+            loosen_json("{'k': None, 'ok': True}"),
+            r#"{"k": null, "ok": true}"#
+        );
     }
 }

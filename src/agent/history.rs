@@ -22,20 +22,32 @@ pub(crate) struct History {
 
 impl History {
     /// Start with the system prompt and the first user message.
-    pub(crate) fn start(api: Api, templates: &Templates, system: &str, question: &str) -> Result<Self, PromptError> {
+    pub(crate) fn start(
+        api: Api,
+        templates: &Templates,
+        system: &str,
+        question: &str,
+    ) -> Result<Self, PromptError> {
         let text = match api {
             Api::Chat => String::new(),
             Api::Completions => templates.completion(system, question)?,
         };
         Ok(History {
             api,
-            messages: vec![Message::new(Role::System, system), Message::new(Role::User, question)],
+            messages: vec![
+                Message::new(Role::System, system),
+                Message::new(Role::User, question),
+            ],
             text,
         })
     }
 
     /// Rebuild from restored messages (system, question, then turns and observations).
-    pub(crate) fn restore(api: Api, templates: &Templates, messages: Vec<Message>) -> Result<Self, PromptError> {
+    pub(crate) fn restore(
+        api: Api,
+        templates: &Templates,
+        messages: Vec<Message>,
+    ) -> Result<Self, PromptError> {
         let mut it = messages.into_iter();
         let system = it.next().map(|m| m.content).unwrap_or_default();
         let question = it.next().map(|m| m.content).unwrap_or_default();
@@ -86,7 +98,8 @@ impl History {
     /// Append the model's turn (as [`History::turn_text`] gave it, cut to what the history keeps).
     pub(crate) fn push_turn(&mut self, kept: &str) {
         if self.api == Api::Completions {
-            self.text.push_str(kept.strip_prefix(OPEN_THOUGHT).unwrap_or(kept));
+            self.text
+                .push_str(kept.strip_prefix(OPEN_THOUGHT).unwrap_or(kept));
         }
         self.messages.push(Message::new(Role::Assistant, kept));
     }
@@ -113,7 +126,8 @@ impl History {
 
 fn starts_with_tag(s: &str) -> bool {
     let t = s.trim_start().as_bytes();
-    let starts = |tag: &str| t.len() >= tag.len() && t[..tag.len()].eq_ignore_ascii_case(tag.as_bytes());
+    let starts =
+        |tag: &str| t.len() >= tag.len() && t[..tag.len()].eq_ignore_ascii_case(tag.as_bytes());
     starts("<thought") || starts("<think") || starts("<action") || starts("<final_answer")
 }
 
@@ -152,26 +166,33 @@ impl Resume {
         let mut started = false;
         for r in records {
             match r.get("type").and_then(Value::as_str) {
-                Some("run_started") => {
-                    if !started {
-                        resume.task = r.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
-                        resume.meta = r.get("meta").cloned().unwrap_or(Value::Null);
-                        started = true;
-                    }
+                Some("run_started") if !started => {
+                    resume.task = r
+                        .get("task")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    resume.meta = r.get("meta").cloned().unwrap_or(Value::Null);
+                    started = true;
                 }
                 Some("message") => {
-                    let m: Message = serde_json::from_value(r.get("message").cloned().unwrap_or(Value::Null))
-                        .map_err(|e| format!("a message record is malformed: {e}"))?;
+                    let m: Message =
+                        serde_json::from_value(r.get("message").cloned().unwrap_or(Value::Null))
+                            .map_err(|e| format!("a message record is malformed: {e}"))?;
                     pending.push(m);
                 }
                 Some("turn_finished") => requests_pending += 1,
                 Some("step_completed") => {
                     resume.messages.append(&mut pending);
                     resume.steps = r.get("steps").and_then(Value::as_u64).unwrap_or(0) as u32;
-                    resume.llm_calls = r.get("llm_calls").and_then(Value::as_u64).unwrap_or(0) as u32;
-                    resume.tools_used = serde_json::from_value(r.get("tools_used").cloned().unwrap_or_default())
-                        .unwrap_or_default();
-                    resume.usage = serde_json::from_value(r.get("usage").cloned().unwrap_or_default()).unwrap_or_default();
+                    resume.llm_calls =
+                        r.get("llm_calls").and_then(Value::as_u64).unwrap_or(0) as u32;
+                    resume.tools_used =
+                        serde_json::from_value(r.get("tools_used").cloned().unwrap_or_default())
+                            .unwrap_or_default();
+                    resume.usage =
+                        serde_json::from_value(r.get("usage").cloned().unwrap_or_default())
+                            .unwrap_or_default();
                     resume.requests += requests_pending;
                     requests_pending = 0;
                     resume.finished = None;
@@ -181,12 +202,22 @@ impl Resume {
                     resume.requests += requests_pending;
                     requests_pending = 0;
                     let o = r.get("outcome").cloned().unwrap_or_default();
-                    resume.steps = o.get("steps").and_then(Value::as_u64).unwrap_or(resume.steps as u64) as u32;
-                    resume.llm_calls = o.get("llm_calls").and_then(Value::as_u64).unwrap_or(resume.llm_calls as u64) as u32;
-                    if let Ok(t) = serde_json::from_value(o.get("tools_used").cloned().unwrap_or_default()) {
+                    resume.steps = o
+                        .get("steps")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(resume.steps as u64) as u32;
+                    resume.llm_calls =
+                        o.get("llm_calls")
+                            .and_then(Value::as_u64)
+                            .unwrap_or(resume.llm_calls as u64) as u32;
+                    if let Ok(t) =
+                        serde_json::from_value(o.get("tools_used").cloned().unwrap_or_default())
+                    {
                         resume.tools_used = t;
                     }
-                    if let Ok(u) = serde_json::from_value(o.get("usage").cloned().unwrap_or_default()) {
+                    if let Ok(u) =
+                        serde_json::from_value(o.get("usage").cloned().unwrap_or_default())
+                    {
                         resume.usage = u;
                     }
                     resume.finished = o.get("status").and_then(Value::as_str).map(str::to_string);

@@ -10,7 +10,10 @@ pub(crate) struct CallKey(String);
 impl CallKey {
     /// Normalise a call.
     pub(crate) fn new(tool: &str, args: &Map<String, Value>) -> Self {
-        CallKey(format!("{tool}:{}", canonical(&Value::Object(args.clone()))))
+        CallKey(format!(
+            "{tool}:{}",
+            canonical(&Value::Object(args.clone()))
+        ))
     }
 }
 
@@ -25,7 +28,10 @@ fn canonical(v: &Value) -> String {
                 .collect();
             format!("{{{}}}", parts.join(","))
         }
-        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
         Value::String(s) => Value::String(s.trim().to_string()).to_string(),
         other => other.to_string(),
     }
@@ -79,7 +85,10 @@ impl LoopGuard {
                 "You are alternating between the same two calls (A, B, A, B); this call was not run again."
             };
             self.blocked = Some(key.clone());
-            return Check::Blocked { reason: reason.to_string(), earlier };
+            return Check::Blocked {
+                reason: reason.to_string(),
+                earlier,
+            };
         }
         Check::Run
     }
@@ -106,7 +115,10 @@ mod tests {
 
     #[test]
     fn normalised_arguments_compare_equal() {
-        assert_eq!(key("t", json!({"a": 1, "b": " x"})), key("t", json!({"b": "x", "a": 1})));
+        assert_eq!(
+            key("t", json!({"a": 1, "b": " x"})),
+            key("t", json!({"b": "x", "a": 1}))
+        );
         assert_ne!(key("t", json!({"a": 1})), key("u", json!({"a": 1})));
     }
 

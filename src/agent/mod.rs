@@ -15,7 +15,7 @@
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
 //! struct Answer { city: String }
 //!
-//! let model = Arc::new(ScriptedModel::new(Script::load("turns.script".as_ref())?));
+//! let model = Arc::new(ScriptedModel::new(Script::load("turns.script")?));
 //! let agent = Agent::builder(model).role(Role::for_type::<Answer>("geographer", "")?).build()?;
 //! let outcome = agent.run_as::<Answer>("Where is the Eiffel tower?").await?;
 //! println!("{}", outcome.final_answer.map(|a| a.city).unwrap_or_default());
@@ -266,7 +266,10 @@ impl Agent {
     /// Exactly what the model receives for the first turn of this task (`tagloop prompt`).
     pub fn first_prompt(&self, task: &str, context: &[ContextItem]) -> Result<Prompt, AgentError> {
         let question = self.templates.question(task, context)?;
-        Ok(history::History::start(self.config.api, &self.templates, &self.system, &question)?.prompt())
+        Ok(
+            history::History::start(self.config.api, &self.templates, &self.system, &question)?
+                .prompt(),
+        )
     }
 
     /// Run a task to its end; the final answer is text, or JSON when the role has a schema.
@@ -293,7 +296,12 @@ pub fn decode<T: DeserializeOwned>(outcome: Outcome<Value>) -> Result<Outcome<T>
         None => None,
         Some(v) => match serde_json::from_value::<T>(v.clone()) {
             Ok(t) => Some(t),
-            Err(e) => return Err(AgentError::Decode { error: e.to_string(), outcome: Box::new(outcome) }),
+            Err(e) => {
+                return Err(AgentError::Decode {
+                    error: e.to_string(),
+                    outcome: Box::new(outcome),
+                });
+            }
         },
     };
     Ok(outcome.with_final(typed))

@@ -34,7 +34,9 @@ pub enum RoleError {
         source: std::io::Error,
     },
     /// The role file is neither valid JSON nor valid TOML of the right shape.
-    #[error("role file {path} is not a valid role ({detail}); it needs `name`, `instructions` and optionally `output_schema`")]
+    #[error(
+        "role file {path} is not a valid role ({detail}); it needs `name`, `instructions` and optionally `output_schema`"
+    )]
     Format {
         /// The file.
         path: String,
@@ -89,7 +91,11 @@ impl Default for Role {
 impl Role {
     /// A role whose final answer is free text.
     pub fn new(name: impl Into<String>, instructions: impl Into<String>) -> Self {
-        Role { name: name.into(), instructions: instructions.into(), schema: None }
+        Role {
+            name: name.into(),
+            instructions: instructions.into(),
+            schema: None,
+        }
     }
 
     /// Require the final answer to be JSON that validates against `schema`.
@@ -110,7 +116,10 @@ impl Role {
     /// let role = tagloop::agent::Role::for_type::<Plan>("planner", "Plan the work.").unwrap();
     /// assert!(role.output_schema().is_some());
     /// ```
-    pub fn for_type<T: JsonSchema>(name: impl Into<String>, instructions: impl Into<String>) -> Result<Self, RoleError> {
+    pub fn for_type<T: JsonSchema>(
+        name: impl Into<String>,
+        instructions: impl Into<String>,
+    ) -> Result<Self, RoleError> {
         let mut schema = schemars::schema_for!(T).to_value();
         if let Some(obj) = schema.as_object_mut() {
             obj.remove("title");
@@ -124,7 +133,9 @@ impl Role {
             path: path.display().to_string(),
             source,
         })?;
-        let is_toml = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        let is_toml = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
         let parsed: Result<RoleFile, String> = if is_toml {
             toml::from_str(&text).map_err(|e| e.to_string())
         } else {
@@ -132,7 +143,10 @@ impl Role {
                 .map_err(|e| e.to_string())
                 .or_else(|json_err| toml::from_str(&text).map_err(|_| json_err))
         };
-        let file = parsed.map_err(|detail| RoleError::Format { path: path.display().to_string(), detail })?;
+        let file = parsed.map_err(|detail| RoleError::Format {
+            path: path.display().to_string(),
+            detail,
+        })?;
         let role = Role::new(file.name, file.instructions);
         match file.output_schema {
             Some(schema) => role.with_output_schema(schema),
@@ -146,8 +160,10 @@ impl Role {
             path: path.display().to_string(),
             source,
         })?;
-        let schema: Value = serde_json::from_str(&text)
-            .map_err(|e| RoleError::Format { path: path.display().to_string(), detail: e.to_string() })?;
+        let schema: Value = serde_json::from_str(&text).map_err(|e| RoleError::Format {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
         Role::default().with_output_schema(schema)
     }
 
@@ -186,7 +202,11 @@ mod tests {
         assert_eq!(role.output_schema().unwrap()["required"], json!(["ok"]));
 
         let t = dir.path().join("r.toml");
-        std::fs::write(&t, "name = \"p\"\ninstructions = \"x\"\n[output_schema]\ntype = \"string\"\n").unwrap();
+        std::fs::write(
+            &t,
+            "name = \"p\"\ninstructions = \"x\"\n[output_schema]\ntype = \"string\"\n",
+        )
+        .unwrap();
         let role = Role::load(&t).unwrap();
         assert_eq!(role.output_schema(), Some(&json!({"type": "string"})));
     }
@@ -198,8 +218,14 @@ mod tests {
         std::fs::write(&p, r#"{"nme":"x"}"#).unwrap();
         let err = Role::load(&p).unwrap_err().to_string();
         assert!(err.contains("not a valid role"), "{err}");
-        let err = Role::new("x", "").with_output_schema(json!({"type": 12})).unwrap_err().to_string();
+        let err = Role::new("x", "")
+            .with_output_schema(json!({"type": 12}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid JSON Schema"), "{err}");
-        assert!(matches!(Role::load(&dir.path().join("missing.json")), Err(RoleError::Read { .. })));
+        assert!(matches!(
+            Role::load(&dir.path().join("missing.json")),
+            Err(RoleError::Read { .. })
+        ));
     }
 }

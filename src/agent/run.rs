@@ -28,6 +28,9 @@ struct ModelTurn {
     text: String,
     /// Why the last request of the turn ended.
     finish: Finish,
+    /// Where the action's body starts when the turn was continued inside one of its strings: the
+    /// body then runs to the end of the turn (the stop strings inside it are content).
+    action_start: Option<usize>,
 }
 
 /// What the loop does after reading a turn.
@@ -108,9 +111,13 @@ impl<'a> Run<'a> {
         });
         match resume {
             None => {
-                let question = agent.templates.question(&self.task, &self.options.context).map_err(|e| e.to_string())?;
-                let history = History::start(agent.config.api, &agent.templates, &agent.system, &question)
+                let question = agent
+                    .templates
+                    .question(&self.task, &self.options.context)
                     .map_err(|e| e.to_string())?;
+                let history =
+                    History::start(agent.config.api, &agent.templates, &agent.system, &question)
+                        .map_err(|e| e.to_string())?;
                 for m in history.messages() {
                     self.emit(Event::Message { message: m.clone() });
                 }
@@ -122,17 +129,22 @@ impl<'a> Run<'a> {
                 self.requests = r.requests;
                 self.tools_used = r.tools_used;
                 self.usage = r.usage;
-                let mut history =
-                    History::restore(agent.config.api, &agent.templates, r.messages).map_err(|e| e.to_string())?;
+                let mut history = History::restore(agent.config.api, &agent.templates, r.messages)
+                    .map_err(|e| e.to_string())?;
                 for m in history.messages().to_vec() {
                     self.emit(Event::Message { message: m });
                 }
                 if let Some(msg) = r.message {
                     // A follow-up gets a fresh step budget.
                     self.step_limit = self.steps + agent.config.max_steps;
-                    let q = agent.templates.question(&msg, &[]).map_err(|e| e.to_string())?;
+                    let q = agent
+                        .templates
+                        .question(&msg, &[])
+                        .map_err(|e| e.to_string())?;
                     history.push_user(&q);
-                    self.emit(Event::Message { message: crate::llm::Message::new(crate::llm::Role::User, q) });
+                    self.emit(Event::Message {
+                        message: crate::llm::Message::new(crate::llm::Role::User, q),
+                    });
                 }
                 self.history = Some(history);
             }
@@ -179,9 +191,14 @@ impl<'a> Run<'a> {
         let agent = self.agent;
         let mut generated = String::new();
         let mut continuations = 0;
+        let mut action_start: Option<usize> = None;
         self.llm_calls += 1;
         loop {
-            let prompt = if generated.is_empty() { history.prompt() } else { history.prompt_with_partial(&generated) };
+            let prompt = if generated.is_empty() {
+                history.prompt()
+            } else {
+                history.prompt_with_partial(&generated)
+            };
             let request = TurnRequest {
                 prompt,
                 stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
@@ -193,7 +210,9 @@ impl<'a> Run<'a> {
             let sink = self.options.events.clone();
             let mut on_delta = |d: &str| {
                 if let Some(sink) = &sink {
-                    sink(&Event::TextDelta { text: d.to_string() });
+                    sink(&Event::TextDelta {
+                        text: d.to_string(),
+                    });
                 }
             };
             let started = Instant::now();
@@ -209,21 +228,35 @@ impl<'a> Run<'a> {
             });
             let text = history.turn_text(&generated);
             if let Finish::Stop(stop) = &result.finish {
-                let can_continue = agent.config.api == crate::agent::Api::Completions || agent.model.supports_prefill();
-                if can_continue && continuations < agent.config.max_continuations && stopped_inside(&text) {
+                let can_continue = agent.config.api == crate::agent::Api::Completions
+                    || agent.model.supports_prefill();
+                if can_continue
+                    && continuations < agent.config.max_continuations
+                    && let Some(inside) = stopped_inside(&text, action_start)
+                {
                     debug!(stop = %stop, "stop string inside an open string or <think>: continuing the turn");
+                    if let Inside::ActionString(start) = inside {
+                        action_start = Some(start);
+                    }
                     generated.push_str(stop);
                     continuations += 1;
                     continue;
                 }
             }
-            return Ok(ModelTurn { text, finish: result.finish });
+            return Ok(ModelTurn {
+                text,
+                finish: result.finish,
+                action_start,
+            });
         }
     }
 
     /// Read the turn and decide what happens next.
     async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Next {
-        let turn = protocol::read_turn(&model_turn.text);
+        let mut turn = protocol::read_turn(&model_turn.text);
+        if let Some(start) = model_turn.action_start {
+            continued_action(&mut turn, &model_turn.text, start);
+        }
         self.keep_turn(&model_turn.text, &turn);
         if let Some(t) = &turn.thought {
             self.emit(Event::Thought { text: t.clone() });
@@ -231,7 +264,7 @@ impl<'a> Run<'a> {
         let mut notes = Vec::new();
         if turn.discarded.is_some() {
             notes.push(
-                "Note: the text after your first complete action or final answer was ignored; only one block per turn counts, and observations come from the runtime.".to_string(),
+                "Note: everything after your first complete action or final answer was ignored. Write one action or one final answer per turn, then stop: observations come only from the runtime.".to_string(),
             );
         }
 
@@ -244,19 +277,29 @@ impl<'a> Run<'a> {
                 let text = turn.final_text.clone().unwrap_or_default();
                 match finalcheck::check(&text, &self.agent.role) {
                     Verdict::Accepted { value, warnings } => {
-                        self.emit(Event::Final { value: value.clone(), warnings });
+                        self.emit(Event::Final {
+                            value: value.clone(),
+                            warnings,
+                        });
                         Next::Stop(Status::Ok, Some(value), None)
                     }
                     Verdict::Refused(why) => {
                         self.guard.clear_block();
                         self.refusals += 1;
-                        let kind = if text.trim().is_empty() { "empty_final" } else { "invalid_final" };
+                        let kind = if text.trim().is_empty() {
+                            "empty_final"
+                        } else {
+                            "invalid_final"
+                        };
                         self.correction(kind, &why);
                         if self.refusals >= self.agent.config.max_refusals {
                             return Next::Stop(
                                 Status::InvalidFinal,
                                 None,
-                                Some(format!("{} final answers in a row were refused; the last: {why}", self.refusals)),
+                                Some(format!(
+                                    "{} final answers in a row were refused; the last: {why}",
+                                    self.refusals
+                                )),
                             );
                         }
                         notes.insert(0, why);
@@ -270,9 +313,13 @@ impl<'a> Run<'a> {
                 let msg = if model_turn.finish == Finish::Length {
                     "Your turn was cut off by the token limit before it finished; this is not a format error. Keep the thought short and write the <action> or <final_answer> sooner."
                 } else {
-                    "Your turn had no <action> and no <final_answer>. Write a short <thought>, then either <action>tool_name(arg=\"value\")</action> or <final_answer>…</final_answer>."
+                    "Your turn had neither an action nor a final answer. Write a short thought, then either one action that calls a tool, or your final answer, each in its tags as the system prompt shows."
                 };
-                let kind = if model_turn.finish == Finish::Length { "truncated" } else { "no_decision" };
+                let kind = if model_turn.finish == Finish::Length {
+                    "truncated"
+                } else {
+                    "no_decision"
+                };
                 self.correction(kind, msg);
                 notes.insert(0, msg.to_string());
                 Next::Observe(notes.join("\n\n"))
@@ -296,7 +343,11 @@ impl<'a> Run<'a> {
     async fn act(&mut self, turn: &Turn, finish: &Finish) -> Result<String, Next> {
         let action_text = turn.action.as_deref().unwrap_or_default();
         let tools = &self.agent.tools;
-        let accept = |c: &Call| tools.get(&c.tool).is_some_and(|t| protocol::bind(&c.args, t.parameters()).is_ok());
+        let accept = |c: &Call| {
+            tools
+                .get(&c.tool)
+                .is_some_and(|t| protocol::bind(&c.args, t.parameters()).is_ok())
+        };
         let call = match protocol::parse_action_with(action_text, &accept) {
             Ok(c) => c,
             Err(e) => {
@@ -309,7 +360,7 @@ impl<'a> Run<'a> {
                 if e.open_string {
                     if let Finish::Stop(stop) = finish {
                         msg.push_str(&format!(
-                            " The turn was cut at `{stop}` inside a string: inside strings write `<` as \\u003c so that the text does not end your turn."
+                            " The turn was cut where a string contained the stop text `{stop}`: inside strings write `<` as \\u003c so that the text does not end your turn."
                         ));
                     } else if *finish == Finish::Length {
                         msg.push_str(" The turn was cut off by the token limit inside a string; write shorter arguments.");
@@ -327,7 +378,7 @@ impl<'a> Run<'a> {
                 msg.push_str(&format!(" Did you mean `{close}`?"));
             }
             if names.is_empty() {
-                msg.push_str(" You have no tools in this task: give your <final_answer>.");
+                msg.push_str(" You have no tools in this task: give your final answer.");
             } else {
                 msg.push_str(&format!(" The tools are: {names}."));
             }
@@ -338,16 +389,26 @@ impl<'a> Run<'a> {
             Ok(a) => a,
             Err(e) => {
                 self.guard.clear_block();
-                let msg = format!("The arguments of `{}` do not fit: {}", call.tool, cap(&e.to_string(), MAX_ERROR_MESSAGE));
+                let msg = format!(
+                    "The arguments of `{}` do not fit: {}",
+                    call.tool,
+                    cap(&e.to_string(), MAX_ERROR_MESSAGE)
+                );
                 self.correction("bad_arguments", &msg);
                 return Ok(msg);
             }
         };
-        self.emit(Event::Action { tool: call.tool.clone(), args: Value::Object(args.clone()) });
+        self.emit(Event::Action {
+            tool: call.tool.clone(),
+            args: Value::Object(args.clone()),
+        });
         let key = CallKey::new(&call.tool, &args);
         match self.guard.check(&key) {
             Check::Stop => {
-                let msg = format!("the model repeated the call `{}` after being told it was a loop", call.tool);
+                let msg = format!(
+                    "the model repeated the call `{}` after being told it was a loop",
+                    call.tool
+                );
                 return Err(Next::Stop(Status::LoopDetected, None, Some(msg)));
             }
             Check::Blocked { reason, earlier } => {
@@ -376,24 +437,50 @@ impl<'a> Run<'a> {
     }
 
     /// Run a tool with its time limit; the result (or the error) as text for the model.
-    async fn run_tool(&mut self, name: &str, tool: std::sync::Arc<dyn crate::tools::Tool>, args: Map<String, Value>) -> String {
-        self.emit(Event::ToolStarted { tool: name.to_string() });
+    async fn run_tool(
+        &mut self,
+        name: &str,
+        tool: std::sync::Arc<dyn crate::tools::Tool>,
+        args: Map<String, Value>,
+    ) -> String {
+        self.emit(Event::ToolStarted {
+            tool: name.to_string(),
+        });
         let started = Instant::now();
         let timeout = self.agent.config.tool_timeout;
         let result = tokio::time::timeout(timeout, tool.call(args))
             .instrument(info_span!("tool", name))
             .await;
         let (ok, text) = match result {
-            Ok(Ok(out)) => (true, protocol::truncate(&out, self.agent.config.observation_limit).into_owned()),
-            Ok(Err(e)) => (false, format!("Error from {name}: {}", cap(&e.to_string(), self.agent.config.observation_limit))),
-            Err(_) => (false, format!("Error from {name}: timed out after {} s", timeout.as_secs_f32())),
+            Ok(Ok(out)) => (
+                true,
+                protocol::truncate(&out, self.agent.config.observation_limit).into_owned(),
+            ),
+            Ok(Err(e)) => (
+                false,
+                format!(
+                    "Error from {name}: {}",
+                    cap(&e.to_string(), self.agent.config.observation_limit)
+                ),
+            ),
+            Err(_) => (
+                false,
+                format!(
+                    "Error from {name}: timed out after {} s",
+                    timeout.as_secs_f32()
+                ),
+            ),
         };
         // A refused call did not run: it does not count as a tool used.
         let refused = text.starts_with(&format!("Error from {name}: refused"));
         if !refused && !self.tools_used.iter().any(|t| t == name) {
             self.tools_used.push(name.to_string());
         }
-        self.emit(Event::ToolFinished { tool: name.to_string(), ok, elapsed_ms: started.elapsed().as_millis() as u64 });
+        self.emit(Event::ToolFinished {
+            tool: name.to_string(),
+            ok,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
         text
     }
 
@@ -401,17 +488,30 @@ impl<'a> Run<'a> {
     fn last_chance(&mut self, turn: &Turn) -> Next {
         let reason = format!("the step limit of {} steps was reached", self.step_limit);
         if turn.kind != TurnKind::Final {
-            self.correction("final_only", "No final answer was given after the step limit.");
+            self.correction(
+                "final_only",
+                "No final answer was given after the step limit.",
+            );
             return Next::Stop(Status::MaxSteps, None, Some(reason));
         }
-        match finalcheck::check(turn.final_text.as_deref().unwrap_or_default(), &self.agent.role) {
+        match finalcheck::check(
+            turn.final_text.as_deref().unwrap_or_default(),
+            &self.agent.role,
+        ) {
             Verdict::Accepted { value, warnings } => {
-                self.emit(Event::Final { value: value.clone(), warnings });
+                self.emit(Event::Final {
+                    value: value.clone(),
+                    warnings,
+                });
                 Next::Stop(Status::MaxSteps, Some(value), Some(reason))
             }
             Verdict::Refused(why) => {
                 self.correction("invalid_final", &why);
-                Next::Stop(Status::MaxSteps, None, Some(format!("{reason}; the last answer was refused: {why}")))
+                Next::Stop(
+                    Status::MaxSteps,
+                    None,
+                    Some(format!("{reason}; the last answer was refused: {why}")),
+                )
             }
         }
     }
@@ -430,7 +530,9 @@ impl<'a> Run<'a> {
         if let Some(h) = self.history.as_mut() {
             h.push_turn(&kept);
         }
-        self.emit(Event::Message { message: crate::llm::Message::new(crate::llm::Role::Assistant, kept) });
+        self.emit(Event::Message {
+            message: crate::llm::Message::new(crate::llm::Role::Assistant, kept),
+        });
     }
 
     /// Send the one observation of this step (with the step-limit notice when the limit is reached).
@@ -438,7 +540,7 @@ impl<'a> Run<'a> {
         let mut body = body;
         if self.steps >= self.step_limit {
             body.push_str(&format!(
-                "\n\nYou have used all {} steps. No more tools can run: answer now with <final_answer>…</final_answer>, the best answer you can give.",
+                "\n\nYou have used all {} steps. No more tools can run: write your final answer now, the best answer you can give.",
                 self.step_limit
             ));
         }
@@ -447,7 +549,9 @@ impl<'a> Run<'a> {
             h.push_user(&text);
         }
         self.emit(Event::Observation { text: text.clone() });
-        self.emit(Event::Message { message: crate::llm::Message::new(crate::llm::Role::User, text) });
+        self.emit(Event::Message {
+            message: crate::llm::Message::new(crate::llm::Role::User, text),
+        });
         self.emit(Event::StepCompleted {
             steps: self.steps,
             llm_calls: self.llm_calls,
@@ -457,7 +561,10 @@ impl<'a> Run<'a> {
     }
 
     fn correction(&mut self, kind: &str, message: &str) {
-        self.emit(Event::Correction { kind: kind.to_string(), message: message.to_string() });
+        self.emit(Event::Correction {
+            kind: kind.to_string(),
+            message: message.to_string(),
+        });
     }
 
     /// Give an event to the caller and write it to the transcript.
@@ -474,7 +581,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn finish(mut self, status: Status, final_answer: Option<Value>, error: Option<String>) -> Outcome {
+    fn finish(
+        mut self,
+        status: Status,
+        final_answer: Option<Value>,
+        error: Option<String>,
+    ) -> Outcome {
         let mut outcome = Outcome {
             status,
             final_answer,
@@ -488,21 +600,60 @@ impl<'a> Run<'a> {
         };
         let json = serde_json::to_value(&outcome).unwrap_or(Value::Null);
         self.emit(Event::Finished { outcome: json });
-        outcome.messages = self.history.map(|h| h.messages().to_vec()).unwrap_or_default();
+        outcome.messages = self
+            .history
+            .map(|h| h.messages().to_vec())
+            .unwrap_or_default();
         outcome
     }
 }
 
+/// Where a stop string fired inside the turn, when it cannot have ended it.
+enum Inside {
+    /// Inside an open `<think>` block.
+    Think,
+    /// Inside an open string of the action whose body starts at this offset.
+    ActionString(usize),
+}
+
 /// Whether a stop string fired where it cannot have ended the turn: inside an open `<think>`
-/// block, or inside an open string of the deciding action.
-fn stopped_inside(text: &str) -> bool {
+/// block, or inside an open string of the deciding action. `action_start` is known once the
+/// turn has been continued inside the action: its body then runs to the end of the text.
+fn stopped_inside(text: &str, action_start: Option<usize>) -> Option<Inside> {
+    let open_string =
+        |body: &str| matches!(protocol::parse_action(body.trim()), Err(e) if e.open_string);
+    if let Some(start) = action_start {
+        return open_string(text.get(start..).unwrap_or_default())
+            .then_some(Inside::ActionString(start));
+    }
     let turn = protocol::read_turn(text);
     if turn.blocks.iter().any(|b| b.tag == Tag::Think && !b.closed) {
-        return true;
+        return Some(Inside::Think);
     }
-    turn.kind == TurnKind::Action
-        && !turn.deciding_closed
-        && matches!(protocol::parse_action(turn.action.as_deref().unwrap_or_default()), Err(e) if e.open_string)
+    if turn.kind != TurnKind::Action || turn.deciding_closed {
+        return None;
+    }
+    let block = turn
+        .blocks
+        .iter()
+        .rev()
+        .find(|b| b.tag == Tag::Action && !b.closed)?;
+    open_string(text.get(block.body.start..).unwrap_or_default())
+        .then_some(Inside::ActionString(block.body.start))
+}
+
+/// After a continuation inside an action string, the action's body is everything from its start
+/// to the end of the turn: the stop strings inside it are content, and the last stop removed the
+/// real closing tag (put back in the history).
+fn continued_action(turn: &mut Turn, text: &str, start: usize) {
+    let body = text.get(start..).unwrap_or_default();
+    turn.kind = TurnKind::Action;
+    turn.action = Some(body.trim().to_string());
+    turn.action_offset = Some(start + (body.len() - body.trim_start().len()));
+    turn.final_text = None;
+    turn.discarded = None;
+    turn.history_end = text.len();
+    turn.deciding_closed = false;
 }
 
 fn cap(s: &str, max: usize) -> String {

@@ -75,34 +75,62 @@ fn id_key(id: &Value) -> String {
 }
 
 fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut seen = HashSet::new();
     let mut tasks = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let t: TaskLine = serde_json::from_str(line)
-            .with_context(|| format!("{} line {}: expected {{\"id\": …, \"task\": \"…\"}}", path.display(), i + 1))?;
+        let t: TaskLine = serde_json::from_str(line).with_context(|| {
+            format!(
+                "{} line {}: expected {{\"id\": …, \"task\": \"…\"}}",
+                path.display(),
+                i + 1
+            )
+        })?;
         let key = id_key(&t.id);
         if !seen.insert(key.clone()) {
-            anyhow::bail!("{} line {}: the id {key:?} appears twice", path.display(), i + 1);
+            anyhow::bail!(
+                "{} line {}: the id {key:?} appears twice",
+                path.display(),
+                i + 1
+            );
         }
         let role = match t.role {
             None => None,
-            Some(Value::String(p)) => Some(Role::load(&base.join(p)).with_context(|| format!("task {key}"))?),
+            Some(Value::String(p)) => {
+                Some(Role::load(&base.join(p)).with_context(|| format!("task {key}"))?)
+            }
             Some(obj @ Value::Object(_)) => {
-                let name = obj.get("name").and_then(Value::as_str).unwrap_or("assistant").to_string();
-                let instr = obj.get("instructions").and_then(Value::as_str).unwrap_or("").to_string();
+                let name = obj
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("assistant")
+                    .to_string();
+                let instr = obj
+                    .get("instructions")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 let r = Role::new(name, instr);
                 Some(match obj.get("output_schema") {
-                    Some(s) => r.with_output_schema(s.clone()).with_context(|| format!("task {key}"))?,
+                    Some(s) => r
+                        .with_output_schema(s.clone())
+                        .with_context(|| format!("task {key}"))?,
                     None => r,
                 })
             }
             Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),
         };
-        tasks.push(Task { id: t.id, key, task: t.task, role, context: t.context });
+        tasks.push(Task {
+            id: t.id,
+            key,
+            task: t.task,
+            role,
+            context: t.context,
+        });
     }
     Ok(tasks)
 }
@@ -110,13 +138,18 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
 /// The ids OUTPUT already has; a damaged last line (a kill mid-write) is ended so new lines start clean.
 fn done_ids(out: &Path) -> Result<HashSet<String>> {
     let mut done = HashSet::new();
-    let mut file = match std::fs::OpenOptions::new().read(true).append(true).open(out) {
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(out)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", out.display())),
     };
     let mut text = String::new();
-    file.read_to_string(&mut text).with_context(|| format!("cannot read {}", out.display()))?;
+    file.read_to_string(&mut text)
+        .with_context(|| format!("cannot read {}", out.display()))?;
     for line in text.lines() {
         if let Ok(v) = serde_json::from_str::<Value>(line)
             && let Some(id) = v.get("id")
@@ -135,7 +168,10 @@ fn done_ids(out: &Path) -> Result<HashSet<String>> {
 fn raise_fd_limit() {
     // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
     unsafe {
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max.min(1 << 20);
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
@@ -148,10 +184,17 @@ pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
     if args.concurrency == 0 {
         return Err(usage("--concurrency must be at least 1"));
     }
-    let base = args.input.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = args
+        .input
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let tasks = read_tasks(&args.input, &base).map_err(usage)?;
     let done = done_ids(&args.out).map_err(usage)?;
-    let todo: Vec<Task> = tasks.into_iter().filter(|t| !done.contains(&t.key)).collect();
+    let todo: Vec<Task> = tasks
+        .into_iter()
+        .filter(|t| !done.contains(&t.key))
+        .collect();
     let opts = args.opts.clone().absolutize();
     let setup = Arc::new(Setup::build(&opts, true).await?);
     let out = std::fs::OpenOptions::new()
@@ -174,7 +217,11 @@ pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     if !done.is_empty() {
-        eprintln!("{} tasks already in {}: skipped", done.len(), args.out.display());
+        eprintln!(
+            "{} tasks already in {}: skipped",
+            done.len(),
+            args.out.display()
+        );
     }
     let failed = Arc::new(AtomicU64::new(0));
     let tokens = Arc::new(AtomicU64::new(0));
@@ -242,9 +289,13 @@ async fn run_task(
     let model = setup.model.instance(0);
     let outcome = match setup.agent_for(model, task.role.clone()) {
         Ok(agent) => {
-            let transcript = session_dir.and_then(|d| Transcript::create(d, &session::new_id()).ok());
+            let transcript =
+                session_dir.and_then(|d| Transcript::create(d, &session::new_id()).ok());
             let options = RunOptions {
-                context: task.context.clone().unwrap_or_else(|| setup.context.clone()),
+                context: task
+                    .context
+                    .clone()
+                    .unwrap_or_else(|| setup.context.clone()),
                 transcript,
                 meta,
                 ..RunOptions::default()
@@ -262,7 +313,9 @@ async fn run_task(
     let (status, value) = outcome;
     let used = value
         .get("usage")
-        .map(|u| u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0))
+        .map(|u| {
+            u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0)
+        })
         .unwrap_or(0);
     let mut line = Map::new();
     line.insert("id".into(), task.id);
@@ -272,7 +325,8 @@ async fn run_task(
     let mut bytes = serde_json::to_vec(&Value::Object(line))?;
     bytes.push(b'\n');
     let mut f = out.lock().await;
-    f.write_all(&bytes).with_context(|| format!("cannot append the result of task {}", task.key))?;
+    f.write_all(&bytes)
+        .with_context(|| format!("cannot append the result of task {}", task.key))?;
     f.flush()?;
     Ok((status, used))
 }

@@ -76,7 +76,13 @@ pub struct Sources {
 }
 
 /// The environment variables tagloop reads.
-pub const VARIABLES: &[&str] = &["OPENAI_BASE_URL", "OPENAI_API_KEY", "TAGLOOP_MODEL", "TAGLOOP_API", "TAGLOOP_SESSION_DIR"];
+pub const VARIABLES: &[&str] = &[
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "TAGLOOP_MODEL",
+    "TAGLOOP_API",
+    "TAGLOOP_SESSION_DIR",
+];
 
 impl Sources {
     /// Read the environment, `.env` and the config file.
@@ -131,7 +137,8 @@ fn read_dotenv(path: &Path) -> Result<HashMap<String, String>> {
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
 }
 
@@ -156,14 +163,18 @@ pub fn resolve_model(
     flag_key: Option<&str>,
     role_name: Option<&str>,
 ) -> Result<ModelTarget> {
-    let from_role = role_name.and_then(|r| sources.file.roles.get(r)).map(|o| o.model.clone());
+    let from_role = role_name
+        .and_then(|r| sources.file.roles.get(r))
+        .map(|o| o.model.clone());
     let name = flag_model
         .map(str::to_string)
         .or_else(|| sources.var("TAGLOOP_MODEL"))
         .or(from_role)
         .or_else(|| sources.file.default_model.clone());
     let Some(name) = name else {
-        bail!("no model given: pass --model NAME (or scripted:PATH), set TAGLOOP_MODEL, or set default_model in tagloop.toml");
+        bail!(
+            "no model given: pass --model NAME (or scripted:PATH), set TAGLOOP_MODEL, or set default_model in tagloop.toml"
+        );
     };
     let (model, provider) = match sources.file.models.get(&name) {
         Some(alias) => {
@@ -191,8 +202,16 @@ pub fn resolve_model(
         .map(str::to_string)
         .or_else(|| sources.var("OPENAI_BASE_URL"))
         .or(provider.base_url.clone());
-    let api_key = flag_key.map(str::to_string).or_else(|| sources.var("OPENAI_API_KEY")).or(provider_key);
-    Ok(ModelTarget { model, base_url, api_key, api: provider.api.clone() })
+    let api_key = flag_key
+        .map(str::to_string)
+        .or_else(|| sources.var("OPENAI_API_KEY"))
+        .or(provider_key);
+    Ok(ModelTarget {
+        model,
+        base_url,
+        api_key,
+        api: provider.api.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -201,8 +220,14 @@ mod tests {
 
     fn sources(env: &[(&str, &str)], dotenv: &[(&str, &str)], toml: &str) -> Sources {
         Sources {
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            dotenv: dotenv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            dotenv: dotenv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             file: toml::from_str(toml).unwrap(),
         }
     }
@@ -210,15 +235,38 @@ mod tests {
     #[test]
     fn flag_beats_env_beats_dotenv_beats_file() {
         let file = "default_model = \"m-file\"\n";
-        let s = sources(&[("TAGLOOP_MODEL", "m-env")], &[("TAGLOOP_MODEL", "m-dot")], file);
-        assert_eq!(resolve_model(&s, Some("m-flag"), None, None, None).unwrap().model, "m-flag");
-        assert_eq!(resolve_model(&s, None, None, None, None).unwrap().model, "m-env");
+        let s = sources(
+            &[("TAGLOOP_MODEL", "m-env")],
+            &[("TAGLOOP_MODEL", "m-dot")],
+            file,
+        );
+        assert_eq!(
+            resolve_model(&s, Some("m-flag"), None, None, None)
+                .unwrap()
+                .model,
+            "m-flag"
+        );
+        assert_eq!(
+            resolve_model(&s, None, None, None, None).unwrap().model,
+            "m-env"
+        );
         let s = sources(&[], &[("TAGLOOP_MODEL", "m-dot")], file);
-        assert_eq!(resolve_model(&s, None, None, None, None).unwrap().model, "m-dot");
+        assert_eq!(
+            resolve_model(&s, None, None, None, None).unwrap().model,
+            "m-dot"
+        );
         let s = sources(&[], &[], file);
-        assert_eq!(resolve_model(&s, None, None, None, None).unwrap().model, "m-file");
+        assert_eq!(
+            resolve_model(&s, None, None, None, None).unwrap().model,
+            "m-file"
+        );
         let s = sources(&[], &[], "");
-        assert!(resolve_model(&s, None, None, None, None).unwrap_err().to_string().contains("no model given"));
+        assert!(
+            resolve_model(&s, None, None, None, None)
+                .unwrap_err()
+                .to_string()
+                .contains("no model given")
+        );
     }
 
     #[test]

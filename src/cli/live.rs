@@ -31,7 +31,11 @@ pub struct Live {
 impl Live {
     /// A live view; `quiet` shows only the summary.
     pub fn new(quiet: bool) -> Self {
-        Live { out: Mutex::new(anstream::stderr()), quiet, streamed: Mutex::new(false) }
+        Live {
+            out: Mutex::new(anstream::stderr()),
+            quiet,
+            streamed: Mutex::new(false),
+        }
     }
 
     /// Render one event.
@@ -41,7 +45,12 @@ impl Live {
     }
 }
 
-fn render(out: &mut dyn Write, event: &Event, quiet: bool, streamed: &Mutex<bool>) -> std::io::Result<()> {
+fn render(
+    out: &mut dyn Write,
+    event: &Event,
+    quiet: bool,
+    streamed: &Mutex<bool>,
+) -> std::io::Result<()> {
     if quiet {
         if let Event::Finished { outcome } = event {
             writeln!(out, "{}", summary(outcome))?;
@@ -49,12 +58,21 @@ fn render(out: &mut dyn Write, event: &Event, quiet: bool, streamed: &Mutex<bool
         return Ok(());
     }
     match event {
-        Event::RunStarted { task, model, session, .. } => {
+        Event::RunStarted {
+            task,
+            model,
+            session,
+            ..
+        } => {
             writeln!(out, "{HEAD}task{HEAD:#} {}", first_line(task, 200))?;
             writeln!(out, "{DIM}model {model} · session {session}{DIM:#}")?;
         }
         Event::TurnStarted { step, final_only } => {
-            let extra = if *final_only { " (last chance: final answer only)" } else { "" };
+            let extra = if *final_only {
+                " (last chance: final answer only)"
+            } else {
+                ""
+            };
             writeln!(out, "{HEAD}── step {step}{extra}{HEAD:#}")?;
         }
         Event::TextDelta { text } => {
@@ -81,9 +99,16 @@ fn render(out: &mut dyn Write, event: &Event, quiet: bool, streamed: &Mutex<bool
         Event::Action { tool, args } => {
             writeln!(out, "{ACTION}▶ {tool}({}){ACTION:#}", short_args(args))?;
         }
-        Event::ToolFinished { tool, ok, elapsed_ms } => {
+        Event::ToolFinished {
+            tool,
+            ok,
+            elapsed_ms,
+        } => {
             let (style, mark) = if *ok { (GOOD, "✓") } else { (BAD, "✗") };
-            writeln!(out, "{style}{mark}{style:#} {tool} {DIM}({elapsed_ms} ms){DIM:#}")?;
+            writeln!(
+                out,
+                "{style}{mark}{style:#} {tool} {DIM}({elapsed_ms} ms){DIM:#}"
+            )?;
         }
         Event::Observation { text } => {
             let body = text
@@ -96,7 +121,11 @@ fn render(out: &mut dyn Write, event: &Event, quiet: bool, streamed: &Mutex<bool
                 writeln!(out, "{DIM}  │ {}{DIM:#}", first_line(l, 160))?;
             }
             if lines.len() > OBSERVATION_LINES {
-                writeln!(out, "{DIM}  │ … {} more lines{DIM:#}", lines.len() - OBSERVATION_LINES)?;
+                writeln!(
+                    out,
+                    "{DIM}  │ … {} more lines{DIM:#}",
+                    lines.len() - OBSERVATION_LINES
+                )?;
             }
         }
         Event::Correction { kind, message } => {
@@ -119,7 +148,13 @@ fn render(out: &mut dyn Write, event: &Event, quiet: bool, streamed: &Mutex<bool
 pub fn summary(outcome: &Value) -> String {
     let status = outcome.get("status").and_then(Value::as_str).unwrap_or("?");
     let n = |k: &str| outcome.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let u = |k: &str| outcome.get("usage").and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    let u = |k: &str| {
+        outcome
+            .get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
     let style = if status == "ok" { GOOD } else { BAD };
     let mut s = format!(
         "{style}{status}{style:#} · {} steps · {} model calls · {}+{} tokens",
@@ -138,7 +173,9 @@ pub fn summary(outcome: &Value) -> String {
 }
 
 fn short_args(args: &Value) -> String {
-    let Some(obj) = args.as_object() else { return String::new() };
+    let Some(obj) = args.as_object() else {
+        return String::new();
+    };
     obj.iter()
         .map(|(k, v)| format!("{k}={}", first_line(&v.to_string(), 60)))
         .collect::<Vec<_>>()

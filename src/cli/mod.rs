@@ -51,7 +51,10 @@ enum Command {
 pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -69,7 +72,12 @@ pub fn main() -> ExitCode {
             Command::Continue(a) => run::continue_run(a).await,
             Command::Batch(a) => batch::batch(a).await,
             Command::Completions { shell } => {
-                clap_complete::generate(shell, &mut Cli::command(), "tagloop", &mut std::io::stdout());
+                clap_complete::generate(
+                    shell,
+                    &mut Cli::command(),
+                    "tagloop",
+                    &mut std::io::stdout(),
+                );
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -80,7 +88,11 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<options::UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::from(1) }
+            if e.downcast_ref::<options::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -107,7 +107,22 @@ impl RunOpts {
         macro_rules! fill {
             ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = saved.$f; } )* };
         }
-        fill!(base_url, model, api, role, output_schema, workspace, max_steps, temperature, max_tokens, seed, prompt_template, context, tool_timeout, turn_timeout);
+        fill!(
+            base_url,
+            model,
+            api,
+            role,
+            output_schema,
+            workspace,
+            max_steps,
+            temperature,
+            max_tokens,
+            seed,
+            prompt_template,
+            context,
+            tool_timeout,
+            turn_timeout
+        );
         self.allow_write |= saved.allow_write;
         self.allow_shell |= saved.allow_shell;
         self.no_builtin_tools |= saved.no_builtin_tools;
@@ -196,12 +211,23 @@ impl Setup {
         if !opts.no_builtin_tools {
             let ws = Workspace::new(&workspace_root)
                 .map_err(|e| usage(format!("--workspace {}: {e}", workspace_root.display())))?;
-            environment.push(format!("workspace: {} (paths are relative to it)", ws.root().display()));
-            let confirm: Option<Arc<dyn tagloop::tools::confirm::Confirm>> =
-                if opts.confirm { Some(Arc::new(TerminalConfirm::new())) } else { None };
+            environment.push(format!(
+                "workspace: {} (paths are relative to it)",
+                ws.root().display()
+            ));
+            let confirm: Option<Arc<dyn tagloop::tools::confirm::Confirm>> = if opts.confirm {
+                Some(Arc::new(TerminalConfirm::new()))
+            } else {
+                None
+            };
             tools.extend(toolkit(
                 Arc::new(ws),
-                ToolkitOptions { allow_write: opts.allow_write, allow_shell: opts.allow_shell, confirm, ..Default::default() },
+                ToolkitOptions {
+                    allow_write: opts.allow_write,
+                    allow_shell: opts.allow_shell,
+                    confirm,
+                    ..Default::default()
+                },
             ));
         }
         let mut mcp = Vec::new();
@@ -215,7 +241,8 @@ impl Setup {
             }
             mcp.push(source);
         }
-        let templates = Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
+        let templates =
+            Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
         let context = load_context(opts.context.as_deref()).map_err(usage)?;
         let config = AgentConfig {
             api,
@@ -230,7 +257,15 @@ impl Setup {
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));
         }
-        Ok(Setup { model, role, tools, templates, config, context, mcp })
+        Ok(Setup {
+            model,
+            role,
+            tools,
+            templates,
+            config,
+            context,
+            mcp,
+        })
     }
 
     /// An agent for one run.
@@ -274,7 +309,8 @@ fn load_role(opts: &RunOpts) -> Result<Role> {
     match (&opts.role, &opts.output_schema) {
         (Some(_), Some(s)) => {
             let schema: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(s).with_context(|| format!("cannot read {}", s.display()))?,
+                &std::fs::read_to_string(s)
+                    .with_context(|| format!("cannot read {}", s.display()))?,
             )
             .with_context(|| format!("{} is not JSON", s.display()))?;
             Ok(role.with_output_schema(schema)?)
@@ -285,22 +321,46 @@ fn load_role(opts: &RunOpts) -> Result<Role> {
 
 fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
     let Some(path) = path else { return Ok(vec![]) };
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --context {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --context {}", path.display()))?;
     if let Ok(items) = serde_json::from_str::<Vec<ContextItem>>(&text) {
         return Ok(items);
     }
     if let Ok(map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text) {
         return Ok(map
             .into_iter()
-            .map(|(name, v)| ContextItem { name, content: v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()) })
+            .map(|(name, v)| ContextItem {
+                name,
+                content: v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            })
             .collect());
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "context".into());
-    Ok(vec![ContextItem { name, content: text }])
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "context".into());
+    Ok(vec![ContextItem {
+        name,
+        content: text,
+    }])
 }
 
-fn build_model(opts: &RunOpts, sources: &Sources, role: &str, api: Api) -> Result<(ModelSpec, Api)> {
-    let target = resolve_model(sources, opts.model.as_deref(), opts.base_url.as_deref(), opts.api_key.as_deref(), Some(role))?;
+fn build_model(
+    opts: &RunOpts,
+    sources: &Sources,
+    role: &str,
+    api: Api,
+) -> Result<(ModelSpec, Api)> {
+    let target = resolve_model(
+        sources,
+        opts.model.as_deref(),
+        opts.base_url.as_deref(),
+        opts.api_key.as_deref(),
+        Some(role),
+    )?;
     let api = match (&opts.api, &target.api) {
         (None, Some(a)) => parse_api(a)?,
         _ => api,
@@ -338,7 +398,8 @@ impl Model for NoModel {
         &'a self,
         _request: &'a tagloop::llm::TurnRequest,
         _on_delta: tagloop::llm::DeltaSink<'a>,
-    ) -> futures::future::BoxFuture<'a, Result<tagloop::llm::TurnResult, tagloop::llm::LlmError>> {
+    ) -> futures::future::BoxFuture<'a, Result<tagloop::llm::TurnResult, tagloop::llm::LlmError>>
+    {
         Box::pin(async { Err(tagloop::llm::LlmError::Other("no model configured".into())) })
     }
 

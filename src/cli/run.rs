@@ -71,11 +71,16 @@ pub fn read_task(task: Option<&str>) -> Result<String> {
     let task = match task {
         Some("-") => {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| usage(format!("cannot read the task from stdin: {e}")))?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| usage(format!("cannot read the task from stdin: {e}")))?;
             s
         }
         Some(t) => t.to_string(),
-        None => return Err(usage("no task given: pass it as an argument, or `-` to read it from stdin")),
+        None => {
+            return Err(usage(
+                "no task given: pass it as an argument, or `-` to read it from stdin",
+            ));
+        }
     };
     if task.trim().is_empty() {
         return Err(usage("the task is empty"));
@@ -89,7 +94,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let setup = Setup::build(&opts, true).await?;
     let dir = args.out.session_dir();
     let transcript = Transcript::create(&dir, &session::new_id())
-        .with_context(|| format!("cannot write sessions to {} (use --session-dir)", dir.display()))
+        .with_context(|| {
+            format!(
+                "cannot write sessions to {} (use --session-dir)",
+                dir.display()
+            )
+        })
         .map_err(usage)?;
     let meta = serde_json::to_value(&opts).unwrap_or_default();
     let model = setup.model.instance(0);
@@ -105,7 +115,8 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let mut resume = Resume::from_records(&loaded.records).map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
+    let mut resume = Resume::from_records(&loaded.records)
+        .map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
     if resume.finished.is_some() && args.message.is_none() {
         return Err(usage(format!(
             "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
@@ -121,7 +132,16 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     let meta = serde_json::to_value(&opts).unwrap_or_default();
     let model = setup.model.instance(resume.requests as usize);
     let task = resume.task.clone();
-    let result = execute(&setup, model, &task, transcript, meta, Some(resume), &args.out).await;
+    let result = execute(
+        &setup,
+        model,
+        &task,
+        transcript,
+        meta,
+        Some(resume),
+        &args.out,
+    )
+    .await;
     setup.shutdown().await;
     result
 }
@@ -149,7 +169,13 @@ async fn execute(
             let _ = w.flush();
         }
     });
-    let options = RunOptions { context: setup.context.clone(), events: Some(sink), transcript: Some(transcript), meta, resume };
+    let options = RunOptions {
+        context: setup.context.clone(),
+        events: Some(sink),
+        transcript: Some(transcript),
+        meta,
+        resume,
+    };
     let outcome = tokio::select! {
         o = agent.run_with(task, options) => o,
         _ = tokio::signal::ctrl_c() => {

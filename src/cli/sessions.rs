@@ -51,10 +51,23 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
     } else if list.is_empty() {
         eprintln!("no sessions in {}", dir(&args.session_dir).display());
     } else {
-        println!("{:<28} {:<20} {:<14} {:>5}  task", "id", "started", "status", "steps");
+        println!(
+            "{:<28} {:<20} {:<14} {:>5}  task",
+            "id", "started", "status", "steps"
+        );
         for s in list {
-            let task: String = s.task.lines().next().unwrap_or("").chars().take(60).collect();
-            println!("{:<28} {:<20} {:<14} {:>5}  {task}", s.id, s.started, s.status, s.steps);
+            let task: String = s
+                .task
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect();
+            println!(
+                "{:<28} {:<20} {:<14} {:>5}  {task}",
+                s.id, s.started, s.status, s.steps
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -112,7 +125,12 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
     let mut open = false;
     for e in events {
         match e {
-            Event::RunStarted { task, model, started, .. } => {
+            Event::RunStarted {
+                task,
+                model,
+                started,
+                ..
+            } => {
                 let _ = write!(
                     body,
                     "<h1>{}</h1><p class=meta>model {} · started {}</p>",
@@ -129,10 +147,16 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
                 let _ = write!(
                     body,
                     "<section class=step><h2 class=meta>step {step}{}</h2>",
-                    if *final_only { " (final answer only)" } else { "" }
+                    if *final_only {
+                        " (final answer only)"
+                    } else {
+                        ""
+                    }
                 );
             }
-            Event::TurnFinished { usage, elapsed_ms, .. } => {
+            Event::TurnFinished {
+                usage, elapsed_ms, ..
+            } => {
                 let _ = write!(
                     body,
                     "<p class=meta>model turn: {elapsed_ms} ms, {}+{} tokens</p>",
@@ -140,7 +164,11 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
                 );
             }
             Event::Thought { text } => {
-                let _ = write!(body, "<div class=thought><b>thought</b><pre>{}</pre></div>", esc(text));
+                let _ = write!(
+                    body,
+                    "<div class=thought><b>thought</b><pre>{}</pre></div>",
+                    esc(text)
+                );
             }
             Event::Action { tool, args } => {
                 let _ = write!(
@@ -150,26 +178,47 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
                     esc(&serde_json::to_string_pretty(args).unwrap_or_default())
                 );
             }
-            Event::ToolFinished { tool, ok, elapsed_ms } => {
+            Event::ToolFinished {
+                tool,
+                ok,
+                elapsed_ms,
+            } => {
                 let _ = write!(
                     body,
                     "<p class=meta>{} {} in {elapsed_ms} ms</p>",
                     esc(tool),
-                    if *ok { "ran" } else { "<span class=bad>failed</span>" }
+                    if *ok {
+                        "ran"
+                    } else {
+                        "<span class=bad>failed</span>"
+                    }
                 );
             }
             Event::Observation { text } => {
-                let _ = write!(body, "<div class=obs><b>observation</b><pre>{}</pre></div>", esc(text));
+                let _ = write!(
+                    body,
+                    "<div class=obs><b>observation</b><pre>{}</pre></div>",
+                    esc(text)
+                );
             }
             Event::Correction { kind, message } => {
-                let _ = write!(body, "<div class=corr><b>correction: {}</b><pre>{}</pre></div>", esc(kind), esc(message));
+                let _ = write!(
+                    body,
+                    "<div class=corr><b>correction: {}</b><pre>{}</pre></div>",
+                    esc(kind),
+                    esc(message)
+                );
             }
             Event::Final { value, .. } => {
                 let text = match value {
                     Value::String(s) => s.clone(),
                     v => serde_json::to_string_pretty(v).unwrap_or_default(),
                 };
-                let _ = write!(body, "<div class='step final'><b>final answer</b><pre>{}</pre></div>", esc(&text));
+                let _ = write!(
+                    body,
+                    "<div class='step final'><b>final answer</b><pre>{}</pre></div>",
+                    esc(&text)
+                );
             }
             Event::Finished { outcome } => {
                 if open {
@@ -186,7 +235,9 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
         }
     }
     if open {
-        body.push_str("</section><p class=bad>The run did not finish (killed or still running).</p>");
+        body.push_str(
+            "</section><p class=bad>The run did not finish (killed or still running).</p>",
+        );
     }
     format!(
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>tagloop session {}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",

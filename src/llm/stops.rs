@@ -129,7 +129,9 @@ impl StopScanner {
 
     /// The stop string that fired, if one did.
     pub fn stopped(&self) -> Option<&str> {
-        self.fired.and_then(|i| self.stops.get(i)).map(String::as_str)
+        self.fired
+            .and_then(|i| self.stops.get(i))
+            .map(String::as_str)
     }
 
     /// Whether a stop string fired.
@@ -272,7 +274,11 @@ mod tests {
     use super::*;
 
     fn stops() -> Vec<String> {
-        vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()]
+        vec![
+            "</action>".into(),
+            "<observation>".into(),
+            "</final_answer>".into(),
+        ]
     }
 
     fn run(chunks: &[&str], stops: &[String]) -> (String, String, Option<String>) {
@@ -338,7 +344,10 @@ mod tests {
 
     #[test]
     fn many_stops_use_finder_path() {
-        let st: Vec<String> = ["a1", "b2", "c3", "d4", "e5"].iter().map(|s| s.to_string()).collect();
+        let st: Vec<String> = ["a1", "b2", "c3", "d4", "e5"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let (out, _, stop) = run(&["xxd", "4yy"], &st);
         assert_eq!(out, "xx");
         assert_eq!(stop.as_deref(), Some("d4"));
@@ -384,7 +393,10 @@ mod tests {
                         continue;
                     }
                     let rest = &t[p..];
-                    if stops.iter().any(|s| s.len() > rest.len() && s.starts_with(rest)) {
+                    if stops
+                        .iter()
+                        .any(|s| s.len() > rest.len() && s.starts_with(rest))
+                    {
                         cut = p;
                         break;
                     }

@@ -37,7 +37,10 @@ pub enum SessionError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
-    move |source| SessionError::Io { path: path.display().to_string(), source }
+    move |source| SessionError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// The default session directory: `<user data dir>/tagloop/sessions`.
@@ -55,7 +58,12 @@ pub fn new_id() -> String {
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let stamp: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{}-{}-{:05}-{n}", &stamp[..8.min(stamp.len())], &stamp[8.min(stamp.len())..], std::process::id())
+    format!(
+        "{}-{}-{:05}-{n}",
+        &stamp[..8.min(stamp.len())],
+        &stamp[8.min(stamp.len())..],
+        std::process::id()
+    )
 }
 
 /// The current time as RFC 3339 (UTC, seconds).
@@ -70,7 +78,11 @@ pub fn resolve(dir: &Path, id_or_path: &str) -> Result<PathBuf, SessionError> {
         return Ok(as_path.to_path_buf());
     }
     let p = dir.join(format!("{id_or_path}.jsonl"));
-    if p.is_file() { Ok(p) } else { Err(SessionError::NotFound(id_or_path.to_string())) }
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(SessionError::NotFound(id_or_path.to_string()))
+    }
 }
 
 /// An open transcript, appended to one record at a time.
@@ -86,14 +98,26 @@ impl Transcript {
     pub fn create(dir: &Path, id: &str) -> Result<Self, SessionError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = dir.join(format!("{id}.jsonl"));
-        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(io_err(&path))?;
-        Ok(Transcript { id: id.to_string(), path, file })
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        Ok(Transcript {
+            id: id.to_string(),
+            path,
+            file,
+        })
     }
 
     /// Open an existing transcript to append to it (continuing a session). A last line cut off by
     /// a kill is ended first so new records start on a line of their own.
     pub fn open_append(path: &Path) -> Result<Self, SessionError> {
-        let mut file = OpenOptions::new().read(true).append(true).open(path).map_err(io_err(path))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(io_err(path))?;
         let len = file.metadata().map_err(io_err(path))?.len();
         if len > 0 {
             let mut last = [0u8; 1];
@@ -103,8 +127,15 @@ impl Transcript {
                 file.write_all(b"\n").map_err(io_err(path))?;
             }
         }
-        let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Transcript { id, path: path.to_path_buf(), file })
+        let id = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Transcript {
+            id,
+            path: path.to_path_buf(),
+            file,
+        })
     }
 
     /// The session id.
@@ -173,21 +204,44 @@ pub struct Summary {
 
 /// Summarise a transcript from its records.
 pub fn summarise(id: &str, records: &[Value]) -> Summary {
-    let mut s = Summary { id: id.to_string(), status: "incomplete".into(), task: String::new(), steps: 0, started: String::new() };
+    let mut s = Summary {
+        id: id.to_string(),
+        status: "incomplete".into(),
+        task: String::new(),
+        steps: 0,
+        started: String::new(),
+    };
     for r in records {
         match r.get("type").and_then(Value::as_str) {
             Some("run_started") => {
                 if s.started.is_empty() {
-                    s.started = r.get("started").and_then(Value::as_str).unwrap_or_default().to_string();
-                    s.task = r.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
+                    s.started = r
+                        .get("started")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    s.task = r
+                        .get("task")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                 }
                 s.status = "incomplete".into();
             }
-            Some("step_completed") => s.steps = r.get("steps").and_then(Value::as_u64).unwrap_or(s.steps),
+            Some("step_completed") => {
+                s.steps = r.get("steps").and_then(Value::as_u64).unwrap_or(s.steps)
+            }
             Some("finished") => {
                 let o = r.get("outcome");
-                s.status = o.and_then(|o| o.get("status")).and_then(Value::as_str).unwrap_or("error").to_string();
-                s.steps = o.and_then(|o| o.get("steps")).and_then(Value::as_u64).unwrap_or(s.steps);
+                s.status = o
+                    .and_then(|o| o.get("status"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string();
+                s.steps = o
+                    .and_then(|o| o.get("steps"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(s.steps);
             }
             _ => {}
         }
@@ -208,7 +262,9 @@ pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
         if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
             continue;
         }
-        let Some(id) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+        let Some(id) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
         if let Ok(loaded) = load(&path) {
             out.push(summarise(&id, &loaded.records));
         }
@@ -226,10 +282,17 @@ mod tests {
     fn records_round_trip_and_damaged_lines_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = Transcript::create(dir.path(), "s1").unwrap();
-        t.append(&json!({"type": "run_started", "task": "t", "started": "2026-01-01T00:00:00Z"})).unwrap();
-        t.append(&json!({"type": "step_completed", "steps": 1})).unwrap();
+        t.append(&json!({"type": "run_started", "task": "t", "started": "2026-01-01T00:00:00Z"}))
+            .unwrap();
+        t.append(&json!({"type": "step_completed", "steps": 1}))
+            .unwrap();
         // A kill in the middle of a write leaves half a line.
-        std::fs::OpenOptions::new().append(true).open(t.path()).unwrap().write_all(b"{\"type\": \"mess").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(t.path())
+            .unwrap()
+            .write_all(b"{\"type\": \"mess")
+            .unwrap();
         let loaded = load(t.path()).unwrap();
         assert_eq!(loaded.records.len(), 2);
         assert_eq!(loaded.warnings.len(), 1);
@@ -237,26 +300,45 @@ mod tests {
 
         // Continuing ends the damaged line first.
         let mut t2 = Transcript::open_append(t.path()).unwrap();
-        t2.append(&json!({"type": "finished", "outcome": {"status": "ok", "steps": 2}})).unwrap();
+        t2.append(&json!({"type": "finished", "outcome": {"status": "ok", "steps": 2}}))
+            .unwrap();
         let loaded = load(t.path()).unwrap();
         assert_eq!(loaded.records.len(), 3);
         let s = summarise("s1", &loaded.records);
-        assert_eq!((s.status.as_str(), s.steps, s.task.as_str()), ("ok", 2, "t"));
+        assert_eq!(
+            (s.status.as_str(), s.steps, s.task.as_str()),
+            ("ok", 2, "t")
+        );
     }
 
     #[test]
     fn list_is_newest_first_and_marks_incomplete_runs() {
         let dir = tempfile::tempdir().unwrap();
-        for (id, started, done) in [("a", "2026-01-01T00:00:00Z", true), ("b", "2026-02-01T00:00:00Z", false)] {
+        for (id, started, done) in [
+            ("a", "2026-01-01T00:00:00Z", true),
+            ("b", "2026-02-01T00:00:00Z", false),
+        ] {
             let mut t = Transcript::create(dir.path(), id).unwrap();
-            t.append(&json!({"type": "run_started", "task": id, "started": started})).unwrap();
+            t.append(&json!({"type": "run_started", "task": id, "started": started}))
+                .unwrap();
             if done {
-                t.append(&json!({"type": "finished", "outcome": {"status": "max_steps", "steps": 3}})).unwrap();
+                t.append(
+                    &json!({"type": "finished", "outcome": {"status": "max_steps", "steps": 3}}),
+                )
+                .unwrap();
             }
         }
         let l = list(dir.path()).unwrap();
-        assert_eq!(l.iter().map(|s| (s.id.as_str(), s.status.as_str())).collect::<Vec<_>>(), [("b", "incomplete"), ("a", "max_steps")]);
-        assert!(matches!(resolve(dir.path(), "zzz"), Err(SessionError::NotFound(_))));
+        assert_eq!(
+            l.iter()
+                .map(|s| (s.id.as_str(), s.status.as_str()))
+                .collect::<Vec<_>>(),
+            [("b", "incomplete"), ("a", "max_steps")]
+        );
+        assert!(matches!(
+            resolve(dir.path(), "zzz"),
+            Err(SessionError::NotFound(_))
+        ));
         assert!(resolve(dir.path(), "a").is_ok());
     }
 

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+use common::fake_server::{FakeConfig, FakeServer};
+
 struct Env {
     dir: tempfile::TempDir,
 }
@@ -615,4 +618,124 @@ fn completions_for_shells() {
         .stdout
         .clone();
     assert!(String::from_utf8_lossy(&out).contains("tagloop"));
+}
+
+/// A fake OpenAI-compatible server on loopback, hosted by its own runtime for a sync test.
+fn fake_server(cfg: FakeConfig) -> (tokio::runtime::Runtime, FakeServer) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(cfg));
+    (rt, server)
+}
+
+#[test]
+fn against_a_real_http_server_the_key_is_sent_but_never_written() {
+    let env = Env::new();
+    let secret = "sk-live-7f3e9a-DO-NOT-LEAK";
+    let mut cfg = FakeConfig::turns([
+        "<action>list_dir()</action>",
+        "<final_answer>listed</final_answer>",
+    ]);
+    cfg.require_key = Some(secret.into());
+    let (_rt, server) = fake_server(cfg);
+    for api in ["chat", "completions"] {
+        let out = env
+            .cmd()
+            .args([
+                "run",
+                "--base-url",
+                &server.base_url,
+                "--model",
+                "fake",
+                "--api",
+                api,
+                "--workspace",
+            ])
+            .arg(env.path("ws"))
+            .args(["--json", "--events", "ev.jsonl", "t"])
+            .env("OPENAI_API_KEY", secret)
+            .env("RUST_LOG", "trace")
+            .assert()
+            .get_output()
+            .clone();
+        let o = outcome(&out.stdout);
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains(secret),
+            "the key leaked into stderr"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+        if api == "chat" {
+            assert_eq!(
+                o["status"],
+                "ok",
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(o["final"], "listed");
+        }
+    }
+    let reqs = server.requests();
+    assert!(
+        reqs.iter()
+            .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {secret}")))
+    );
+    let mut files = Vec::new();
+    all_files(env.dir.path(), &mut files);
+    for (p, bytes) in files {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
+    }
+    // A wrong key is a runtime error (exit 1) that says what to check, without the key.
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "fake",
+            "--api-key",
+            "wrong-key-123",
+            "--json",
+            "t",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let o = outcome(&out.stdout);
+    assert_eq!(o["status"], "error");
+    assert!(!o["error"].as_str().unwrap().contains("wrong-key-123"));
+}
+
+#[test]
+fn an_unreachable_server_exits_1() {
+    let env = Env::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--base-url",
+            &format!("http://127.0.0.1:{port}/v1"),
+            "--model",
+            "m",
+            "--json",
+            "t",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let o = outcome(&out.stdout);
+    assert!(
+        o["error"].as_str().unwrap().contains("cannot connect"),
+        "{o}"
+    );
 }

@@ -1,0 +1,157 @@
+//! The whole loop through the real HTTP client against the fake OpenAI-compatible server on
+//! loopback: chat and completions, and servers that strip, keep or ignore the stop strings.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::fake_server::{FakeConfig, FakeServer, StopMode};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use tagloop::agent::{Agent, Api as LoopApi, Status};
+use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel, Secret};
+use tagloop::tools::{Registry, tool_fn};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Lookup {
+    city: String,
+}
+
+fn tools() -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "population",
+        "Population of a city.",
+        |l: Lookup| async move {
+            Ok(if l.city == "Paris" {
+                "2102650".to_string()
+            } else {
+                "unknown".to_string()
+            })
+        },
+    )));
+    r
+}
+
+/// The model's turns, written as a model that does not stop by itself would: it goes on to invent
+/// an observation and an answer, which the stops must cut.
+const TURNS: [&str; 2] = [
+    "<thought>I need the population.</thought>\n<action>population(city=\"Paris\")</action>\n<observation>1 million</observation>\n<final_answer>wrong</final_answer>",
+    "<thought>Now I know.</thought>\n<final_answer>Paris has 2102650 people.</final_answer>\n<thought>extra</thought>",
+];
+
+async fn run(api: Api, stop_mode: StopMode, stream: bool) -> (tagloop::agent::Outcome, FakeServer) {
+    let mut cfg = FakeConfig::turns(TURNS);
+    cfg.stop_mode = stop_mode;
+    cfg.require_key = Some("k-123".into());
+    let server = FakeServer::start(cfg).await;
+    let mut mc = OpenAiConfig::new(server.base_url.clone(), "fake-model");
+    mc.api = api;
+    mc.stream = stream;
+    mc.api_key = Secret::new("k-123");
+    let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
+    let loop_api = if api == Api::Chat {
+        LoopApi::Chat
+    } else {
+        LoopApi::Completions
+    };
+    let agent = Agent::builder(model)
+        .tools(tools())
+        .api(loop_api)
+        .build()
+        .unwrap();
+    (agent.run("How many people live in Paris?").await, server)
+}
+
+#[tokio::test]
+async fn chat_and_completions_end_to_end_under_every_stop_behaviour() {
+    for api in [Api::Chat, Api::Completions] {
+        for mode in [
+            StopMode::Strip,
+            StopMode::Keep,
+            StopMode::Ignore,
+            StopMode::Reject,
+            StopMode::FlushPartial,
+        ] {
+            for stream in [true, false] {
+                let (o, server) = run(api, mode, stream).await;
+                let what = format!("{api:?} {mode:?} stream={stream}");
+                assert_eq!(o.status, Status::Ok, "{what}: {:?}", o.error);
+                assert_eq!(
+                    o.final_answer,
+                    Some(json!("Paris has 2102650 people.")),
+                    "{what}"
+                );
+                assert_eq!((o.steps, o.llm_calls), (1, 2), "{what}");
+                assert_eq!(o.tools_used, vec!["population".to_string()], "{what}");
+                // The invented observation never reached the history; the real one did.
+                let all: String = o.messages.iter().map(|m| m.content.as_str()).collect();
+                assert!(
+                    !all.contains("1 million") && all.contains("2102650"),
+                    "{what}"
+                );
+                let turn = o
+                    .messages
+                    .iter()
+                    .find(|m| m.role == tagloop::llm::Role::Assistant)
+                    .unwrap();
+                assert!(
+                    turn.content
+                        .ends_with("population(city=\"Paris\")</action>"),
+                    "{what}: {}",
+                    turn.content
+                );
+                // What was sent: the SPEC's stop strings (unless the server rejected them).
+                let reqs = server.requests();
+                assert!(reqs.len() >= 2, "{what}");
+                let path = if api == Api::Chat {
+                    "/v1/chat/completions"
+                } else {
+                    "/v1/completions"
+                };
+                assert!(reqs.iter().all(|r| r.path == path), "{what}");
+                let last = reqs.last().unwrap();
+                if mode == StopMode::Reject {
+                    assert!(
+                        last.stops().is_empty(),
+                        "{what}: stops are dropped after a rejection"
+                    );
+                } else {
+                    assert_eq!(
+                        last.stops(),
+                        ["</action>", "<observation>", "</final_answer>"],
+                        "{what}"
+                    );
+                }
+                if api == Api::Completions {
+                    let prompt = last.body["prompt"].as_str().unwrap();
+                    assert!(
+                        prompt.ends_with("</observation>\n<thought>"),
+                        "{what}: {prompt}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_status_error_with_an_actionable_message() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut mc = OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    mc.max_retries = 1;
+    mc.retry_min_delay = std::time::Duration::from_millis(10);
+    let agent = Agent::builder(Arc::new(OpenAiModel::new(mc).unwrap()))
+        .build()
+        .unwrap();
+    let o = agent.run("t").await;
+    assert_eq!(o.status, Status::Error);
+    let e = o.error.unwrap();
+    assert!(
+        e.contains("cannot connect") && e.contains(&port.to_string()),
+        "{e}"
+    );
+}

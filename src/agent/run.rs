@@ -422,18 +422,10 @@ impl<'a> Run<'a> {
         }
         let output = self.run_tool(&call.tool, tool, args).await;
         self.guard.record(key, output.clone());
-        let mut obs = output;
         if !call.warnings.is_empty() {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
-        let left = self.step_limit.saturating_sub(self.steps);
-        if left <= 3 {
-            obs.push_str(&format!(
-                "\n\n[{left} step{} left]",
-                if left == 1 { "" } else { "s" }
-            ));
-        }
-        Ok(obs)
+        Ok(output)
     }
 
     /// Run a tool with its time limit; the result (or the error) as text for the model.
@@ -537,7 +529,14 @@ impl<'a> Run<'a> {
 
     /// Send the one observation of this step (with the step-limit notice when the limit is reached).
     fn observe(&mut self, body: String) {
-        let mut body = body;
+        let mut body = body.trim_end().to_string();
+        let left = self.step_limit.saturating_sub(self.steps);
+        if (1..=3).contains(&left) {
+            body.push_str(&format!(
+                "\n\n[{left} step{} left]",
+                if left == 1 { "" } else { "s" }
+            ));
+        }
         if self.steps >= self.step_limit {
             body.push_str(&format!(
                 "\n\nYou have used all {} steps. No more tools can run: write your final answer now, the best answer you can give.",

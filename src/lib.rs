@@ -26,3 +26,8 @@ pub mod prompt;
 pub mod protocol;
 pub mod session;
 pub mod tools;
+
+/// The README's Rust examples, compiled as doc tests so they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

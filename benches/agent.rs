@@ -1,0 +1,74 @@
+//! The agent loop's own cost per step, with the scripted model in process and 10 trivial tools:
+//! prompt appending, the model turn (stop scan, streaming in chunks), turn reading, parsing,
+//! binding, the tool call, the observation, events. A 5-step and a 50-step episode show whether
+//! the cost per step grows with the history.
+//!
+//! cargo bench --bench agent
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+
+use tagloop::agent::Agent;
+use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::tools::{Registry, tool_fn};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Args {
+    /// A path.
+    path: String,
+    /// A count.
+    n: Option<i64>,
+}
+
+fn tools() -> Registry {
+    let mut r = Registry::new();
+    for i in 0..10 {
+        r.add(Arc::new(tool_fn(&format!("tool_{i}"), "A trivial tool.", |a: Args| async move {
+            Ok(format!("{} {}", a.path, a.n.unwrap_or(0)))
+        })));
+    }
+    r
+}
+
+fn script(steps: usize) -> Arc<Script> {
+    let mut text = String::new();
+    for i in 0..steps {
+        text.push_str(&format!(
+            "=== turn ===\n<thought>Step {i}: I look at the next file, which is the obvious thing to do now.</thought>\n<action>tool_{}(path=\"src/file_{i}.rs\", n={i})</action>\n",
+            i % 10
+        ));
+    }
+    text.push_str("=== turn ===\n<thought>Done.</thought>\n<final_answer>All files looked at.</final_answer>\n");
+    Arc::new(Script::parse(&text).expect("script"))
+}
+
+fn bench_steps(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut group = c.benchmark_group("agent_episode");
+    for steps in [5usize, 50] {
+        let script = script(steps);
+        let tools = tools();
+        group.bench_function(format!("{steps}_steps_10_tools"), |b| {
+            b.iter(|| {
+                let agent = Agent::builder(Arc::new(ScriptedModel::new(script.clone())))
+                    .tools(tools.clone())
+                    .max_steps(steps as u32 + 1)
+                    .build()
+                    .expect("agent");
+                let o = rt.block_on(agent.run("Look at every file."));
+                assert_eq!(o.steps as usize, steps);
+                black_box(o)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
+    targets = bench_steps
+}
+criterion_main!(benches);

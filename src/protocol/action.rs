@@ -191,8 +191,8 @@ impl Signature {
 /// assert_eq!(call.tool, "write_file");
 /// assert_eq!(call.args[1].value, json!("<div class=\"x\">hi</div>"));
 ///
-/// let err = parse_action(r#"read_file(path="a" "b")"#).unwrap_err();
-/// assert_eq!(err.to_string(), "expected `,` or `)` after the value of `path` at offset 19");
+/// let err = parse_action("read_file(start_line=1 2)").unwrap_err();
+/// assert_eq!(err.to_string(), "expected `,` or `)` after the value of `start_line` at offset 23");
 /// ```
 pub fn parse_action(text: &str) -> Result<Call, ActionError> {
     parse_action_with(text, &|_| true)
@@ -221,6 +221,10 @@ pub fn parse_action_with(text: &str, accept: &dyn Fn(&Call) -> bool) -> Result<C
         .saturating_mul(region.len())
         .saturating_add(FUEL_FIXED);
 
+    // Python-style calls never put a positional argument after a named one: prefer readings
+    // that do not (falling back to the earliest reading when none is accepted).
+    let accept = |c: &Call| ordered(c) && accept(c);
+    let accept: &dyn Fn(&Call) -> bool = &accept;
     let strict = search(region, false, accept, &mut fuel);
     let outcome = match strict {
         Search::Accepted(call) | Search::Parsed(call) => Ok(call),
@@ -240,6 +244,12 @@ pub fn parse_action_with(text: &str, accept: &dyn Fn(&Call) -> bool) -> Result<C
         }
         Err(e) => Err(e.into_action_error(region, base)),
     }
+}
+
+/// No positional argument after a named one.
+fn ordered(c: &Call) -> bool {
+    let first_named = c.args.iter().position(|a| a.name.is_some());
+    first_named.is_none_or(|i| c.args[i..].iter().all(|a| a.name.is_some()))
 }
 
 /// Fuel: bytes the whole search may scan, per input byte plus a constant.
@@ -475,6 +485,16 @@ impl PErr {
                 )
             }
         };
+        let mut message = message;
+        let here = &region[off(self.at)..];
+        if self.expected.0 & Exp::VALUE.0 != 0
+            && let Ok((_, word)) = ident(here)
+            && keyword(here).is_err()
+        {
+            message.push_str(&format!(
+                "; found the bare word `{word}`: text must be in quotes"
+            ));
+        }
         ActionError {
             message,
             offset: base + off(self.at),
@@ -795,7 +815,7 @@ impl<'r> Ctx<'r, '_> {
                 let junk: String = i.chars().take(40).collect();
                 self.warnings
                     .borrow_mut()
-                    .push(format!("text after the call ignored: `{junk}`"));
+                    .push(format!("text after the call ignored: {junk:?}"));
                 return Ok(("", (tool.to_string(), args)));
             }
             return fail(i, Exp::END, ECtx::AfterCall);

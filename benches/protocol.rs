@@ -23,18 +23,33 @@ fn typical() -> String {
 fn one_mib() -> String {
     let line = "    let x = compute(&items, |a, b| a.partial_cmp(b)); // \"quoted\" <tag>\n";
     let body = line.repeat(MIB / line.len());
-    format!("<thought>Write the file.</thought>\n<action>write_file(path=\"src/big.rs\", content=\"{}\")</action>", body.replace('"', "\\\""))
+    format!(
+        "<thought>Write the file.</thought>\n<action>write_file(path=\"src/big.rs\", content=\"{}\")</action>",
+        body.replace('"', "\\\"")
+    )
 }
 
 fn inputs() -> Vec<(&'static str, String)> {
     vec![
         ("typical", typical()),
         ("1MiB_action", one_mib()),
-        ("quotes_4MiB", format!("<action>write(content={}</action>", "\"".repeat(4 * MIB))),
-        ("brackets_100k", format!("<action>f(a={})</action>", "[".repeat(100_000))),
+        (
+            "quotes_4MiB",
+            format!("<action>write(content={}</action>", "\"".repeat(4 * MIB)),
+        ),
+        (
+            "brackets_100k",
+            format!("<action>f(a={})</action>", "[".repeat(100_000)),
+        ),
         ("action_tags_50k", "<action>".repeat(50_000)),
-        ("backslashes_4MiB", format!("<action>f(a=\"{}</action>", "\\".repeat(4 * MIB))),
-        ("quote_commas_4MiB", format!("<action>f(a=\"{}</action>", "a\", \"".repeat(4 * MIB / 6))),
+        (
+            "backslashes_4MiB",
+            format!("<action>f(a=\"{}</action>", "\\".repeat(4 * MIB)),
+        ),
+        (
+            "quote_commas_4MiB",
+            format!("<action>f(a=\"{}</action>", "a\", \"".repeat(4 * MIB / 6)),
+        ),
     ]
 }
 
@@ -55,7 +70,12 @@ impl Naive {
     fn parse(&self, text: &str) -> Option<(String, Vec<String>)> {
         let body = self.block.captures(text)?.get(1)?.as_str();
         let c = self.call.captures(body)?;
-        let args = c.get(2)?.as_str().split(',').map(|a| a.trim().to_string()).collect();
+        let args = c
+            .get(2)?
+            .as_str()
+            .split(',')
+            .map(|a| a.trim().to_string())
+            .collect();
         Some((c.get(1)?.as_str().to_string(), args))
     }
 }
@@ -73,9 +93,11 @@ fn bench(c: &mut Criterion) {
             b.iter(|| naive.parse(black_box(i)))
         });
         if name == "typical" {
-            g.bench_with_input(BenchmarkId::new("tagloop_with_signature", name), &input, |b, i| {
-                b.iter(|| parse_report(black_box(i), &sigs))
-            });
+            g.bench_with_input(
+                BenchmarkId::new("tagloop_with_signature", name),
+                &input,
+                |b, i| b.iter(|| parse_report(black_box(i), &sigs)),
+            );
         }
     }
     g.finish();

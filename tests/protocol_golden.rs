@@ -14,9 +14,17 @@ use tagloop::protocol::{Signature, parse_report};
 fn signatures_for(case: &Path) -> (Vec<String>, Vec<Signature>) {
     let tools = case.with_extension("tools");
     let lines: Vec<String> = std::fs::read_to_string(&tools)
-        .map(|s| s.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect())
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    let sigs = lines.iter().map(|l| Signature::parse(l).expect("signature")).collect();
+    let sigs = lines
+        .iter()
+        .map(|l| Signature::parse(l).expect("signature"))
+        .collect();
     (lines, sigs)
 }
 
@@ -68,7 +76,11 @@ fn shared_corpus_matches_expectations() {
         let input = case["input"].as_str().unwrap_or_default();
         let sigs: Vec<Signature> = case["tools"]
             .as_array()
-            .map(|a| a.iter().filter_map(|s| Signature::parse(s.as_str()?).ok()).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| Signature::parse(s.as_str()?).ok())
+                    .collect()
+            })
             .unwrap_or_default();
         let got = serde_json::to_value(parse_report(input, &sigs)).expect("report json");
         let exp = &case["expect"];
@@ -88,7 +100,8 @@ fn shared_corpus_matches_expectations() {
                 bad.push(format!("final {} != {}", got["final"], exp["final"]));
             }
             if exp["kind"] == "error"
-                && (!got["error"]["offset"].is_u64() || got["error"]["message"].as_str().is_none_or(str::is_empty))
+                && (!got["error"]["offset"].is_u64()
+                    || got["error"]["message"].as_str().is_none_or(str::is_empty))
             {
                 bad.push("error without message and offset".to_string());
             }

@@ -10,7 +10,10 @@ fn unbalanced_quotes_4mib() {
     let turn = format!("<action>write(content={}</action>", "\"".repeat(4 * MIB));
     let r = parse_report(&turn, &[]);
     assert_eq!(r.kind, "error");
-    let turn = format!("<action>write(content=\"{}</action>", "a\", \"".repeat(4 * MIB / 6));
+    let turn = format!(
+        "<action>write(content=\"{}</action>",
+        "a\", \"".repeat(4 * MIB / 6)
+    );
     assert_eq!(parse_report(&turn, &[]).kind, "error");
 }
 
@@ -48,8 +51,13 @@ fn backslashes_4mib() {
 #[test]
 fn large_action_1mib_parses() {
     let body = "fn main() { println!(\"hi\"); }\n".repeat(MIB / 30);
-    let turn = format!("<thought>write it</thought><action>write_file(path=\"a.rs\", content=\"\"\"{body}\"\"\")</action>");
+    let turn = format!(
+        "<thought>write it</thought><action>write_file(path=\"a.rs\", content=\"\"\"{body}\"\"\")</action>"
+    );
     let r = parse_report(&turn, &[]);
     assert_eq!(r.kind, "action");
-    assert_eq!(r.action.unwrap().args[1].value.as_str(), Some(body.as_str()));
+    assert_eq!(
+        r.action.unwrap().args[1].value.as_str(),
+        Some(body.as_str())
+    );
 }

@@ -27,7 +27,10 @@ fn render_value(v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => render_str(s),
-        Value::Array(a) => format!("[{}]", a.iter().map(render_value).collect::<Vec<_>>().join(", ")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(render_value).collect::<Vec<_>>().join(", ")
+        ),
         Value::Object(o) => format!(
             "{{{}}}",
             o.iter()
@@ -61,7 +64,10 @@ fn value() -> impl Strategy<Value = Value> {
 
 fn tool_name() -> impl Strategy<Value = String> {
     "[a-zA-Z_][a-zA-Z0-9_]{0,8}(\\.[a-z_]{1,5})?".prop_filter("not a keyword", |s| {
-        !matches!(s.as_str(), "true" | "false" | "null" | "True" | "False" | "None")
+        !matches!(
+            s.as_str(),
+            "true" | "false" | "null" | "True" | "False" | "None"
+        )
     })
 }
 
@@ -73,7 +79,11 @@ fn arg_name() -> impl Strategy<Value = String> {
 
 /// What the reader trims from block contents: whitespace, a BOM and zero-width characters.
 fn invisible(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\u{feff}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}'
+        )
 }
 
 proptest! {

@@ -6,7 +6,11 @@ use clap::Parser as _;
 
 /// The command line.
 #[derive(Debug, clap::Parser)]
-#[command(name = "tagloop", version, about = "A runtime for ReAct agents that speak a text protocol")]
+#[command(
+    name = "tagloop",
+    version,
+    about = "A runtime for ReAct agents that speak a text protocol"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

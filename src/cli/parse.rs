@@ -162,7 +162,10 @@ fn explain(w: &mut dyn Write, r: &ParseReport, text: &str, color: bool) -> std::
         if let Some(body) = &r.turn.action {
             let b = body.as_bytes();
             let lo = e.offset.saturating_sub(30);
-            let lo = (0..=lo).rev().find(|&i| body.is_char_boundary(i)).unwrap_or(0);
+            let lo = (0..=lo)
+                .rev()
+                .find(|&i| body.is_char_boundary(i))
+                .unwrap_or(0);
             let hi = (e.offset.min(b.len())..=b.len())
                 .find(|&i| body.is_char_boundary(i))
                 .unwrap_or(b.len());

@@ -40,7 +40,10 @@ pub struct Message {
 impl Message {
     /// A message with the given role and content.
     pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Message { role, content: content.into() }
+        Message {
+            role,
+            content: content.into(),
+        }
     }
 }
 

@@ -110,7 +110,11 @@ impl ToolDoc {
 /// A schema's type in a few words.
 fn type_words(schema: &Value) -> String {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        return values.iter().map(Value::to_string).collect::<Vec<_>>().join(" | ");
+        return values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(" | ");
     }
     match schema.get("type") {
         Some(Value::String(t)) if t == "array" => match schema.get("items") {
@@ -119,8 +123,16 @@ fn type_words(schema: &Value) -> String {
         },
         Some(Value::String(t)) => t.clone(),
         Some(Value::Array(ts)) => {
-            let ts: Vec<&str> = ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
-            if ts.is_empty() { "any".to_string() } else { ts.join(" or ") }
+            let ts: Vec<&str> = ts
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+                .collect();
+            if ts.is_empty() {
+                "any".to_string()
+            } else {
+                ts.join(" or ")
+            }
         }
         _ => {
             if schema.get("anyOf").is_some() || schema.get("oneOf").is_some() {
@@ -173,8 +185,12 @@ impl Default for Templates {
 impl Templates {
     /// The built-in templates.
     pub fn builtin() -> Self {
-        Self::from_sources(SYSTEM_TEMPLATE.into(), QUESTION_TEMPLATE.into(), COMPLETION_TEMPLATE.into())
-            .expect("the built-in templates are valid (checked by tests)")
+        Self::from_sources(
+            SYSTEM_TEMPLATE.into(),
+            QUESTION_TEMPLATE.into(),
+            COMPLETION_TEMPLATE.into(),
+        )
+        .expect("the built-in templates are valid (checked by tests)")
     }
 
     /// The built-in templates, with any of them replaced by a file.
@@ -199,18 +215,32 @@ impl Templates {
         )
     }
 
-    fn from_sources(system: String, question: String, completion: String) -> Result<Self, PromptError> {
+    fn from_sources(
+        system: String,
+        question: String,
+        completion: String,
+    ) -> Result<Self, PromptError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
             .build()
-            .map_err(|source| PromptError::Template { name: "syntax".into(), source })?;
+            .map_err(|source| PromptError::Template {
+                name: "syntax".into(),
+                source,
+            })?;
         env.set_syntax(syntax);
-        for (name, src) in [("system", system), ("question", question), ("completion", completion)] {
+        for (name, src) in [
+            ("system", system),
+            ("question", question),
+            ("completion", completion),
+        ] {
             env.add_template_owned(name, src)
-                .map_err(|source| PromptError::Template { name: name.into(), source })?;
+                .map_err(|source| PromptError::Template {
+                    name: name.into(),
+                    source,
+                })?;
         }
         Ok(Templates { env })
     }
@@ -219,7 +249,10 @@ impl Templates {
         self.env
             .get_template(name)
             .and_then(|t| t.render(ctx))
-            .map_err(|source| PromptError::Template { name: name.into(), source })
+            .map_err(|source| PromptError::Template {
+                name: name.into(),
+                source,
+            })
     }
 
     /// The system prompt.
@@ -242,11 +275,17 @@ impl Templates {
 
     /// The first user message: the task, with workflow context.
     pub fn question(&self, task: &str, context: &[ContextItem]) -> Result<String, PromptError> {
-        self.render("question", context! { task => task.trim(), context => Serde(context) })
+        self.render(
+            "question",
+            context! { task => task.trim(), context => Serde(context) },
+        )
     }
 
     /// The start of the completions-mode text: system prompt and task, ending in an opened `<thought>`.
     pub fn completion(&self, system: &str, question: &str) -> Result<String, PromptError> {
-        self.render("completion", context! { system => system, question => question.trim() })
+        self.render(
+            "completion",
+            context! { system => system, question => question.trim() },
+        )
     }
 }

@@ -71,7 +71,9 @@ pub struct Signature {
 
 /// A tool signature that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad tool signature `{text}`: {reason} (expected something like `write_file(path, content)`)")]
+#[error(
+    "bad tool signature `{text}`: {reason} (expected something like `write_file(path, content)`)"
+)]
 pub struct SignatureError {
     /// The signature as given.
     pub text: String,
@@ -99,7 +101,10 @@ impl Signature {
         let t = text.trim();
         let (rest, name) = tool_ident(t).map_err(|_| err("expected a tool name"))?;
         let rest = rest.trim_start();
-        let Some(inner) = rest.strip_prefix('(').and_then(|r| r.trim_end().strip_suffix(')')) else {
+        let Some(inner) = rest
+            .strip_prefix('(')
+            .and_then(|r| r.trim_end().strip_suffix(')'))
+        else {
             return Err(err("expected `(`, the parameter names and `)`"));
         };
         let mut params = Vec::new();
@@ -336,7 +341,10 @@ fn strip_markdown(text: &str) -> (&str, Vec<String>) {
         && let Some(inner) = rest[nl..].strip_suffix("```")
     {
         warnings.push("markdown code fence around the call removed".to_string());
-        return (inner.trim_matches(|c: char| c.is_ascii_whitespace()), warnings);
+        return (
+            inner.trim_matches(|c: char| c.is_ascii_whitespace()),
+            warnings,
+        );
     }
     if t.len() >= 3
         && !t.starts_with("``")
@@ -344,7 +352,10 @@ fn strip_markdown(text: &str) -> (&str, Vec<String>) {
         && !inner.contains('`')
     {
         warnings.push("backticks around the call removed".to_string());
-        return (inner.trim_matches(|c: char| c.is_ascii_whitespace()), warnings);
+        return (
+            inner.trim_matches(|c: char| c.is_ascii_whitespace()),
+            warnings,
+        );
     }
     (t, warnings)
 }
@@ -378,7 +389,10 @@ impl Exp {
             (Exp::ACTION, "a tool call like `search(query=\"…\")`"),
             (Exp::LPAREN, "`(`"),
             (Exp::ARG, "an argument (`name=value` or a value)"),
-            (Exp::VALUE, "a value (a string in quotes, a number, true, false, null, a list or an object)"),
+            (
+                Exp::VALUE,
+                "a value (a string in quotes, a number, true, false, null, a list or an object)",
+            ),
             (Exp::KEY, "an object key"),
             (Exp::COLON, "`:`"),
             (Exp::COMMA, "`,`"),
@@ -962,8 +976,7 @@ impl<'r> Ctx<'r, '_> {
             (Place::ObjKey, Some(b':')) => true,
             (Place::ObjValue, Some(b',')) => {
                 let q = skip_ws(b, p + 1);
-                matches!(b.get(q), Some(b'}' | b'"' | b'\''))
-                    || s[q..].starts_with(is_id_start)
+                matches!(b.get(q), Some(b'}' | b'"' | b'\'')) || s[q..].starts_with(is_id_start)
             }
             (Place::ObjValue, Some(b'}')) => true,
             _ => false,

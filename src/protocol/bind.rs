@@ -65,7 +65,9 @@ pub enum BindError {
 }
 
 fn for_tool(tool: &Option<String>) -> String {
-    tool.as_ref().map(|t| format!(" for {t}")).unwrap_or_default()
+    tool.as_ref()
+        .map(|t| format!(" for {t}"))
+        .unwrap_or_default()
 }
 
 fn list(params: &[String]) -> String {
@@ -116,7 +118,11 @@ pub fn bind(args: &[Arg], schema: &Value) -> Result<Map<String, Value>, BindErro
 /// assert_eq!(err.to_string(),
 ///     "unknown argument `pth` for read_file; its parameters are: path, start_line, end_line");
 /// ```
-pub fn bind_tool(tool: &str, args: &[Arg], schema: &Value) -> Result<Map<String, Value>, BindError> {
+pub fn bind_tool(
+    tool: &str,
+    args: &[Arg],
+    schema: &Value,
+) -> Result<Map<String, Value>, BindError> {
     bind_inner(Some(tool), args, schema)
 }
 
@@ -185,11 +191,7 @@ fn bind_inner(
             }
         };
         let Some(prop) = props.get(&name) else {
-            return Err(BindError::Unknown {
-                tool,
-                name,
-                params,
-            });
+            return Err(BindError::Unknown { tool, name, params });
         };
         if out.contains_key(&name) {
             return Err(BindError::Duplicate { tool, name });
@@ -339,7 +341,11 @@ mod tests {
 
     #[test]
     fn positional_and_named() {
-        let m = bind(&[a(None, json!("x")), a(Some("end_line"), json!("7"))], &schema()).unwrap();
+        let m = bind(
+            &[a(None, json!("x")), a(Some("end_line"), json!("7"))],
+            &schema(),
+        )
+        .unwrap();
         assert_eq!(Value::Object(m), json!({"path": "x", "end_line": 7}));
     }
 
@@ -350,7 +356,11 @@ mod tests {
             e.to_string(),
             "unknown argument `pth` for read_file; its parameters are: path, start_line, end_line"
         );
-        let e = bind(&[a(None, json!("x")), a(Some("path"), json!("y"))], &schema()).unwrap_err();
+        let e = bind(
+            &[a(None, json!("x")), a(Some("path"), json!("y"))],
+            &schema(),
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "argument `path` is given more than once for read_file"
@@ -409,7 +419,11 @@ mod tests {
 
     #[test]
     fn null_for_optional_is_absent() {
-        let m = bind(&[a(None, json!("x")), a(Some("end_line"), Value::Null)], &schema()).unwrap();
+        let m = bind(
+            &[a(None, json!("x")), a(Some("end_line"), Value::Null)],
+            &schema(),
+        )
+        .unwrap();
         assert_eq!(Value::Object(m), json!({"path": "x"}));
     }
 }

@@ -115,7 +115,11 @@ pub struct Turn {
 /// Characters that are invisible and carry no meaning outside tags: a byte-order mark and the
 /// zero-width family. They are trimmed like whitespace.
 fn is_ignorable(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '\u{feff}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}')
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\u{feff}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{2060}'
+        )
 }
 
 /// Trim whitespace and invisible characters from both ends of `text[a..b]`; returns the new range.
@@ -195,7 +199,10 @@ struct Scan<'a> {
 
 impl<'a> Scan<'a> {
     fn masked(&self, i: usize) -> Option<usize> {
-        self.masks.iter().find(|&&(a, b)| a <= i && i < b).map(|&(_, b)| b)
+        self.masks
+            .iter()
+            .find(|&&(a, b)| a <= i && i < b)
+            .map(|&(_, b)| b)
     }
 
     fn add_mask(&mut self, a: usize, b: usize) {
@@ -582,6 +589,9 @@ mod tests {
     fn tag_matching() {
         assert!(tag_at(b"<Action >", 0).is_some());
         assert!(tag_at(b"<actions>", 0).is_none());
-        assert!(matches!(tag_at(b"</THINK>", 0), Some((Tag::Think, true, 8))));
+        assert!(matches!(
+            tag_at(b"</THINK>", 0),
+            Some((Tag::Think, true, 8))
+        ));
     }
 }

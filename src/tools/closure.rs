@@ -72,7 +72,9 @@ where
         let parsed: Result<A, _> = serde_json::from_value(Value::Object(args));
         match parsed {
             Ok(a) => Box::pin((self.f)(a)),
-            Err(e) => Box::pin(async move { Err(ToolError::Failed(format!("bad arguments: {e}"))) }),
+            Err(e) => {
+                Box::pin(async move { Err(ToolError::Failed(format!("bad arguments: {e}"))) })
+            }
         }
     }
 }

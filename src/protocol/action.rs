@@ -196,8 +196,8 @@ impl Signature {
 /// assert_eq!(call.tool, "write_file");
 /// assert_eq!(call.args[1].value, json!("<div class=\"x\">hi</div>"));
 ///
-/// let err = parse_action(r#"read_file(path="a" "b")"#).unwrap_err();
-/// assert_eq!(err.to_string(), "expected `,` or `)` after the value of `path` at offset 19");
+/// let err = parse_action("read_file(start_line=1 2)").unwrap_err();
+/// assert_eq!(err.to_string(), "expected `,` or `)` after the value of `start_line` at offset 23");
 /// ```
 pub fn parse_action(text: &str) -> Result<Call, ActionError> {
     parse_action_with(text, &|_| true)
@@ -226,11 +226,16 @@ pub fn parse_action_with(text: &str, accept: &dyn Fn(&Call) -> bool) -> Result<C
         .saturating_mul(region.len())
         .saturating_add(FUEL_FIXED);
 
+    // Python-style calls never put a positional argument after a named one: prefer readings
+    // that do not (falling back to the earliest reading when none is accepted).
+    let accept = |c: &Call| ordered(c) && accept(c);
+    let accept: &dyn Fn(&Call) -> bool = &accept;
     let strict = search(region, false, accept, &mut fuel);
     let outcome = match strict {
         Search::Accepted(call) | Search::Parsed(call) => Ok(call),
+        Search::Failed(strict_err) if !loose_can_differ(region) => Err(strict_err),
         Search::Failed(strict_err) => {
-            fuel = fuel.max(region.len().saturating_mul(2) + FUEL_FIXED);
+            fuel = fuel.max(region.len().saturating_add(1));
             match search(region, true, accept, &mut fuel) {
                 Search::Accepted(call) | Search::Parsed(call) => Ok(call),
                 Search::Failed(_) => Err(strict_err),
@@ -247,9 +252,25 @@ pub fn parse_action_with(text: &str, accept: &dyn Fn(&Call) -> bool) -> Result<C
     }
 }
 
-/// Fuel: bytes the whole search may scan, per input byte plus a constant.
-const FUEL_PER_BYTE: usize = 8;
-const FUEL_FIXED: usize = 16 * 1024;
+/// Loose mode only adds readings where `)` is followed by more text; without such a `)` it would
+/// repeat the strict search for nothing.
+fn loose_can_differ(region: &str) -> bool {
+    let end = region
+        .trim_end_matches(|c: char| c.is_ascii_whitespace())
+        .len();
+    memchr::memchr(b')', &region.as_bytes()[..end]).is_some_and(|first| first + 1 < end)
+}
+
+/// No positional argument after a named one.
+fn ordered(c: &Call) -> bool {
+    let first_named = c.args.iter().position(|a| a.name.is_some());
+    first_named.is_none_or(|i| c.args[i..].iter().all(|a| a.name.is_some()))
+}
+
+/// Fuel: bytes the whole search may parse (each attempt costs at least the input's length), per
+/// input byte plus a constant: small actions get up to [`MAX_ATTEMPTS`], multi-MiB ones a few.
+const FUEL_PER_BYTE: usize = 3;
+const FUEL_FIXED: usize = 256 * 1024;
 /// At most this many choice vectors are tried.
 const MAX_ATTEMPTS: usize = 64;
 /// Arrays and objects deeper than this are an error.
@@ -489,6 +510,16 @@ impl PErr {
                 )
             }
         };
+        let mut message = message;
+        let here = &region[off(self.at)..];
+        if self.expected.0 & Exp::VALUE.0 != 0
+            && let Ok((_, word)) = ident(here)
+            && keyword(here).is_err()
+        {
+            message.push_str(&format!(
+                "; found the bare word `{word}`: text must be in quotes"
+            ));
+        }
         ActionError {
             message,
             offset: base + off(self.at),
@@ -675,74 +706,81 @@ enum Place {
 }
 
 fn unescape(s: &str) -> String {
-    if !s.contains('\\') {
+    let Some(first) = memchr::memchr(b'\\', s.as_bytes()) else {
         return s.to_string();
-    }
+    };
     let mut out = String::with_capacity(s.len());
-    let mut it = s.char_indices().peekable();
-    while let Some((k, c)) = it.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
+    let mut rest = s;
+    let mut cut = first;
+    loop {
+        out.push_str(&rest[..cut]);
+        rest = &rest[cut..];
+        // `rest` starts with a backslash: decode the escape.
+        let used = unescape_one(rest, &mut out);
+        rest = &rest[used..];
+        match memchr::memchr(b'\\', rest.as_bytes()) {
+            Some(n) => cut = n,
+            None => {
+                out.push_str(rest);
+                return out;
+            }
         }
-        let Some((_, e)) = it.next() else {
-            out.push('\\');
-            break;
-        };
-        match e {
-            'n' => out.push('\n'),
-            't' => out.push('\t'),
-            'r' => out.push('\r'),
-            '0' => out.push('\0'),
-            '\\' | '"' | '\'' => out.push(e),
-            'u' => {
-                let hex = |at: usize| -> Option<u32> {
-                    let h = s.get(at..at + 4)?;
-                    if h.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        u32::from_str_radix(h, 16).ok()
+    }
+}
+
+/// Decode the escape at the start of `s` (which starts with `\\`) into `out`; returns bytes used.
+fn unescape_one(s: &str, out: &mut String) -> usize {
+    let mut chars = s[1..].chars();
+    let Some(e) = chars.next() else {
+        out.push('\\');
+        return 1;
+    };
+    match e {
+        'n' => out.push('\n'),
+        't' => out.push('\t'),
+        'r' => out.push('\r'),
+        '0' => out.push('\0'),
+        '\\' | '"' | '\'' => out.push(e),
+        'u' => {
+            let hex = |at: usize| -> Option<u32> {
+                let h = s.get(at..at + 4)?;
+                if h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    u32::from_str_radix(h, 16).ok()
+                } else {
+                    None
+                }
+            };
+            match hex(2) {
+                Some(hi @ 0xD800..=0xDBFF) => {
+                    let lo = if s.get(6..8) == Some("\\u") {
+                        hex(8).filter(|lo| (0xDC00..=0xDFFF).contains(lo))
                     } else {
                         None
+                    };
+                    if let Some(ch) = lo.and_then(|lo| {
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                    }) {
+                        out.push(ch);
+                        return 12;
                     }
-                };
-                let at = k + 2;
-                match hex(at) {
-                    Some(hi @ 0xD800..=0xDBFF) => {
-                        let lo = if s.get(at + 4..at + 6) == Some("\\u") {
-                            hex(at + 6).filter(|lo| (0xDC00..=0xDFFF).contains(lo))
-                        } else {
-                            None
-                        };
-                        match lo.and_then(|lo| {
-                            char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-                        }) {
-                            Some(ch) => {
-                                out.push(ch);
-                                for _ in 0..10 {
-                                    it.next();
-                                }
-                            }
-                            None => out.push_str("\\u"),
-                        }
-                    }
-                    Some(v) => match char::from_u32(v) {
-                        Some(ch) => {
-                            out.push(ch);
-                            for _ in 0..4 {
-                                it.next();
-                            }
-                        }
-                        None => out.push_str("\\u"),
-                    },
-                    None => out.push_str("\\u"),
+                    out.push_str("\\u");
                 }
-            }
-            other => {
-                out.push('\\');
-                out.push(other);
+                Some(v) => match char::from_u32(v) {
+                    Some(ch) => {
+                        out.push(ch);
+                        return 6;
+                    }
+                    None => out.push_str("\\u"),
+                },
+                None => out.push_str("\\u"),
             }
         }
+        other => {
+            out.push('\\');
+            out.push(other);
+        }
     }
-    out
+    1 + e.len_utf8()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -809,7 +847,7 @@ impl<'r> Ctx<'r, '_> {
                 let junk: String = i.chars().take(40).collect();
                 self.warnings
                     .borrow_mut()
-                    .push(format!("text after the call ignored: `{junk}`"));
+                    .push(format!("text after the call ignored: {junk:?}"));
                 return Ok(("", (tool.to_string(), args)));
             }
             return fail(i, Exp::END, ECtx::AfterCall);
@@ -978,10 +1016,14 @@ impl<'r> Ctx<'r, '_> {
         let mut j = start + open_len;
         let mut k = 0u32;
         let found = loop {
+            // A backslash as the last byte steps `j` past the end.
+            let Some(rest) = b.get(j..) else {
+                break None;
+            };
             let hit = if raw {
-                memchr::memchr(q, &b[j..]).map(|r| (j + r, q))
+                memchr::memchr(q, rest).map(|r| (j + r, q))
             } else {
-                memchr::memchr2(q, b'\\', &b[j..]).map(|r| (j + r, b[j + r]))
+                memchr::memchr2(q, b'\\', rest).map(|r| (j + r, b[j + r]))
             };
             let Some((c, byte)) = hit else {
                 break None;
@@ -1000,7 +1042,7 @@ impl<'r> Ctx<'r, '_> {
             j = c + 1;
         };
         self.scanned
-            .set(self.scanned.get() + found.map_or(b.len(), |(c, _)| c) - start);
+            .set(self.scanned.get() + found.map_or(b.len(), |(c, _)| c).saturating_sub(start));
         match found {
             Some((c, close_len)) => {
                 let body = &region[start + open_len..c];

@@ -47,9 +47,6 @@ pub struct ParseReport {
     /// The full action error (not serialized; it also says whether a string was left open).
     #[serde(skip)]
     pub action_error: Option<ActionError>,
-    /// The call as parsed (not serialized).
-    #[serde(skip)]
-    pub call: Option<Call>,
 }
 
 /// Read a turn and parse its action, as `tagloop parse` does. With signatures, the earliest
@@ -78,15 +75,26 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
         discarded: turn.discarded.clone(),
         reasoning: turn.reasoning.clone(),
         warnings: turn.warnings.clone(),
-        turn: turn.clone(),
+        turn: Turn {
+            kind: TurnKind::None,
+            thought: None,
+            reasoning: None,
+            action: None,
+            action_offset: None,
+            final_text: None,
+            discarded: None,
+            warnings: Vec::new(),
+            blocks: Vec::new(),
+            history_end: 0,
+            deciding_closed: false,
+        },
         action_error: None,
-        call: None,
     };
     match turn.kind {
         TurnKind::None => {}
         TurnKind::Final => {
             report.kind = "final";
-            report.final_text = turn.final_text.clone();
+            report.final_text.clone_from(&turn.final_text);
         }
         TurnKind::Action => {
             let body = turn.action.as_deref().unwrap_or_default();
@@ -94,12 +102,11 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
             match parse_action_with(body, &accept) {
                 Ok(call) => {
                     report.kind = "action";
-                    report.warnings.extend(call.warnings.iter().cloned());
+                    report.warnings.extend(call.warnings);
                     report.action = Some(ReportAction {
-                        tool: call.tool.clone(),
-                        args: call.args.clone(),
+                        tool: call.tool,
+                        args: call.args,
                     });
-                    report.call = Some(call);
                 }
                 Err(e) => {
                     report.kind = "error";
@@ -112,5 +119,6 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
             }
         }
     }
+    report.turn = turn;
     report
 }

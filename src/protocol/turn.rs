@@ -362,6 +362,9 @@ fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> 
             }
         }
     }
+    if !blocks.iter().any(|b| b.tag == Tag::Think) {
+        return None;
+    }
     let joined: Vec<String> = pieces.into_iter().filter(|p| !p.is_empty()).collect();
     Some(joined.join("\n\n"))
 }

@@ -18,7 +18,11 @@ use tagloop::llm::stops::StopScanner;
 use tagloop::llm::{Message, Model, Prompt, Role, TurnRequest};
 
 fn stops() -> Vec<String> {
-    vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()]
+    vec![
+        "</action>".into(),
+        "<observation>".into(),
+        "</final_answer>".into(),
+    ]
 }
 
 /// Model-like text: tags, code, prose, non-ASCII; no stop string in it.
@@ -70,18 +74,29 @@ fn turn_text() -> String {
 }
 
 fn bench_client(c: &mut Criterion) {
-    let rt = &*Box::leak(Box::new(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")));
-    let mut fake = FakeConfig::default();
-    fake.default_reply = turn_text();
-    fake.token_chars = 4;
-    fake.chunk_bytes = 96;
+    let rt = &*Box::leak(Box::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    ));
+    let fake = FakeConfig {
+        default_reply: turn_text(),
+        token_chars: 4,
+        chunk_bytes: 96,
+        ..FakeConfig::default()
+    };
     let server = rt.block_on(FakeServer::start(fake));
 
     let mut cfg = OpenAiConfig::new(&server.base_url, "bench");
     cfg.read_timeout = Duration::from_secs(10);
     let model = Arc::new(OpenAiModel::new(cfg).expect("model"));
     let req = Arc::new(TurnRequest {
-        prompt: Prompt::Chat(vec![Message::new(Role::System, "sys"), Message::new(Role::User, "task")]),
+        prompt: Prompt::Chat(vec![
+            Message::new(Role::System, "sys"),
+            Message::new(Role::User, "task"),
+        ]),
         stop: stops(),
         max_tokens: Some(1024),
         ..Default::default()
@@ -94,7 +109,11 @@ fn bench_client(c: &mut Criterion) {
         let (raw, url, raw_body) = (raw.clone(), url.clone(), raw_body.clone());
         move || {
             let (raw, url, raw_body) = (raw.clone(), url.clone(), raw_body.clone());
-            rt.block_on(async move { tokio::spawn(async move { raw_turn(&raw, &url, &raw_body).await }).await.expect("join") })
+            rt.block_on(async move {
+                tokio::spawn(async move { raw_turn(&raw, &url, &raw_body).await })
+                    .await
+                    .expect("join")
+            })
         }
     };
     let run_client = {
@@ -104,7 +123,10 @@ fn bench_client(c: &mut Criterion) {
             rt.block_on(async move {
                 tokio::spawn(async move {
                     let mut n = 0usize;
-                    let r = model.turn(&req, &mut |d: &str| n += d.len()).await.expect("turn");
+                    let r = model
+                        .turn(&req, &mut |d: &str| n += d.len())
+                        .await
+                        .expect("turn");
                     (n, r.text.len())
                 })
                 .await
@@ -141,7 +163,9 @@ fn bench_client(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("streamed_turn_200_tokens");
     g.bench_function("raw_reqwest_naive_sse", |b| b.iter(|| black_box(run_raw())));
-    g.bench_function("tagloop_openai_client", |b| b.iter(|| black_box(run_client())));
+    g.bench_function("tagloop_openai_client", |b| {
+        b.iter(|| black_box(run_client()))
+    });
     g.finish();
 }
 
@@ -156,7 +180,9 @@ async fn raw_turn(client: &reqwest::Client, url: &str, body: &serde_json::Value)
         while let Some(pos) = buf.windows(2).position(|w| w == b"\n\n") {
             let event: Vec<u8> = buf.drain(..pos + 2).collect();
             let line = String::from_utf8_lossy(&event);
-            let Some(data) = line.trim().strip_prefix("data: ") else { continue };
+            let Some(data) = line.trim().strip_prefix("data: ") else {
+                continue;
+            };
             if data == "[DONE]" {
                 continue;
             }

@@ -6,23 +6,43 @@ use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeConfig, FakeServer, StopMode};
 use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel, Secret};
-use tagloop::llm::{Enforcer, Finish, LlmError, Message, Model, Prompt, Role, TurnRequest, TurnResult};
+use tagloop::llm::{
+    Enforcer, Finish, LlmError, Message, Model, Prompt, Role, TurnRequest, TurnResult,
+};
 
 const TURN: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")</action>\n<observation>invented by the model</observation>\n<final_answer>made up</final_answer>";
 const CUT: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")";
 
-const COMBOS: [(Api, bool); 4] = [(Api::Chat, true), (Api::Chat, false), (Api::Completions, true), (Api::Completions, false)];
+const COMBOS: [(Api, bool); 4] = [
+    (Api::Chat, true),
+    (Api::Chat, false),
+    (Api::Completions, true),
+    (Api::Completions, false),
+];
 
 fn stops() -> Vec<String> {
-    vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()]
+    vec![
+        "</action>".into(),
+        "<observation>".into(),
+        "</final_answer>".into(),
+    ]
 }
 
 fn request(api: Api) -> TurnRequest {
     let prompt = match api {
-        Api::Chat => Prompt::Chat(vec![Message::new(Role::System, "you are an agent"), Message::new(Role::User, "<question>read é.txt</question>")]),
+        Api::Chat => Prompt::Chat(vec![
+            Message::new(Role::System, "you are an agent"),
+            Message::new(Role::User, "<question>read é.txt</question>"),
+        ]),
         Api::Completions => Prompt::Text("<question>read é.txt</question>\n".into()),
     };
-    TurnRequest { prompt, stop: stops(), max_tokens: Some(512), temperature: Some(0.0), ..Default::default() }
+    TurnRequest {
+        prompt,
+        stop: stops(),
+        max_tokens: Some(512),
+        temperature: Some(0.0),
+        ..Default::default()
+    }
 }
 
 fn config(server: &FakeServer, api: Api, stream: bool) -> OpenAiConfig {
@@ -45,7 +65,12 @@ async fn turn(model: &OpenAiModel, api: Api) -> (Result<TurnResult, LlmError>, S
     (r, deltas)
 }
 
-async fn one(fake: FakeConfig, api: Api, stream: bool, tweak: impl FnOnce(&mut OpenAiConfig)) -> (FakeServer, Result<TurnResult, LlmError>, String) {
+async fn one(
+    fake: FakeConfig,
+    api: Api,
+    stream: bool,
+    tweak: impl FnOnce(&mut OpenAiConfig),
+) -> (FakeServer, Result<TurnResult, LlmError>, String) {
     let server = FakeServer::start(fake).await;
     let mut cfg = config(&server, api, stream);
     tweak(&mut cfg);
@@ -57,7 +82,10 @@ async fn one(fake: FakeConfig, api: Api, stream: bool, tweak: impl FnOnce(&mut O
 fn ok(r: Result<TurnResult, LlmError>, deltas: &str, label: &str) -> TurnResult {
     let r = r.unwrap_or_else(|e| panic!("{label}: {e}"));
     assert_eq!(deltas, r.text, "{label}: deltas must add up to the text");
-    assert!(!deltas.contains("</act"), "{label}: a partial stop leaked: {deltas:?}");
+    assert!(
+        !deltas.contains("</act"),
+        "{label}: a partial stop leaked: {deltas:?}"
+    );
     r
 }
 
@@ -77,7 +105,11 @@ async fn check_cut(mode: StopMode, want: Enforcer, tweak: fn(&mut FakeConfig)) {
         assert_eq!(reqs[0].stops(), stops(), "{label}");
         assert_eq!(reqs[0].stream(), stream, "{label}");
         assert_eq!(reqs[0].body["max_tokens"], 512, "{label}");
-        let want_path = if api == Api::Chat { "/v1/chat/completions" } else { "/v1/completions" };
+        let want_path = if api == Api::Chat {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        };
         assert_eq!(reqs[0].path, want_path, "{label}");
     }
 }
@@ -127,7 +159,10 @@ async fn empty_finish_reason_and_missing_ids() {
         f.missing_ids = true;
     })
     .await;
-    check_cut(StopMode::Ignore, Enforcer::Client, |f| f.empty_finish_reason = true).await;
+    check_cut(StopMode::Ignore, Enforcer::Client, |f| {
+        f.empty_finish_reason = true
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -171,7 +206,10 @@ async fn no_stop_in_text_ends_the_turn() {
 async fn token_limit_is_length() {
     for (api, stream) in COMBOS {
         let fake = FakeConfig::turns(["x".repeat(3000)]);
-        let (server, r, d) = one(fake, api, stream, |c| c.token_field = "max_completion_tokens".into()).await;
+        let (server, r, d) = one(fake, api, stream, |c| {
+            c.token_field = "max_completion_tokens".into()
+        })
+        .await;
         let r = ok(r, &d, "length");
         assert_eq!(r.finish, Finish::Length);
         assert_eq!(r.text.len(), 512 * 4);
@@ -196,17 +234,32 @@ async fn usage_and_reasoning_are_reported() {
         fake.reasoning = Some("let me think… carefully".into());
         let (server, r, d) = one(fake, api, stream, |_| {}).await;
         let r = ok(r, &d, &label);
-        assert!(r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0, "{label}: {:?}", r.usage);
+        assert!(
+            r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0,
+            "{label}: {:?}",
+            r.usage
+        );
         if api == Api::Chat {
-            assert_eq!(r.reasoning.as_deref(), Some("let me think… carefully"), "{label}");
+            assert_eq!(
+                r.reasoning.as_deref(),
+                Some("let me think… carefully"),
+                "{label}"
+            );
         }
         if stream {
-            assert_eq!(server.requests()[0].body["stream_options"]["include_usage"], true, "{label}");
+            assert_eq!(
+                server.requests()[0].body["stream_options"]["include_usage"],
+                true,
+                "{label}"
+            );
             assert!(r.first_token.is_some(), "{label}");
         }
     }
     // Switched off for proxies that reject it.
-    let (server, r, _) = one(FakeConfig::turns(["a"]), Api::Chat, true, |c| c.include_usage = false).await;
+    let (server, r, _) = one(FakeConfig::turns(["a"]), Api::Chat, true, |c| {
+        c.include_usage = false
+    })
+    .await;
     r.expect("turn");
     assert!(server.requests()[0].body.get("stream_options").is_none());
 }
@@ -245,7 +298,11 @@ async fn honours_retry_after_capped() {
         let t = Instant::now();
         let (server, r, d) = one(fake, api, stream, |_| {}).await;
         assert_eq!(ok(r, &d, "429").text, CUT);
-        assert!(t.elapsed() >= Duration::from_millis(300), "Retry-After not honoured: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(300),
+            "Retry-After not honoured: {:?}",
+            t.elapsed()
+        );
         assert_eq!(server.request_count(), 2);
     }
     // A huge Retry-After is capped.
@@ -253,7 +310,10 @@ async fn honours_retry_after_capped() {
     fake.rate_limit_first = 2;
     fake.retry_after = Some("3600".into());
     let t = Instant::now();
-    let (_s, r, _) = one(fake, Api::Chat, true, |c| c.retry_after_cap = Duration::from_millis(20)).await;
+    let (_s, r, _) = one(fake, Api::Chat, true, |c| {
+        c.retry_after_cap = Duration::from_millis(20)
+    })
+    .await;
     r.expect("turn");
     assert!(t.elapsed() < Duration::from_secs(5));
     // Exhausted 429s keep the status and say so.
@@ -274,7 +334,10 @@ async fn not_found_model_is_not_retried() {
         let e = r.expect_err("404");
         assert_eq!(e.status(), Some(404));
         let msg = e.to_string();
-        assert!(msg.starts_with("the server answered 404 for model 'llama3': check --model"), "{msg}");
+        assert!(
+            msg.starts_with("the server answered 404 for model 'llama3': check --model"),
+            "{msg}"
+        );
         assert!(msg.contains("not found, try pulling it"), "{msg}");
         assert_eq!(server.request_count(), 1);
     }
@@ -285,18 +348,30 @@ async fn unauthorized_never_prints_the_key() {
     for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.require_key = Some("right-key".into());
-        let (server, r, _) = one(fake, api, stream, |c| c.api_key = Secret::new("sk-wrong-key-123")).await;
+        let (server, r, _) = one(fake, api, stream, |c| {
+            c.api_key = Secret::new("sk-wrong-key-123")
+        })
+        .await;
         let e = r.expect_err("401");
         assert_eq!(e.status(), Some(401));
         let msg = e.to_string();
         assert!(msg.contains("check the API key"), "{msg}");
-        assert!(!msg.contains("sk-wrong") && !format!("{e:?}").contains("sk-wrong"), "{msg}");
+        assert!(
+            !msg.contains("sk-wrong") && !format!("{e:?}").contains("sk-wrong"),
+            "{msg}"
+        );
         assert_eq!(server.request_count(), 1);
-        assert_eq!(server.requests()[0].authorization.as_deref(), Some("Bearer sk-wrong-key-123"));
+        assert_eq!(
+            server.requests()[0].authorization.as_deref(),
+            Some("Bearer sk-wrong-key-123")
+        );
     }
     let mut fake = FakeConfig::turns([TURN]);
     fake.require_key = Some("right-key".into());
-    let (_s, r, d) = one(fake, Api::Chat, true, |c| c.api_key = Secret::new("right-key")).await;
+    let (_s, r, d) = one(fake, Api::Chat, true, |c| {
+        c.api_key = Secret::new("right-key")
+    })
+    .await;
     ok(r, &d, "good key");
 }
 
@@ -330,8 +405,15 @@ async fn slow_first_byte_hits_read_timeout() {
         })
         .await;
         let e = r.expect_err("timeout");
-        assert!(e.to_string().contains("read timeout"), "{api:?} {stream}: {e}");
-        assert_eq!(server.request_count(), 2, "read timeouts are retried once here");
+        assert!(
+            e.to_string().contains("read timeout"),
+            "{api:?} {stream}: {e}"
+        );
+        assert_eq!(
+            server.request_count(),
+            2,
+            "read timeouts are retried once here"
+        );
     }
 }
 
@@ -340,7 +422,10 @@ async fn slow_server_within_read_timeout_is_fine() {
     let mut fake = FakeConfig::turns([TURN]);
     fake.first_byte_delay = Duration::from_millis(100);
     fake.chunk_delay = Duration::from_millis(1);
-    let (_s, r, d) = one(fake, Api::Chat, true, |c| c.read_timeout = Duration::from_millis(500)).await;
+    let (_s, r, d) = one(fake, Api::Chat, true, |c| {
+        c.read_timeout = Duration::from_millis(500)
+    })
+    .await;
     assert_eq!(ok(r, &d, "slow").text, CUT);
 }
 
@@ -350,7 +435,10 @@ async fn turn_timeout_is_wall_clock() {
         let mut fake = FakeConfig::turns([TURN]);
         fake.first_byte_delay = Duration::from_secs(3);
         let t = Instant::now();
-        let (_s, r, _) = one(fake, api, stream, |c| c.turn_timeout = Some(Duration::from_millis(300))).await;
+        let (_s, r, _) = one(fake, api, stream, |c| {
+            c.turn_timeout = Some(Duration::from_millis(300))
+        })
+        .await;
         let e = r.expect_err("turn timeout");
         assert!(matches!(e, LlmError::TurnTimeout { .. }), "{e:?}");
         assert!(e.to_string().contains("turn timeout"));
@@ -368,7 +456,11 @@ async fn stream_cut_midway_is_a_clear_error() {
         assert!(matches!(e, LlmError::StreamCut { .. }), "{api:?}: {e:?}");
         assert!(e.to_string().contains("was cut"), "{e}");
         assert!(!d.is_empty(), "some text arrived before the cut");
-        assert_eq!(server.request_count(), 1, "text was already passed on: no retry");
+        assert_eq!(
+            server.request_count(),
+            1,
+            "text was already passed on: no retry"
+        );
     }
 }
 
@@ -379,7 +471,10 @@ async fn malformed_json_is_a_clear_error() {
         fake.malformed_json = true;
         let (_s, r, _) = one(fake, api, stream, |_| {}).await;
         let e = r.expect_err("malformed");
-        assert!(matches!(e, LlmError::Malformed { .. }), "{api:?} {stream}: {e:?}");
+        assert!(
+            matches!(e, LlmError::Malformed { .. }),
+            "{api:?} {stream}: {e:?}"
+        );
         assert!(e.to_string().contains("malformed response"), "{e}");
     }
 }
@@ -391,7 +486,10 @@ async fn empty_choices_is_a_clear_error() {
         fake.empty_choices = true;
         let (_s, r, _) = one(fake, api, stream, |_| {}).await;
         let e = r.expect_err("empty");
-        assert!(matches!(e, LlmError::EmptyChoices { .. }), "{api:?} {stream}: {e:?}");
+        assert!(
+            matches!(e, LlmError::EmptyChoices { .. }),
+            "{api:?} {stream}: {e:?}"
+        );
         assert!(e.to_string().contains("no choices"));
     }
 }
@@ -410,7 +508,11 @@ async fn client_stop_drops_the_stream() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(server.aborted(), 1, "the server should see the client hang up");
+    assert_eq!(
+        server.aborted(),
+        1,
+        "the server should see the client hang up"
+    );
     assert_eq!(server.completed(), 0);
 }
 
@@ -419,7 +521,13 @@ async fn more_than_four_stops_are_enforced_but_four_sent() {
     let server = FakeServer::start(FakeConfig::turns(["alpha beta STOP5 gamma"])).await;
     let model = OpenAiModel::new(config(&server, Api::Chat, true)).expect("model");
     let mut req = request(Api::Chat);
-    req.stop = vec!["S1".into(), "S2".into(), "S3".into(), "S4".into(), "STOP5".into()];
+    req.stop = vec![
+        "S1".into(),
+        "S2".into(),
+        "S3".into(),
+        "S4".into(),
+        "STOP5".into(),
+    ];
     let r = model.turn(&req, &mut |_| {}).await.expect("turn");
     assert_eq!(server.requests()[0].stops().len(), 4);
     assert_eq!(r.text, "alpha beta ");
@@ -446,14 +554,18 @@ async fn chat_prefill_sends_the_assistant_message_as_is() {
     assert_eq!(r.text, "continued\")");
     let body = &server.requests()[0].body;
     assert_eq!(body["messages"][1]["role"], "assistant");
-    assert_eq!(body["messages"][1]["content"], "<action>write(text=\"a </action> b");
+    assert_eq!(
+        body["messages"][1]["content"],
+        "<action>write(text=\"a </action> b"
+    );
 }
 
 #[tokio::test]
 async fn extra_fields_and_headers_are_sent() {
     let server = FakeServer::start(FakeConfig::turns(["a"])).await;
     let mut cfg = config(&server, Api::Completions, false);
-    cfg.extra.insert("cache_prompt".into(), serde_json::json!(true));
+    cfg.extra
+        .insert("cache_prompt".into(), serde_json::json!(true));
     cfg.extra.insert("top_k".into(), serde_json::json!(1));
     let model = OpenAiModel::new(cfg).expect("model");
     let mut req = request(Api::Completions);
@@ -472,7 +584,10 @@ async fn extra_fields_and_headers_are_sent() {
 async fn wrong_prompt_kind_is_a_config_error() {
     let server = FakeServer::start(FakeConfig::default()).await;
     let model = OpenAiModel::new(config(&server, Api::Chat, true)).expect("model");
-    let e = model.turn(&request(Api::Completions), &mut |_| {}).await.expect_err("kind");
+    let e = model
+        .turn(&request(Api::Completions), &mut |_| {})
+        .await
+        .expect_err("kind");
     assert!(e.to_string().contains("--api completions"), "{e}");
     assert_eq!(server.request_count(), 0);
 }

@@ -24,8 +24,15 @@ ends with a partial </act
 
 fn request() -> TurnRequest {
     TurnRequest {
-        prompt: Prompt::Chat(vec![Message::new(Role::System, "sys"), Message::new(Role::User, "<question>q</question>")]),
-        stop: vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()],
+        prompt: Prompt::Chat(vec![
+            Message::new(Role::System, "sys"),
+            Message::new(Role::User, "<question>q</question>"),
+        ]),
+        stop: vec![
+            "</action>".into(),
+            "<observation>".into(),
+            "</final_answer>".into(),
+        ],
         ..Default::default()
     }
 }
@@ -38,19 +45,35 @@ async fn replays_turns_with_server_like_stops() {
     let req = request();
 
     let mut deltas: Vec<String> = Vec::new();
-    let r = model.turn(&req, &mut |d: &str| deltas.push(d.to_owned())).await.expect("turn 1");
-    assert_eq!(r.text, "<thought>I should read the file.</thought>\n<action>read_file(path=\"notes.txt\")");
+    let r = model
+        .turn(&req, &mut |d: &str| deltas.push(d.to_owned()))
+        .await
+        .expect("turn 1");
+    assert_eq!(
+        r.text,
+        "<thought>I should read the file.</thought>\n<action>read_file(path=\"notes.txt\")"
+    );
     assert_eq!(r.finish, Finish::Stop("</action>".into()));
     assert_eq!(r.enforced_by, Some(Enforcer::Server));
     assert!(deltas.len() > 3, "streamed in small chunks: {deltas:?}");
     assert_eq!(deltas.concat(), r.text);
     assert_eq!(r.usage.completion_tokens, (r.text.len() as u64).div_ceil(4));
-    assert_eq!(r.usage.prompt_tokens, ("sys".len() as u64 + "<question>q</question>".len() as u64).div_ceil(4));
+    assert_eq!(
+        r.usage.prompt_tokens,
+        ("sys".len() as u64 + "<question>q</question>".len() as u64).div_ceil(4)
+    );
 
     let r = model.turn(&req, &mut |_| {}).await.expect("turn 2");
-    assert_eq!(r.text, "# not a comment: part of the turn\n<final_answer>42");
+    assert_eq!(
+        r.text,
+        "# not a comment: part of the turn\n<final_answer>42"
+    );
     assert_eq!(r.finish, Finish::Stop("</final_answer>".into()));
-    assert_eq!(r.enforced_by, Some(Enforcer::Client), "ignore-stops: the client scanner cuts it");
+    assert_eq!(
+        r.enforced_by,
+        Some(Enforcer::Client),
+        "ignore-stops: the client scanner cuts it"
+    );
 
     let r = model.turn(&req, &mut |_| {}).await.expect("turn 3");
     assert_eq!(r.text, "no stop here, just text ✓");
@@ -58,12 +81,28 @@ async fn replays_turns_with_server_like_stops() {
     assert_eq!(r.enforced_by, None);
 
     let mut seen = String::new();
-    let r = model.turn(&req, &mut |d: &str| seen.push_str(d)).await.expect("turn 4");
+    let r = model
+        .turn(&req, &mut |d: &str| seen.push_str(d))
+        .await
+        .expect("turn 4");
     assert_eq!(r.text, "ends with a partial ");
     assert_eq!(seen, r.text, "the partial stop never reaches the sink");
 
-    let e = model.turn(&req, &mut |_| {}).await.expect_err("out of turns");
-    assert!(matches!(e, LlmError::OutOfTurns { turns: 4, asked: 5, .. }), "{e:?}");
+    let e = model
+        .turn(&req, &mut |_| {})
+        .await
+        .expect_err("out of turns");
+    assert!(
+        matches!(
+            e,
+            LlmError::OutOfTurns {
+                turns: 4,
+                asked: 5,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("has only 4 turns"), "{e}");
 }
 
@@ -81,9 +120,15 @@ async fn starting_at_continues_a_run() {
 async fn without_stops_everything_is_sent() {
     let script = Arc::new(Script::parse(SCRIPT).expect("parse"));
     let model = ScriptedModel::new(script);
-    let req = TurnRequest { prompt: Prompt::Text("p".into()), ..Default::default() };
+    let req = TurnRequest {
+        prompt: Prompt::Text("p".into()),
+        ..Default::default()
+    };
     let r = model.turn(&req, &mut |_| {}).await.expect("turn");
-    assert!(r.text.ends_with("<observation>a model that keeps going</observation>"));
+    assert!(
+        r.text
+            .ends_with("<observation>a model that keeps going</observation>")
+    );
     assert_eq!(r.finish, Finish::End);
 }
 

@@ -39,7 +39,10 @@ pub enum LlmError {
     },
 
     /// 401 or 403.
-    #[error("the server at {url} answered {status} (not authorised): check the API key (--api-key or OPENAI_API_KEY){}", detail(message))]
+    #[error(
+        "the server at {url} answered {status} (not authorised): check the API key (--api-key or OPENAI_API_KEY){}",
+        detail(message)
+    )]
     Unauthorized {
         /// The HTTP status.
         status: u16,
@@ -50,7 +53,10 @@ pub enum LlmError {
     },
 
     /// 404 naming the model (or any 404: wrong model or wrong base URL).
-    #[error("the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}", detail(message))]
+    #[error(
+        "the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}",
+        detail(message)
+    )]
     NotFound {
         /// The model that was asked for.
         model: String,
@@ -61,7 +67,10 @@ pub enum LlmError {
     },
 
     /// 429 after all retries.
-    #[error("the server at {url} is rate limiting requests (429){}", detail(message))]
+    #[error(
+        "the server at {url} is rate limiting requests (429){}",
+        detail(message)
+    )]
     RateLimited {
         /// The base URL.
         url: String,
@@ -202,9 +211,9 @@ impl LlmError {
     /// Other 4xx, malformed answers and script errors are permanent.
     pub fn is_retryable(&self) -> bool {
         match self {
-            LlmError::Connect { .. } | LlmError::ReadTimeout { .. } | LlmError::RateLimited { .. } => {
-                true
-            }
+            LlmError::Connect { .. }
+            | LlmError::ReadTimeout { .. }
+            | LlmError::RateLimited { .. } => true,
             LlmError::Http { status, .. } => *status == 408 || *status >= 500,
             _ => false,
         }
@@ -240,10 +249,20 @@ mod tests {
             url: "http://x/v1".into(),
             message: String::new(),
         };
-        assert!(e.to_string().starts_with("the server answered 404 for model 'llama3': check --model"));
+        assert!(
+            e.to_string()
+                .starts_with("the server answered 404 for model 'llama3': check --model")
+        );
         assert_eq!(e.status(), Some(404));
         assert!(!e.is_retryable());
-        let g = LlmError::GaveUp { attempts: 3, last: Box::new(LlmError::Http { status: 503, url: "u".into(), message: "busy".into() }) };
+        let g = LlmError::GaveUp {
+            attempts: 3,
+            last: Box::new(LlmError::Http {
+                status: 503,
+                url: "u".into(),
+                message: "busy".into(),
+            }),
+        };
         assert_eq!(g.status(), Some(503));
         assert!(g.to_string().ends_with("(gave up after 3 attempts)"));
     }

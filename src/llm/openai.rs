@@ -92,7 +92,11 @@ impl Secret {
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() { f.write_str("\"\"") } else { f.write_str("***") }
+        if self.0.is_empty() {
+            f.write_str("\"\"")
+        } else {
+            f.write_str("***")
+        }
     }
 }
 
@@ -191,10 +195,14 @@ pub fn normalize_base_url(raw: &str) -> Result<String, LlmError> {
         }
     }
     let url = reqwest::Url::parse(&s).map_err(|e| {
-        LlmError::Config(format!("base URL '{s}' is not a URL ({e}); expected e.g. http://127.0.0.1:11434/v1"))
+        LlmError::Config(format!(
+            "base URL '{s}' is not a URL ({e}); expected e.g. http://127.0.0.1:11434/v1"
+        ))
     })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(LlmError::Config(format!("base URL '{s}' must start with http:// or https://")));
+        return Err(LlmError::Config(format!(
+            "base URL '{s}' must start with http:// or https://"
+        )));
     }
     Ok(s)
 }
@@ -247,7 +255,11 @@ impl tower::Service<HttpRequestFactory> for Transport {
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(Duration::from_secs_f64);
             let body = response.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpFailure { status: status.as_u16(), retry_after, body })))
+            Err(OpenAIError::Boxed(Box::new(HttpFailure {
+                status: status.as_u16(),
+                retry_after,
+                body,
+            })))
         })
     }
 }
@@ -334,7 +346,11 @@ struct AttemptError {
 
 impl From<LlmError> for AttemptError {
     fn from(err: LlmError) -> Self {
-        AttemptError { err, emitted: false, stop_rejected: false }
+        AttemptError {
+            err,
+            emitted: false,
+            stop_rejected: false,
+        }
     }
 }
 
@@ -348,7 +364,9 @@ impl OpenAiModel {
             .read_timeout(cfg.read_timeout)
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
-        let mut oa = OpenAIConfig::new().with_api_base(base_url.clone()).with_api_key(cfg.api_key.expose());
+        let mut oa = OpenAIConfig::new()
+            .with_api_base(base_url.clone())
+            .with_api_key(cfg.api_key.expose());
         for (k, v) in &cfg.headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
@@ -357,7 +375,12 @@ impl OpenAiModel {
                 .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
         }
         let client = Client::with_config(oa).with_http_service(Transport { http });
-        Ok(OpenAiModel { cfg, base_url, client, stop_rejected: AtomicBool::new(false) })
+        Ok(OpenAiModel {
+            cfg,
+            base_url,
+            client,
+            stop_rejected: AtomicBool::new(false),
+        })
     }
 
     /// The settings in use (base URL normalised).
@@ -371,12 +394,18 @@ impl OpenAiModel {
     }
 
     /// The JSON body for a request.
-    pub fn request_body(&self, req: &TurnRequest, send_stops: bool, stream: bool) -> Result<Value, LlmError> {
+    pub fn request_body(
+        &self,
+        req: &TurnRequest,
+        send_stops: bool,
+        stream: bool,
+    ) -> Result<Value, LlmError> {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.cfg.model.clone()));
         match (&req.prompt, self.cfg.api) {
             (Prompt::Chat(messages), Api::Chat) => {
-                let v = serde_json::to_value(messages).map_err(|e| LlmError::Other(e.to_string()))?;
+                let v =
+                    serde_json::to_value(messages).map_err(|e| LlmError::Other(e.to_string()))?;
                 body.insert("messages".into(), v);
             }
             (Prompt::Text(text), Api::Completions) => {
@@ -416,7 +445,10 @@ impl OpenAiModel {
         }
         body.insert("stream".into(), Value::Bool(stream));
         if stream && self.cfg.include_usage {
-            body.insert("stream_options".into(), serde_json::json!({ "include_usage": true }));
+            body.insert(
+                "stream_options".into(),
+                serde_json::json!({ "include_usage": true }),
+            );
         }
         for (k, v) in self.cfg.extra.iter().chain(req.extra.iter()) {
             body.insert(k.clone(), v.clone());
@@ -424,7 +456,11 @@ impl OpenAiModel {
         Ok(Value::Object(body))
     }
 
-    async fn run_turn(&self, req: &TurnRequest, on_delta: DeltaSink<'_>) -> Result<TurnResult, LlmError> {
+    async fn run_turn(
+        &self,
+        req: &TurnRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<TurnResult, LlmError> {
         let started = Instant::now();
         let mut backoff = ExponentialBuilder::default()
             .with_min_delay(self.cfg.retry_min_delay)
@@ -435,10 +471,16 @@ impl OpenAiModel {
         let mut attempts: u32 = 0;
         loop {
             attempts += 1;
-            let send_stops = self.cfg.send_stop && !self.stop_rejected() && req.stop.iter().any(|s| !s.is_empty());
+            let send_stops = self.cfg.send_stop
+                && !self.stop_rejected()
+                && req.stop.iter().any(|s| !s.is_empty());
             match self.attempt(req, send_stops, &mut *on_delta, started).await {
                 Ok(r) => return Ok(r),
-                Err(AttemptError { stop_rejected: true, err, .. }) if send_stops => {
+                Err(AttemptError {
+                    stop_rejected: true,
+                    err,
+                    ..
+                }) if send_stops => {
                     tracing::warn!(model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
                     self.stop_rejected.store(true, Ordering::Relaxed);
                     attempts -= 1;
@@ -449,12 +491,17 @@ impl OpenAiModel {
                     }
                     let Some(delay) = backoff.next() else {
                         return Err(if attempts > 1 {
-                            LlmError::GaveUp { attempts, last: Box::new(err) }
+                            LlmError::GaveUp {
+                                attempts,
+                                last: Box::new(err),
+                            }
                         } else {
                             err
                         });
                     };
-                    let delay = err.retry_after().map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
+                    let delay = err
+                        .retry_after()
+                        .map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
                     tracing::warn!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -474,8 +521,18 @@ impl OpenAiModel {
         let mut state = TurnState::new(&req.stop, started);
         if stream {
             let opened = match self.cfg.api {
-                Api::Chat => self.client.chat().create_stream_byot::<_, WireChunk>(&body).await,
-                Api::Completions => self.client.completions().create_stream_byot::<_, WireChunk>(&body).await,
+                Api::Chat => {
+                    self.client
+                        .chat()
+                        .create_stream_byot::<_, WireChunk>(&body)
+                        .await
+                }
+                Api::Completions => {
+                    self.client
+                        .completions()
+                        .create_stream_byot::<_, WireChunk>(&body)
+                        .await
+                }
             };
             let mut events = opened.map_err(|e| self.convert(e, 0))?;
             let mut last_event = Instant::now();
@@ -487,14 +544,21 @@ impl OpenAiModel {
                     if matches!(a.err, LlmError::StreamCut { .. })
                         && last_event.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
                     {
-                        a.err = LlmError::ReadTimeout { url: self.base_url.clone(), limit: self.cfg.read_timeout };
+                        a.err = LlmError::ReadTimeout {
+                            url: self.base_url.clone(),
+                            limit: self.cfg.read_timeout,
+                        };
                     }
                     a.emitted = state.emitted;
                     a
                 })?;
                 last_event = Instant::now();
                 if let Err(err) = state.absorb(chunk, &self.base_url, &mut *on_delta) {
-                    return Err(AttemptError { err, emitted: state.emitted, stop_rejected: false });
+                    return Err(AttemptError {
+                        err,
+                        emitted: state.emitted,
+                        stop_rejected: false,
+                    });
                 }
                 if state.scanner.is_stopped() {
                     break; // dropping `events` aborts the request: the server stops generating
@@ -503,12 +567,19 @@ impl OpenAiModel {
         } else {
             let answer = match self.cfg.api {
                 Api::Chat => self.client.chat().create_byot::<_, WireChunk>(&body).await,
-                Api::Completions => self.client.completions().create_byot::<_, WireChunk>(&body).await,
+                Api::Completions => {
+                    self.client
+                        .completions()
+                        .create_byot::<_, WireChunk>(&body)
+                        .await
+                }
             };
             let chunk = answer.map_err(|e| self.convert(e, 0))?;
             state.absorb(chunk, &self.base_url, &mut *on_delta)?;
         }
-        state.finish(send_stops.then_some(req.stop.as_slice()), &self.base_url).map_err(AttemptError::from)
+        state
+            .finish(send_stops.then_some(req.stop.as_slice()), &self.base_url)
+            .map_err(AttemptError::from)
     }
 
     /// Turn an async-openai error into ours, keeping the HTTP status.
@@ -519,7 +590,13 @@ impl OpenAiModel {
                 Ok(f) => {
                     let stop_rejected = f.status == 400 && names_stop(&f.body);
                     return AttemptError {
-                        err: classify_status(f.status, f.retry_after, &f.body, &url, &self.cfg.model),
+                        err: classify_status(
+                            f.status,
+                            f.retry_after,
+                            &f.body,
+                            &url,
+                            &self.cfg.model,
+                        ),
                         emitted: false,
                         stop_rejected,
                     };
@@ -534,21 +611,34 @@ impl OpenAiModel {
                 let status = api.status_code.as_u16();
                 classify_status(status, None, &api.api_error.message, &url, &self.cfg.model)
             }
-            OpenAIError::JSONDeserialize(err, raw) => {
-                LlmError::Malformed { url, reason: err.to_string(), snippet: truncate(&raw, 200) }
-            }
+            OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
+                url,
+                reason: err.to_string(),
+                snippet: truncate(&raw, 200),
+            },
             OpenAIError::StreamError(se) => {
                 let reason = se.to_string();
                 if reason.contains("timed out") || reason.contains("timeout") {
-                    LlmError::ReadTimeout { url, limit: self.cfg.read_timeout }
+                    LlmError::ReadTimeout {
+                        url,
+                        limit: self.cfg.read_timeout,
+                    }
                 } else {
-                    LlmError::StreamCut { url, received, reason: innermost_text(&reason) }
+                    LlmError::StreamCut {
+                        url,
+                        received,
+                        reason: innermost_text(&reason),
+                    }
                 }
             }
             OpenAIError::InvalidArgument(s) => LlmError::Config(s),
             other => LlmError::Other(other.to_string()),
         };
-        AttemptError { err, emitted: false, stop_rejected: false }
+        AttemptError {
+            err,
+            emitted: false,
+            stop_rejected: false,
+        }
     }
 }
 
@@ -559,8 +649,12 @@ fn innermost_text(s: &str) -> String {
 /// Whether a 400 body complains about the `stop` parameter.
 fn names_stop(body: &str) -> bool {
     let lower = body.to_ascii_lowercase();
-    lower.contains("\"stop\"") || lower.contains("'stop'") || lower.contains("`stop`") || lower.contains(" stop ")
-        || lower.contains("stop sequence") || lower.contains("stop parameter")
+    lower.contains("\"stop\"")
+        || lower.contains("'stop'")
+        || lower.contains("`stop`")
+        || lower.contains(" stop ")
+        || lower.contains("stop sequence")
+        || lower.contains("stop parameter")
 }
 
 /// The message in an error body: `error.message`, `error` (string), `message`, `detail`, or the
@@ -580,21 +674,46 @@ fn error_message(body: &str) -> String {
     truncate(body.trim(), 300)
 }
 
-fn classify_status(status: u16, retry_after: Option<Duration>, body: &str, url: &str, model: &str) -> LlmError {
+fn classify_status(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &str,
+    url: &str,
+    model: &str,
+) -> LlmError {
     let message = error_message(body);
     let url = url.to_owned();
     match status {
-        401 | 403 => LlmError::Unauthorized { status, url, message },
-        404 => LlmError::NotFound { model: model.to_owned(), url, message },
-        429 => LlmError::RateLimited { url, retry_after, message },
-        _ => LlmError::Http { status, url, message },
+        401 | 403 => LlmError::Unauthorized {
+            status,
+            url,
+            message,
+        },
+        404 => LlmError::NotFound {
+            model: model.to_owned(),
+            url,
+            message,
+        },
+        429 => LlmError::RateLimited {
+            url,
+            retry_after,
+            message,
+        },
+        _ => LlmError::Http {
+            status,
+            url,
+            message,
+        },
     }
 }
 
 fn reqwest_error(e: &reqwest::Error, url: &str, read_timeout: Duration) -> LlmError {
     let url = url.to_owned();
     if e.is_timeout() && !e.is_connect() {
-        return LlmError::ReadTimeout { url, limit: read_timeout };
+        return LlmError::ReadTimeout {
+            url,
+            limit: read_timeout,
+        };
     }
     let mut reason = e.to_string();
     let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
@@ -613,7 +732,11 @@ fn reqwest_error(e: &reqwest::Error, url: &str, read_timeout: Duration) -> LlmEr
     if e.is_connect() || e.is_request() {
         LlmError::Connect { url, reason }
     } else if e.is_body() || e.is_decode() {
-        LlmError::StreamCut { url, received: 0, reason }
+        LlmError::StreamCut {
+            url,
+            received: 0,
+            reason,
+        }
     } else {
         LlmError::Connect { url, reason }
     }
@@ -649,16 +772,30 @@ impl TurnState {
         }
     }
 
-    fn absorb(&mut self, chunk: WireChunk, url: &str, on_delta: DeltaSink<'_>) -> Result<(), LlmError> {
+    fn absorb(
+        &mut self,
+        chunk: WireChunk,
+        url: &str,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), LlmError> {
         if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             let message = match &err {
                 Value::String(s) => s.clone(),
-                other => other.get("message").and_then(Value::as_str).map_or_else(|| other.to_string(), str::to_owned),
+                other => other
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| other.to_string(), str::to_owned),
             };
-            return Err(LlmError::Server { url: url.to_owned(), message });
+            return Err(LlmError::Server {
+                url: url.to_owned(),
+                message,
+            });
         }
         if let Some(u) = chunk.usage {
-            self.usage = Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens };
+            self.usage = Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            };
         }
         let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
             return Ok(());
@@ -682,7 +819,8 @@ impl TurnState {
             self.received += text.len();
             let safe = self.scanner.push(&text);
             if !safe.is_empty() {
-                self.first_token.get_or_insert_with(|| self.started.elapsed());
+                self.first_token
+                    .get_or_insert_with(|| self.started.elapsed());
                 self.emitted = true;
                 on_delta(safe);
             }
@@ -692,7 +830,9 @@ impl TurnState {
 
     fn finish(mut self, sent_stops: Option<&[String]>, url: &str) -> Result<TurnResult, LlmError> {
         if !self.saw_choice {
-            return Err(LlmError::EmptyChoices { url: url.to_owned() });
+            return Err(LlmError::EmptyChoices {
+                url: url.to_owned(),
+            });
         }
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
             (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))
@@ -702,7 +842,8 @@ impl TurnState {
             match self.finish_reason.as_deref() {
                 Some("length") => (Finish::Length, None),
                 reason => {
-                    let server_stopped = sent_stops.is_some() && matches!(reason, Some("stop") | None);
+                    let server_stopped =
+                        sent_stops.is_some() && matches!(reason, Some("stop") | None);
                     match sent_stops.filter(|_| server_stopped).and_then(|stops| {
                         which_stop(self.scanner.text(), &held, self.stop_reason.as_ref(), stops)
                     }) {
@@ -726,7 +867,12 @@ impl TurnState {
 }
 
 /// Which of the sent stops a server that stripped it stopped at (see the module docs).
-fn which_stop(text: &str, held: &str, stop_reason: Option<&Value>, stops: &[String]) -> Option<String> {
+fn which_stop(
+    text: &str,
+    held: &str,
+    stop_reason: Option<&Value>,
+    stops: &[String],
+) -> Option<String> {
     if let Some(Value::String(s)) = stop_reason
         && stops.iter().any(|x| x == s)
     {
@@ -745,7 +891,10 @@ fn which_stop(text: &str, held: &str, stop_reason: Option<&Value>, stops: &[Stri
         };
         let open = format!("<{name}");
         let last_open = text.rmatch_indices(&open).map(|(i, _)| i).find(|&i| {
-            matches!(text.as_bytes().get(i + open.len()), Some(b'>' | b' ' | b'\n' | b'\t' | b'\r'))
+            matches!(
+                text.as_bytes().get(i + open.len()),
+                Some(b'>' | b' ' | b'\n' | b'\t' | b'\r')
+            )
         });
         let last_close = text.rfind(stop.as_str());
         if let Some(o) = last_open
@@ -759,7 +908,11 @@ fn which_stop(text: &str, held: &str, stop_reason: Option<&Value>, stops: &[Stri
 }
 
 impl Model for OpenAiModel {
-    fn turn<'a>(&'a self, request: &'a TurnRequest, on_delta: DeltaSink<'a>) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(
+        &'a self,
+        request: &'a TurnRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         Box::pin(async move {
             match self.cfg.turn_timeout {
                 Some(limit) => tokio::time::timeout(limit, self.run_turn(request, on_delta))
@@ -789,8 +942,14 @@ mod tests {
 
     #[test]
     fn base_url_is_normalised() {
-        assert_eq!(normalize_base_url(" http://h:1/v1/ ").unwrap(), "http://h:1/v1");
-        assert_eq!(normalize_base_url("http://h/v1/chat/completions").unwrap(), "http://h/v1");
+        assert_eq!(
+            normalize_base_url(" http://h:1/v1/ ").unwrap(),
+            "http://h:1/v1"
+        );
+        assert_eq!(
+            normalize_base_url("http://h/v1/chat/completions").unwrap(),
+            "http://h/v1"
+        );
         assert!(normalize_base_url("localhost:11434").is_err());
         assert!(normalize_base_url("ftp://x").is_err());
     }
@@ -812,7 +971,10 @@ mod tests {
         cfg.token_field = "max_completion_tokens".into();
         let model = OpenAiModel::new(cfg).unwrap();
         let req = TurnRequest {
-            prompt: Prompt::Chat(vec![super::super::Message::new(super::super::Role::User, "hi")]),
+            prompt: Prompt::Chat(vec![super::super::Message::new(
+                super::super::Role::User,
+                "hi",
+            )]),
             stop: (0..6).map(|i| format!("s{i}")).collect(),
             max_tokens: Some(7),
             ..Default::default()
@@ -829,21 +991,45 @@ mod tests {
 
     #[test]
     fn infers_stripped_stop() {
-        let stops: Vec<String> = vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()];
-        assert_eq!(which_stop("<thought>x</thought><action>f()", "", None, &stops).as_deref(), Some("</action>"));
-        assert_eq!(which_stop("<final_answer>42", "", None, &stops).as_deref(), Some("</final_answer>"));
+        let stops: Vec<String> = vec![
+            "</action>".into(),
+            "<observation>".into(),
+            "</final_answer>".into(),
+        ];
+        assert_eq!(
+            which_stop("<thought>x</thought><action>f()", "", None, &stops).as_deref(),
+            Some("</action>")
+        );
+        assert_eq!(
+            which_stop("<final_answer>42", "", None, &stops).as_deref(),
+            Some("</final_answer>")
+        );
         assert_eq!(which_stop("plain", "", None, &stops), None);
-        assert_eq!(which_stop("x", "</fin", None, &stops).as_deref(), Some("</final_answer>"));
+        assert_eq!(
+            which_stop("x", "</fin", None, &stops).as_deref(),
+            Some("</final_answer>")
+        );
         let sr = Value::String("<observation>".into());
-        assert_eq!(which_stop("x", "", Some(&sr), &stops).as_deref(), Some("<observation>"));
+        assert_eq!(
+            which_stop("x", "", Some(&sr), &stops).as_deref(),
+            Some("<observation>")
+        );
     }
 
     #[test]
     fn error_bodies_keep_their_message() {
-        assert_eq!(error_message(r#"{"error":"model 'x' not found"}"#), "model 'x' not found");
-        assert_eq!(error_message(r#"{"error":{"code":400,"message":"bad"}}"#), "bad");
+        assert_eq!(
+            error_message(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(
+            error_message(r#"{"error":{"code":400,"message":"bad"}}"#),
+            "bad"
+        );
         assert_eq!(error_message("<html>oops</html>"), "<html>oops</html>");
-        assert!(names_stop(r#"{"error":{"message":"Unsupported parameter: 'stop' is not supported with this model.","param":"stop"}}"#));
+        assert!(names_stop(
+            r#"{"error":{"message":"Unsupported parameter: 'stop' is not supported with this model.","param":"stop"}}"#
+        ));
         assert!(!names_stop(r#"{"error":"context length exceeded"}"#));
     }
 }

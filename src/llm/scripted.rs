@@ -74,8 +74,10 @@ impl Script {
     /// Read and parse a script file.
     pub fn load(path: impl AsRef<Path>) -> Result<Arc<Script>, LlmError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| LlmError::ScriptIo { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| LlmError::ScriptIo {
+            path: path.to_owned(),
+            source,
+        })?;
         let mut script = Script::parse(&text)?;
         script.name = path.display().to_string();
         Ok(Arc::new(script))
@@ -99,7 +101,9 @@ impl Script {
                             return Err(LlmError::ScriptFormat {
                                 name,
                                 line: line_no,
-                                message: format!("unknown turn flag '{other}' (known: ignore-stops)"),
+                                message: format!(
+                                    "unknown turn flag '{other}' (known: ignore-stops)"
+                                ),
                             });
                         }
                     }
@@ -108,7 +112,14 @@ impl Script {
                     turn.text = strip_one_newline(&text[start..offset]).to_owned();
                     turns.push(turn);
                 }
-                current = Some((ScriptTurn { text: String::new(), ignore_stops, line: line_no }, offset + raw_line.len()));
+                current = Some((
+                    ScriptTurn {
+                        text: String::new(),
+                        ignore_stops,
+                        line: line_no,
+                    },
+                    offset + raw_line.len(),
+                ));
             }
             offset += raw_line.len();
         }
@@ -134,11 +145,17 @@ impl Script {
 fn separator_flags(line: &str) -> Option<&str> {
     let inner = line.strip_prefix("=== turn")?.strip_suffix("===")?;
     // `=== turn ===` leaves " "; flags must be separated by spaces.
-    if !inner.is_empty() && inner.starts_with(' ') && inner.ends_with(' ') { Some(inner.trim()) } else { None }
+    if !inner.is_empty() && inner.starts_with(' ') && inner.ends_with(' ') {
+        Some(inner.trim())
+    } else {
+        None
+    }
 }
 
 fn strip_one_newline(s: &str) -> &str {
-    s.strip_suffix("\r\n").or_else(|| s.strip_suffix('\n')).unwrap_or(s)
+    s.strip_suffix("\r\n")
+        .or_else(|| s.strip_suffix('\n'))
+        .unwrap_or(s)
 }
 
 /// Estimated tokens for a text: bytes / 4, rounded up.
@@ -161,7 +178,10 @@ impl ScriptedModel {
 
     /// Replay from turn `n` (0-based), e.g. to continue a killed run.
     pub fn starting_at(script: Arc<Script>, n: usize) -> Self {
-        ScriptedModel { script, next: AtomicUsize::new(n) }
+        ScriptedModel {
+            script,
+            next: AtomicUsize::new(n),
+        }
     }
 
     /// Turns consumed so far (the index of the next turn).
@@ -234,7 +254,11 @@ impl ScriptedModel {
 }
 
 impl Model for ScriptedModel {
-    fn turn<'a>(&'a self, request: &'a TurnRequest, on_delta: DeltaSink<'a>) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(
+        &'a self,
+        request: &'a TurnRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         Box::pin(async move { self.play(request, on_delta) })
     }
 

@@ -97,7 +97,10 @@ impl StopScanner {
         }
         let start = self.emitted;
         // Fast path: nothing held back and no byte of the chunk can start a stop.
-        if start == self.buf.len() && !self.first_bytes.is_empty() && !self.may_start_stop(chunk.as_bytes()) {
+        if start == self.buf.len()
+            && !self.first_bytes.is_empty()
+            && !self.may_start_stop(chunk.as_bytes())
+        {
             self.buf.push_str(chunk);
             self.emitted = self.buf.len();
             return &self.buf[start..];
@@ -144,7 +147,9 @@ impl StopScanner {
 
     /// The stop string that fired, if one did.
     pub fn stopped(&self) -> Option<&str> {
-        self.fired.and_then(|i| self.stops.get(i)).map(String::as_str)
+        self.fired
+            .and_then(|i| self.stops.get(i))
+            .map(String::as_str)
     }
 
     /// Whether a stop string fired.
@@ -287,7 +292,11 @@ mod tests {
     use super::*;
 
     fn stops() -> Vec<String> {
-        vec!["</action>".into(), "<observation>".into(), "</final_answer>".into()]
+        vec![
+            "</action>".into(),
+            "<observation>".into(),
+            "</final_answer>".into(),
+        ]
     }
 
     fn run(chunks: &[&str], stops: &[String]) -> (String, String, Option<String>) {
@@ -353,7 +362,10 @@ mod tests {
 
     #[test]
     fn many_stops_use_finder_path() {
-        let st: Vec<String> = ["a1", "b2", "c3", "d4", "e5"].iter().map(|s| s.to_string()).collect();
+        let st: Vec<String> = ["a1", "b2", "c3", "d4", "e5"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let (out, _, stop) = run(&["xxd", "4yy"], &st);
         assert_eq!(out, "xx");
         assert_eq!(stop.as_deref(), Some("d4"));
@@ -399,7 +411,10 @@ mod tests {
                         continue;
                     }
                     let rest = &t[p..];
-                    if stops.iter().any(|s| s.len() > rest.len() && s.starts_with(rest)) {
+                    if stops
+                        .iter()
+                        .any(|s| s.len() > rest.len() && s.starts_with(rest))
+                    {
                         cut = p;
                         break;
                     }

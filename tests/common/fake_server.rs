@@ -140,7 +140,10 @@ impl FakeConfig {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        FakeConfig { turns: turns.into_iter().map(Into::into).collect(), ..FakeConfig::default() }
+        FakeConfig {
+            turns: turns.into_iter().map(Into::into).collect(),
+            ..FakeConfig::default()
+        }
     }
 }
 
@@ -160,7 +163,10 @@ impl RecordedRequest {
     pub fn stops(&self) -> Vec<String> {
         match &self.body["stop"] {
             Value::String(s) => vec![s.clone()],
-            Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -207,7 +213,9 @@ impl FakeServer {
             .route("/v1/chat/completions", post(handle))
             .route("/v1/completions", post(handle))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         // TCP_NODELAY: small SSE writes must not wait for delayed ACKs (40 ms stalls).
         let listener = listener.tap_io(|tcp| {
@@ -216,12 +224,20 @@ impl FakeServer {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FakeServer { base_url: format!("http://{addr}/v1"), inner, task }
+        FakeServer {
+            base_url: format!("http://{addr}/v1"),
+            inner,
+            task,
+        }
     }
 
     /// Every request received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.inner.requests.lock().map(|r| r.clone()).unwrap_or_default()
+        self.inner
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
     }
 
     /// Number of requests received.
@@ -253,14 +269,26 @@ fn json_response(status: StatusCode, body: String) -> Response {
         .unwrap_or_default()
 }
 
-async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let cfg = &inner.cfg;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let authorization = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let path = uri.path().to_owned();
     let index = {
         let mut reqs = inner.requests.lock().unwrap_or_else(|e| e.into_inner());
-        reqs.push(RecordedRequest { path: path.clone(), body: body.clone(), authorization: authorization.clone() });
+        reqs.push(RecordedRequest {
+            path: path.clone(),
+            body: body.clone(),
+            authorization: authorization.clone(),
+        });
         reqs.len() - 1
     };
     let chat = path.ends_with("/chat/completions");
@@ -277,7 +305,8 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     if !cfg.known_models.is_empty() && !cfg.known_models.contains(&model) {
         return json_response(
             StatusCode::NOT_FOUND,
-            json!({"error": format!("model \"{model}\" not found, try pulling it first")}).to_string(),
+            json!({"error": format!("model \"{model}\" not found, try pulling it first")})
+                .to_string(),
         );
     }
     if index < cfg.fail_first {
@@ -288,7 +317,9 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             .unwrap_or_default();
     }
     if index < cfg.fail_first + cfg.rate_limit_first {
-        let mut b = Response::builder().status(StatusCode::TOO_MANY_REQUESTS).header("content-type", "application/json");
+        let mut b = Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header("content-type", "application/json");
         if let Some(ra) = &cfg.retry_after {
             b = b.header("retry-after", ra.as_str());
         }
@@ -298,7 +329,10 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     }
     let stops: Vec<String> = match &body["stop"] {
         Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
         _ => Vec::new(),
     };
     if cfg.stop_mode == StopMode::Reject && !stops.is_empty() {
@@ -309,9 +343,15 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     }
 
     let turn = inner.next_turn.fetch_add(1, Ordering::SeqCst);
-    let text = cfg.turns.get(turn).cloned().unwrap_or_else(|| cfg.default_reply.clone());
+    let text = cfg
+        .turns
+        .get(turn)
+        .cloned()
+        .unwrap_or_else(|| cfg.default_reply.clone());
     let (mut content, mut finish, fired) = apply_stops(&text, &stops, cfg.stop_mode);
-    let max_tokens = body["max_tokens"].as_u64().or_else(|| body["max_completion_tokens"].as_u64());
+    let max_tokens = body["max_tokens"]
+        .as_u64()
+        .or_else(|| body["max_completion_tokens"].as_u64());
     if let Some(max) = max_tokens {
         let limit = (max as usize).saturating_mul(4);
         if content.len() > limit {
@@ -323,15 +363,24 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             finish = "length";
         }
     }
-    let prompt_tokens = (body["messages"].to_string().len() + body["prompt"].as_str().map_or(0, str::len)) as u64 / 4;
+    let prompt_tokens = (body["messages"].to_string().len()
+        + body["prompt"].as_str().map_or(0, str::len)) as u64
+        / 4;
     let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": content.len() as u64 / 4 + 1, "total_tokens": prompt_tokens + content.len() as u64 / 4 + 1});
-    let stop_reason = if cfg.stop_reason { fired.map(Value::String).unwrap_or(Value::Null) } else { Value::Null };
+    let stop_reason = if cfg.stop_reason {
+        fired.map(Value::String).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
 
     let stream = body["stream"].as_bool().unwrap_or(false);
     if !stream {
         tokio::time::sleep(cfg.first_byte_delay).await;
         if cfg.malformed_json {
-            return json_response(StatusCode::OK, "{\"choices\": [{\"message\": {\"content\": \"half".to_owned());
+            return json_response(
+                StatusCode::OK,
+                "{\"choices\": [{\"message\": {\"content\": \"half".to_owned(),
+            );
         }
         let mut choice = if chat {
             let mut m = json!({"role": "assistant", "content": content});
@@ -345,14 +394,22 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         if cfg.stop_reason {
             choice["stop_reason"] = stop_reason;
         }
-        let choices = if cfg.empty_choices { json!([]) } else { json!([choice]) };
+        let choices = if cfg.empty_choices {
+            json!([])
+        } else {
+            json!([choice])
+        };
         let mut out = json!({"choices": choices, "usage": usage});
         add_ids(&mut out, cfg, chat, &model);
         return json_response(StatusCode::OK, out.to_string());
     }
 
     // Streaming: build the whole SSE text, then write it in small byte chunks.
-    let empty_fr = if cfg.empty_finish_reason { Value::String(String::new()) } else { Value::Null };
+    let empty_fr = if cfg.empty_finish_reason {
+        Value::String(String::new())
+    } else {
+        Value::Null
+    };
     let mut events: Vec<String> = Vec::new();
     let event = |choice: Value| -> String {
         let mut e = json!({"choices": [choice]});
@@ -419,7 +476,10 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     if cut {
         parts.push(Err(std::io::Error::other("fake server: stream cut")));
     }
-    let guard = StreamGuard { inner: inner.clone(), done: false };
+    let guard = StreamGuard {
+        inner: inner.clone(),
+        done: false,
+    };
     let first_delay = cfg.first_byte_delay;
     let chunk_delay = cfg.chunk_delay;
     let body_stream = async_stream::stream! {
@@ -472,7 +532,11 @@ fn add_ids(v: &mut Value, cfg: &FakeConfig, chat: bool, model: &str) {
         return;
     }
     v["id"] = json!("cmpl-fake-1");
-    v["object"] = json!(if chat { "chat.completion.chunk" } else { "text_completion" });
+    v["object"] = json!(if chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    });
     v["created"] = json!(1_700_000_000u32);
     v["model"] = json!(model);
 }
@@ -484,7 +548,11 @@ fn pieces(text: &str, n: usize) -> Vec<String> {
 }
 
 /// The text a server sends for a turn, its finish reason, and the stop that fired.
-fn apply_stops(text: &str, stops: &[String], mode: StopMode) -> (String, &'static str, Option<String>) {
+fn apply_stops(
+    text: &str,
+    stops: &[String],
+    mode: StopMode,
+) -> (String, &'static str, Option<String>) {
     let first = stops
         .iter()
         .filter(|s| !s.is_empty())
@@ -492,14 +560,20 @@ fn apply_stops(text: &str, stops: &[String], mode: StopMode) -> (String, &'stati
         .min();
     match (first, mode) {
         (None, _) | (_, StopMode::Ignore) => (text.to_owned(), "stop", None),
-        (Some((_, p, s)), StopMode::Strip | StopMode::Reject) => (text[..p].to_owned(), "stop", Some(s.clone())),
+        (Some((_, p, s)), StopMode::Strip | StopMode::Reject) => {
+            (text[..p].to_owned(), "stop", Some(s.clone()))
+        }
         (Some((end, _, s)), StopMode::Keep) => (text[..end].to_owned(), "stop", Some(s.clone())),
         (Some((_, p, s)), StopMode::FlushPartial) => {
             let mut half = s.len() / 2;
             while !s.is_char_boundary(half) {
                 half -= 1;
             }
-            (format!("{}{}", &text[..p], &s[..half.max(1)]), "stop", Some(s.clone()))
+            (
+                format!("{}{}", &text[..p], &s[..half.max(1)]),
+                "stop",
+                Some(s.clone()),
+            )
         }
     }
 }

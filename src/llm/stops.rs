@@ -96,6 +96,15 @@ impl StopScanner {
             return "";
         }
         let start = self.emitted;
+        // Fast path: nothing held back and no byte of the chunk can start a stop.
+        if start == self.buf.len()
+            && !self.first_bytes.is_empty()
+            && !self.may_start_stop(chunk.as_bytes())
+        {
+            self.buf.push_str(chunk);
+            self.emitted = self.buf.len();
+            return &self.buf[start..];
+        }
         self.buf.push_str(chunk);
         if self.stops.is_empty() {
             self.emitted = self.buf.len();
@@ -125,6 +134,15 @@ impl StopScanner {
         self.dropped_tail = self.buf.len() - start;
         self.buf.truncate(start);
         ""
+    }
+
+    fn may_start_stop(&self, bytes: &[u8]) -> bool {
+        match self.first_bytes.as_slice() {
+            [a] => memchr::memchr(*a, bytes).is_some(),
+            [a, b] => memchr::memchr2(*a, *b, bytes).is_some(),
+            [a, b, c] => memchr::memchr3(*a, *b, *c, bytes).is_some(),
+            _ => true,
+        }
     }
 
     /// The stop string that fired, if one did.

@@ -45,6 +45,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 
 /// What the server does with the request's `stop` strings.
@@ -216,6 +217,10 @@ impl FakeServer {
             .await
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
+        // TCP_NODELAY: small SSE writes must not wait for delayed ACKs (40 ms stalls).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

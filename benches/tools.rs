@@ -49,7 +49,9 @@ fn make_big_file(path: &Path) {
     let mut text = String::with_capacity(10 * 1024 * 1024 + 100);
     let mut i = 0u64;
     while text.len() < 10 * 1024 * 1024 {
-        text.push_str(&format!("{i:08} the quick brown fox jumps over the lazy dog\n"));
+        text.push_str(&format!(
+            "{i:08} the quick brown fox jumps over the lazy dog\n"
+        ));
         i += 1;
     }
     std::fs::write(path, text).expect("write");
@@ -187,7 +189,11 @@ fn mcp_server() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let profile_dir = exe.parent()?.parent()?;
     let target = profile_dir.parent()?;
-    for dir in [profile_dir.to_path_buf(), target.join("release"), target.join("debug")] {
+    for dir in [
+        profile_dir.to_path_buf(),
+        target.join("release"),
+        target.join("debug"),
+    ] {
         let bin = dir.join("examples").join("mcp_test_server");
         if bin.exists() {
             return Some(bin);

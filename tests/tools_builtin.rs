@@ -82,7 +82,10 @@ fn failed(r: &Result<String, ToolError>) -> &str {
 fn no_temp_files(dir: &Path) {
     for e in fs::read_dir(dir).expect("read_dir").flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with(".tagloop-"), "temp file left behind: {name}");
+        assert!(
+            !name.starts_with(".tagloop-"),
+            "temp file left behind: {name}"
+        );
     }
 }
 
@@ -91,7 +94,14 @@ fn no_temp_files(dir: &Path) {
 
 #[test]
 fn gates_decide_which_tools_exist() {
-    let names = |o: ToolkitOptions| env_with(o).reg.names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names = |o: ToolkitOptions| {
+        env_with(o)
+            .reg
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         names(ToolkitOptions::default()),
         ["read_file", "list_dir", "search_files"]
@@ -131,7 +141,11 @@ fn schemas_follow_the_spec() {
         ("search_files", &["pattern", "path"], &["pattern"]),
         ("write_file", &["path", "content"], &["path", "content"]),
         ("append_file", &["path", "content"], &["path", "content"]),
-        ("edit_file", &["path", "old", "new"], &["path", "old", "new"]),
+        (
+            "edit_file",
+            &["path", "old", "new"],
+            &["path", "old", "new"],
+        ),
         ("make_dir", &["path"], &["path"]),
         ("move_path", &["from", "to"], &["from", "to"]),
         ("delete_path", &["path"], &["path"]),
@@ -149,7 +163,10 @@ fn schemas_follow_the_spec() {
             .collect();
         assert_eq!(&keys, props, "{name}");
         assert_eq!(p["required"], json!(required), "{name}");
-        assert!(t.description().len() > 30, "{name} needs a real description");
+        assert!(
+            t.description().len() > 30,
+            "{name} needs a real description"
+        );
     }
 }
 
@@ -165,22 +182,30 @@ async fn read_file_whole_and_ranges() {
         Ok("one\ntwo\nthree\nfour\n".to_string())
     );
     assert_eq!(
-        env.call("read_file", json!({"path": "a.txt", "start_line": 2, "end_line": 3}))
-            .await,
+        env.call(
+            "read_file",
+            json!({"path": "a.txt", "start_line": 2, "end_line": 3})
+        )
+        .await,
         Ok("two\nthree\n".to_string())
     );
     assert_eq!(
-        env.call("read_file", json!({"path": "a.txt", "start_line": 3})).await,
+        env.call("read_file", json!({"path": "a.txt", "start_line": 3}))
+            .await,
         Ok("three\nfour\n".to_string())
     );
     assert_eq!(
-        env.call("read_file", json!({"path": "a.txt", "end_line": 1})).await,
+        env.call("read_file", json!({"path": "a.txt", "end_line": 1}))
+            .await,
         Ok("one\n".to_string())
     );
     // end beyond the file is clamped; string numbers are accepted.
     assert_eq!(
-        env.call("read_file", json!({"path": "a.txt", "start_line": "4", "end_line": 99}))
-            .await,
+        env.call(
+            "read_file",
+            json!({"path": "a.txt", "start_line": "4", "end_line": 99})
+        )
+        .await,
         Ok("four\n".to_string())
     );
     // CRLF and UTF-8 come back untouched.
@@ -197,7 +222,8 @@ async fn read_file_whole_and_ranges() {
     // Through an absolute path inside the workspace.
     let abs = env.p("a.txt").to_string_lossy().into_owned();
     assert_eq!(
-        env.call("read_file", json!({"path": abs, "end_line": 1})).await,
+        env.call("read_file", json!({"path": abs, "end_line": 1}))
+            .await,
         Ok("one\n".to_string())
     );
 }
@@ -206,13 +232,23 @@ async fn read_file_whole_and_ranges() {
 async fn read_file_errors() {
     let env = env_rw();
     env.write("a.txt", "one\ntwo\n");
-    let r = env.call("read_file", json!({"path": "a.txt", "start_line": 5})).await;
-    assert!(failed(&r).contains("past the end") && failed(&r).contains("2 lines"), "{r:?}");
     let r = env
-        .call("read_file", json!({"path": "a.txt", "start_line": 2, "end_line": 1}))
+        .call("read_file", json!({"path": "a.txt", "start_line": 5}))
+        .await;
+    assert!(
+        failed(&r).contains("past the end") && failed(&r).contains("2 lines"),
+        "{r:?}"
+    );
+    let r = env
+        .call(
+            "read_file",
+            json!({"path": "a.txt", "start_line": 2, "end_line": 1}),
+        )
         .await;
     assert!(failed(&r).contains("before start_line"), "{r:?}");
-    let r = env.call("read_file", json!({"path": "a.txt", "start_line": 0})).await;
+    let r = env
+        .call("read_file", json!({"path": "a.txt", "start_line": 0}))
+        .await;
     assert!(failed(&r).contains("start_line"), "{r:?}");
     let r = env.call("read_file", json!({"path": "missing.txt"})).await;
     assert!(failed(&r).contains("not found"), "{r:?}");
@@ -237,25 +273,43 @@ async fn read_file_cuts_big_files_with_a_note() {
     });
     let text: String = (1..=50).map(|i| format!("line {i:02}\n")).collect(); // 8 bytes each
     env.write("big.txt", &text);
-    let out = env.call("read_file", json!({"path": "big.txt"})).await.expect("ok");
+    let out = env
+        .call("read_file", json!({"path": "big.txt"}))
+        .await
+        .expect("ok");
     assert!(out.starts_with("line 01\n"), "{out}");
     // 100 bytes → 12 whole lines (96 bytes), then the note.
-    assert!(out.contains("line 12\n") && !out.contains("line 13"), "{out}");
-    assert!(out.contains("400 bytes") && out.contains("start_line=13"), "{out}");
+    assert!(
+        out.contains("line 12\n") && !out.contains("line 13"),
+        "{out}"
+    );
+    assert!(
+        out.contains("400 bytes") && out.contains("start_line=13"),
+        "{out}"
+    );
     // Ranges are capped too, and say where to go on.
     let out = env
         .call("read_file", json!({"path": "big.txt", "start_line": 20}))
         .await
         .expect("ok");
-    assert!(out.starts_with("line 20\n") && out.contains("line 31\n"), "{out}");
-    assert!(!out.contains("line 32") && out.contains("start_line=32"), "{out}");
+    assert!(
+        out.starts_with("line 20\n") && out.contains("line 31\n"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("line 32") && out.contains("start_line=32"),
+        "{out}"
+    );
     // One line longer than the cap shows its beginning.
     env.write("long.txt", &"x".repeat(500));
     let out = env
         .call("read_file", json!({"path": "long.txt", "start_line": 1}))
         .await
         .expect("ok");
-    assert!(out.starts_with(&"x".repeat(100)) && out.contains("cut"), "{out}");
+    assert!(
+        out.starts_with(&"x".repeat(100)) && out.contains("cut"),
+        "{out}"
+    );
 }
 
 // ------------------------------------------------------------------------------------------
@@ -275,18 +329,30 @@ async fn list_dir_flat_recursive_and_gitignore() {
     env.write(".git/config", "[core]");
     let out = env.call("list_dir", json!({})).await.expect("ok");
     assert_eq!(out, ".gitignore\n.hidden\na.txt\nb.txt\nsrc/");
-    let out = env.call("list_dir", json!({"path": "."})).await.expect("ok");
+    let out = env
+        .call("list_dir", json!({"path": "."}))
+        .await
+        .expect("ok");
     assert_eq!(out, ".gitignore\n.hidden\na.txt\nb.txt\nsrc/");
     let out = env
         .call("list_dir", json!({"path": "src", "recursive": true}))
         .await
         .expect("ok");
     assert_eq!(out, "src/deep/\nsrc/deep/x.rs\nsrc/main.rs");
-    let out = env.call("list_dir", json!({"recursive": true})).await.expect("ok");
+    let out = env
+        .call("list_dir", json!({"recursive": true}))
+        .await
+        .expect("ok");
     assert!(out.contains("src/deep/x.rs"), "{out}");
-    assert!(!out.contains("target") && !out.contains("app.log") && !out.contains(".git/"), "{out}");
+    assert!(
+        !out.contains("target") && !out.contains("app.log") && !out.contains(".git/"),
+        "{out}"
+    );
     fs::create_dir(env.p("empty")).expect("mkdir");
-    let out = env.call("list_dir", json!({"path": "empty"})).await.expect("ok");
+    let out = env
+        .call("list_dir", json!({"path": "empty"}))
+        .await
+        .expect("ok");
     assert!(out.contains("empty"), "{out}");
 }
 
@@ -323,19 +389,31 @@ async fn search_files_finds_lines_with_paths() {
     env.write(".gitignore", "ignored/\n");
     env.write("ignored/c.rs", "alpha hidden\n");
     fs::write(env.p("bin.dat"), b"alpha\0binary").expect("write");
-    let out = env.call("search_files", json!({"pattern": "alpha"})).await.expect("ok");
+    let out = env
+        .call("search_files", json!({"pattern": "alpha"}))
+        .await
+        .expect("ok");
     assert_eq!(out, "src/a.rs:1: fn alpha() {}\nsrc/b.rs:1: // alpha again");
     let out = env
-        .call("search_files", json!({"pattern": "(?i)alpha", "path": "notes.md"}))
+        .call(
+            "search_files",
+            json!({"pattern": "(?i)alpha", "path": "notes.md"}),
+        )
         .await
         .expect("ok");
     assert_eq!(out, "notes.md:2: ALPHA caps");
     let out = env
-        .call("search_files", json!({"pattern": r"fn \w+\(", "path": "src"}))
+        .call(
+            "search_files",
+            json!({"pattern": r"fn \w+\(", "path": "src"}),
+        )
         .await
         .expect("ok");
     assert_eq!(out, "src/a.rs:1: fn alpha() {}\nsrc/a.rs:2: fn beta() {}");
-    let out = env.call("search_files", json!({"pattern": "zzz"})).await.expect("ok");
+    let out = env
+        .call("search_files", json!({"pattern": "zzz"}))
+        .await
+        .expect("ok");
     assert!(out.starts_with("no matches"), "{out}");
 }
 
@@ -349,15 +427,26 @@ async fn search_files_errors_and_cap() {
         },
         ..ToolkitOptions::default()
     });
-    let text: String = (0..20).map(|i| format!("match number {i} is long\n")).collect();
+    let text: String = (0..20)
+        .map(|i| format!("match number {i} is long\n"))
+        .collect();
     env.write("m.txt", &text);
-    let out = env.call("search_files", json!({"pattern": "match"})).await.expect("ok");
-    assert_eq!(out.lines().filter(|l| l.starts_with("m.txt:")).count(), 5, "{out}");
+    let out = env
+        .call("search_files", json!({"pattern": "match"}))
+        .await
+        .expect("ok");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("m.txt:")).count(),
+        5,
+        "{out}"
+    );
     assert!(out.contains("m.txt:1: match numb…"), "{out}");
     assert!(out.contains("cut at 5 matches"), "{out}");
     let r = env.call("search_files", json!({"pattern": "("})).await;
     assert!(failed(&r).contains("regular expression"), "{r:?}");
-    let r = env.call("search_files", json!({"pattern": "x", "path": "nope"})).await;
+    let r = env
+        .call("search_files", json!({"pattern": "x", "path": "nope"}))
+        .await;
     assert!(failed(&r).contains("not found"), "{r:?}");
 }
 
@@ -368,13 +457,19 @@ async fn search_files_errors_and_cap() {
 async fn write_file_creates_replaces_and_makes_parents() {
     let env = env_rw();
     let r = env
-        .call("write_file", json!({"path": "new/deep/f.txt", "content": "hello\n"}))
+        .call(
+            "write_file",
+            json!({"path": "new/deep/f.txt", "content": "hello\n"}),
+        )
         .await
         .expect("ok");
     assert!(r.contains("new file"), "{r}");
     assert_eq!(env.read("new/deep/f.txt"), "hello\n");
     let r = env
-        .call("write_file", json!({"path": "new/deep/f.txt", "content": "bye"}))
+        .call(
+            "write_file",
+            json!({"path": "new/deep/f.txt", "content": "bye"}),
+        )
         .await
         .expect("ok");
     assert!(r.contains("replaced 6 bytes"), "{r}");
@@ -384,36 +479,54 @@ async fn write_file_creates_replaces_and_makes_parents() {
     use std::os::unix::fs::PermissionsExt;
     env.write("run.sh", "#!/bin/sh\n");
     fs::set_permissions(env.p("run.sh"), fs::Permissions::from_mode(0o755)).expect("chmod");
-    env.call("write_file", json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}))
-        .await
-        .expect("ok");
-    let mode = fs::metadata(env.p("run.sh")).expect("meta").permissions().mode();
+    env.call(
+        "write_file",
+        json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
+    )
+    .await
+    .expect("ok");
+    let mode = fs::metadata(env.p("run.sh"))
+        .expect("meta")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
     // A folder cannot be overwritten.
     fs::create_dir(env.p("dir")).expect("mkdir");
-    let r = env.call("write_file", json!({"path": "dir", "content": "x"})).await;
+    let r = env
+        .call("write_file", json!({"path": "dir", "content": "x"}))
+        .await;
     assert!(failed(&r).contains("folder"), "{r:?}");
     assert!(env.p("dir").is_dir());
     // Writing under a file fails.
-    let r = env.call("write_file", json!({"path": "run.sh/x", "content": "x"})).await;
+    let r = env
+        .call("write_file", json!({"path": "run.sh/x", "content": "x"}))
+        .await;
     assert!(r.is_err(), "{r:?}");
 }
 
 #[tokio::test]
 async fn append_file_creates_and_appends() {
     let env = env_rw();
-    env.call("append_file", json!({"path": "logs/a.log", "content": "one\n"}))
-        .await
-        .expect("ok");
+    env.call(
+        "append_file",
+        json!({"path": "logs/a.log", "content": "one\n"}),
+    )
+    .await
+    .expect("ok");
     let r = env
-        .call("append_file", json!({"path": "logs/a.log", "content": "two\n"}))
+        .call(
+            "append_file",
+            json!({"path": "logs/a.log", "content": "two\n"}),
+        )
         .await
         .expect("ok");
     assert!(r.contains("now 8 bytes"), "{r}");
     assert_eq!(env.read("logs/a.log"), "one\ntwo\n");
     no_temp_files(&env.p("logs"));
     fs::create_dir(env.p("d")).expect("mkdir");
-    let r = env.call("append_file", json!({"path": "d", "content": "x"})).await;
+    let r = env
+        .call("append_file", json!({"path": "d", "content": "x"}))
+        .await;
     assert!(failed(&r).contains("folder"), "{r:?}");
 }
 
@@ -442,23 +555,37 @@ async fn edit_file_refuses_zero_or_several_matches() {
     let original = "x = 1\ny = 1\nz = 2\n";
     env.write("v.py", original);
     let r = env
-        .call("edit_file", json!({"path": "v.py", "old": "= 1", "new": "= 3"}))
+        .call(
+            "edit_file",
+            json!({"path": "v.py", "old": "= 1", "new": "= 3"}),
+        )
         .await;
     let m = refused(&r);
     assert!(m.contains("2 times") && m.contains("lines 1, 2"), "{m}");
     let r = env
-        .call("edit_file", json!({"path": "v.py", "old": "w = 9", "new": "w = 3"}))
+        .call(
+            "edit_file",
+            json!({"path": "v.py", "old": "w = 9", "new": "w = 3"}),
+        )
         .await;
     assert!(refused(&r).contains("not found"), "{r:?}");
     let r = env
-        .call("edit_file", json!({"path": "v.py", "old": "  z = 2  ", "new": "z"}))
+        .call(
+            "edit_file",
+            json!({"path": "v.py", "old": "  z = 2  ", "new": "z"}),
+        )
         .await;
     assert!(refused(&r).contains("whitespace"), "{r:?}");
-    let r = env.call("edit_file", json!({"path": "v.py", "old": "", "new": "z"})).await;
+    let r = env
+        .call("edit_file", json!({"path": "v.py", "old": "", "new": "z"}))
+        .await;
     assert!(refused(&r).contains("empty"), "{r:?}");
     assert_eq!(env.read("v.py"), original);
     let r = env
-        .call("edit_file", json!({"path": "missing.py", "old": "a", "new": "b"}))
+        .call(
+            "edit_file",
+            json!({"path": "missing.py", "old": "a", "new": "b"}),
+        )
         .await;
     assert!(failed(&r).contains("not found"), "{r:?}");
     assert!(!env.p("missing.py").exists());
@@ -470,10 +597,16 @@ async fn edit_file_refuses_zero_or_several_matches() {
 #[tokio::test]
 async fn make_dir_cases() {
     let env = env_rw();
-    let r = env.call("make_dir", json!({"path": "a/b/c"})).await.expect("ok");
+    let r = env
+        .call("make_dir", json!({"path": "a/b/c"}))
+        .await
+        .expect("ok");
     assert!(r.contains("created"), "{r}");
     assert!(env.p("a/b/c").is_dir());
-    let r = env.call("make_dir", json!({"path": "a/b"})).await.expect("ok");
+    let r = env
+        .call("make_dir", json!({"path": "a/b"}))
+        .await
+        .expect("ok");
     assert!(r.contains("already exists"), "{r}");
     env.write("f", "x");
     let r = env.call("make_dir", json!({"path": "f"})).await;
@@ -486,7 +619,10 @@ async fn move_path_cases() {
     env.write("a.txt", "A");
     env.write("b.txt", "B");
     let r = env
-        .call("move_path", json!({"from": "a.txt", "to": "sub/dir/a2.txt"}))
+        .call(
+            "move_path",
+            json!({"from": "a.txt", "to": "sub/dir/a2.txt"}),
+        )
         .await
         .expect("ok");
     assert!(r.contains("moved"), "{r}");
@@ -494,14 +630,21 @@ async fn move_path_cases() {
     assert_eq!(env.read("sub/dir/a2.txt"), "A");
     // Target exists: refused, nothing changes.
     let r = env
-        .call("move_path", json!({"from": "b.txt", "to": "sub/dir/a2.txt"}))
+        .call(
+            "move_path",
+            json!({"from": "b.txt", "to": "sub/dir/a2.txt"}),
+        )
         .await;
     assert!(failed(&r).contains("already exists"), "{r:?}");
     assert_eq!(env.read("b.txt"), "B");
     assert_eq!(env.read("sub/dir/a2.txt"), "A");
-    let r = env.call("move_path", json!({"from": "nope", "to": "x"})).await;
+    let r = env
+        .call("move_path", json!({"from": "nope", "to": "x"}))
+        .await;
     assert!(failed(&r).contains("not found"), "{r:?}");
-    let r = env.call("move_path", json!({"from": "sub", "to": "sub/dir/inner"})).await;
+    let r = env
+        .call("move_path", json!({"from": "sub", "to": "sub/dir/inner"}))
+        .await;
     assert!(failed(&r).contains("into itself"), "{r:?}");
     // Folders move too.
     env.call("move_path", json!({"from": "sub", "to": "moved"}))
@@ -517,10 +660,16 @@ async fn delete_path_cases() {
     let env = env_rw();
     env.write("f.txt", "x");
     env.write("d/e/g.txt", "y");
-    let r = env.call("delete_path", json!({"path": "f.txt"})).await.expect("ok");
+    let r = env
+        .call("delete_path", json!({"path": "f.txt"}))
+        .await
+        .expect("ok");
     assert!(r.contains("deleted"), "{r}");
     assert!(!env.p("f.txt").exists());
-    let r = env.call("delete_path", json!({"path": "d"})).await.expect("ok");
+    let r = env
+        .call("delete_path", json!({"path": "d"}))
+        .await
+        .expect("ok");
     assert!(r.contains("folder"), "{r}");
     assert!(!env.p("d").exists());
     let r = env.call("delete_path", json!({"path": "nope"})).await;
@@ -560,28 +709,42 @@ async fn confirm_is_asked_before_each_write_and_command() {
         confirm: Some(rec.clone()),
         ..ToolkitOptions::default()
     });
-    env.call("write_file", json!({"path": "a.txt", "content": "hello world"}))
-        .await
-        .expect("ok");
+    env.call(
+        "write_file",
+        json!({"path": "a.txt", "content": "hello world"}),
+    )
+    .await
+    .expect("ok");
     env.call("append_file", json!({"path": "a.txt", "content": "!"}))
         .await
         .expect("ok");
-    env.call("edit_file", json!({"path": "a.txt", "old": "world", "new": "there"}))
+    env.call(
+        "edit_file",
+        json!({"path": "a.txt", "old": "world", "new": "there"}),
+    )
+    .await
+    .expect("ok");
+    env.call("make_dir", json!({"path": "d"}))
         .await
         .expect("ok");
-    env.call("make_dir", json!({"path": "d"})).await.expect("ok");
     env.call("move_path", json!({"from": "a.txt", "to": "d/a.txt"}))
         .await
         .expect("ok");
     env.call("run_command", json!({"command": "echo hi"}))
         .await
         .expect("ok");
-    env.call("delete_path", json!({"path": "d"})).await.expect("ok");
+    env.call("delete_path", json!({"path": "d"}))
+        .await
+        .expect("ok");
     // Reads never ask.
     env.call("list_dir", json!({})).await.expect("ok");
     let asked = rec.asked.lock().expect("lock").clone();
     assert_eq!(asked.len(), 7, "{asked:#?}");
-    assert!(asked[0].contains("write_file") && asked[0].contains("a.txt") && asked[0].contains("hello world"));
+    assert!(
+        asked[0].contains("write_file")
+            && asked[0].contains("a.txt")
+            && asked[0].contains("hello world")
+    );
     assert!(asked[1].starts_with("append_file"));
     assert!(asked[2].contains("world") && asked[2].contains("there"));
     assert!(asked[3].contains("make_dir"));
@@ -602,7 +765,10 @@ async fn declined_actions_are_refused_and_change_nothing() {
     let cases = [
         ("write_file", json!({"path": "new.txt", "content": "x"})),
         ("append_file", json!({"path": "keep.txt", "content": "x"})),
-        ("edit_file", json!({"path": "keep.txt", "old": "keep", "new": "gone"})),
+        (
+            "edit_file",
+            json!({"path": "keep.txt", "old": "keep", "new": "gone"}),
+        ),
         ("make_dir", json!({"path": "nd"})),
         ("move_path", json!({"from": "keep.txt", "to": "moved.txt"})),
         ("delete_path", json!({"path": "keep.txt"})),
@@ -642,12 +808,18 @@ async fn run_command_reports_exit_code_and_streams() {
     let env = env_rw();
     env.write("hello.txt", "hi there");
     let out = env
-        .call("run_command", json!({"command": "cat hello.txt; echo; pwd"}))
+        .call(
+            "run_command",
+            json!({"command": "cat hello.txt; echo; pwd"}),
+        )
         .await
         .expect("ok");
     assert!(out.starts_with("exit code: 0"), "{out}");
     assert!(out.contains("--- stdout ---\nhi there\n"), "{out}");
-    assert!(out.contains(&env.root.to_string_lossy().into_owned()), "{out}");
+    assert!(
+        out.contains(&env.root.to_string_lossy().into_owned()),
+        "{out}"
+    );
     assert!(!out.contains("stderr"), "{out}");
     let out = env
         .call("run_command", json!({"command": "echo oops >&2; exit 3"}))
@@ -655,14 +827,22 @@ async fn run_command_reports_exit_code_and_streams() {
         .expect("ok");
     assert!(out.starts_with("exit code: 3"), "{out}");
     assert!(out.contains("--- stderr ---\noops"), "{out}");
-    let out = env.call("run_command", json!({"command": "true"})).await.expect("ok");
+    let out = env
+        .call("run_command", json!({"command": "true"}))
+        .await
+        .expect("ok");
     assert_eq!(out, "exit code: 0 (no output)");
     // stdin is empty: cat does not wait.
-    let out = env.call("run_command", json!({"command": "cat"})).await.expect("ok");
+    let out = env
+        .call("run_command", json!({"command": "cat"}))
+        .await
+        .expect("ok");
     assert!(out.starts_with("exit code: 0"), "{out}");
     let r = env.call("run_command", json!({"command": "  "})).await;
     assert!(failed(&r).contains("empty"), "{r:?}");
-    let r = env.call("run_command", json!({"command": "true", "timeout_s": 0})).await;
+    let r = env
+        .call("run_command", json!({"command": "true", "timeout_s": 0}))
+        .await;
     assert!(failed(&r).contains("timeout_s"), "{r:?}");
 }
 
@@ -701,7 +881,10 @@ fn pid_alive(pid: i32) -> bool {
 async fn wait_dead(pid: i32) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while pid_alive(pid) {
-        assert!(std::time::Instant::now() < deadline, "process {pid} survived");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} survived"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -717,7 +900,10 @@ async fn run_command_timeout_kills_the_whole_process_group() {
         )
         .await;
     let m = failed(&r);
-    assert!(m.contains("timed out after 1 s") && m.contains("started"), "{m}");
+    assert!(
+        m.contains("timed out after 1 s") && m.contains("started"),
+        "{m}"
+    );
     assert!(t0.elapsed() < Duration::from_secs(10));
     let pid: i32 = env.read("child.pid").trim().parse().expect("pid");
     wait_dead(pid).await;
@@ -727,7 +913,10 @@ async fn run_command_timeout_kills_the_whole_process_group() {
 async fn run_command_leaves_no_background_process() {
     let env = env_rw();
     let out = env
-        .call("run_command", json!({"command": "sleep 300 > /dev/null 2>&1 & echo $!"}))
+        .call(
+            "run_command",
+            json!({"command": "sleep 300 > /dev/null 2>&1 & echo $!"}),
+        )
         .await
         .expect("ok");
     let pid: i32 = out

@@ -45,7 +45,11 @@ fn lab() -> Lab {
     symlink(outside.join("new.txt"), root.join("dangle")).expect("link"); // dangling, points out
     symlink("/dev/zero", root.join("zero")).expect("link");
     symlink("..", root.join("up")).expect("link");
-    symlink(format!("{}/../ws_outside", root.display()), root.join("abs_dotdot")).expect("link");
+    symlink(
+        format!("{}/../ws_outside", root.display()),
+        root.join("abs_dotdot"),
+    )
+    .expect("link");
     symlink("loop2", root.join("loop1")).expect("link");
     symlink("loop1", root.join("loop2")).expect("link");
     // A link that stays inside is fine and is followed.
@@ -119,58 +123,230 @@ fn attempts(l: &Lab) -> Vec<(&'static str, &'static str, Value)> {
     let out_abs = l.outside.join("secret.txt").to_string_lossy().into_owned();
     let root_str = l.root.to_string_lossy().into_owned();
     vec![
-        ("dotdot", "read_file", json!({"path": "../ws_outside/secret.txt"})),
-        ("nested dotdot", "read_file", json!({"path": "sub/inner/../../../ws_outside/secret.txt"})),
-        ("dotdot above root then back in", "read_file", json!({"path": "../ws/inside.txt"})),
+        (
+            "dotdot",
+            "read_file",
+            json!({"path": "../ws_outside/secret.txt"}),
+        ),
+        (
+            "nested dotdot",
+            "read_file",
+            json!({"path": "sub/inner/../../../ws_outside/secret.txt"}),
+        ),
+        (
+            "dotdot above root then back in",
+            "read_file",
+            json!({"path": "../ws/inside.txt"}),
+        ),
         ("absolute outside", "read_file", json!({"path": out_abs})),
-        ("absolute /etc/passwd", "read_file", json!({"path": "/etc/passwd"})),
-        ("root-prefix sibling", "read_file", json!({"path": format!("{root_str}_outside/secret.txt")})),
-        ("absolute inside then dotdot out", "read_file", json!({"path": format!("{root_str}/../ws_outside/secret.txt")})),
-        ("symlink file out", "read_file", json!({"path": "link_file"})),
-        ("symlink dir out", "read_file", json!({"path": "link_dir/secret.txt"})),
-        ("symlink dir out, deeper", "read_file", json!({"path": "link_dir/dir/deep.txt"})),
-        ("symlink in the middle", "read_file", json!({"path": "sub/mid/secret.txt"})),
+        (
+            "absolute /etc/passwd",
+            "read_file",
+            json!({"path": "/etc/passwd"}),
+        ),
+        (
+            "root-prefix sibling",
+            "read_file",
+            json!({"path": format!("{root_str}_outside/secret.txt")}),
+        ),
+        (
+            "absolute inside then dotdot out",
+            "read_file",
+            json!({"path": format!("{root_str}/../ws_outside/secret.txt")}),
+        ),
+        (
+            "symlink file out",
+            "read_file",
+            json!({"path": "link_file"}),
+        ),
+        (
+            "symlink dir out",
+            "read_file",
+            json!({"path": "link_dir/secret.txt"}),
+        ),
+        (
+            "symlink dir out, deeper",
+            "read_file",
+            json!({"path": "link_dir/dir/deep.txt"}),
+        ),
+        (
+            "symlink in the middle",
+            "read_file",
+            json!({"path": "sub/mid/secret.txt"}),
+        ),
         ("symlink chain", "read_file", json!({"path": "c1"})),
-        ("symlink to ..", "read_file", json!({"path": "up/ws_outside/secret.txt"})),
-        ("absolute symlink with dotdot", "read_file", json!({"path": "abs_dotdot/secret.txt"})),
+        (
+            "symlink to ..",
+            "read_file",
+            json!({"path": "up/ws_outside/secret.txt"}),
+        ),
+        (
+            "absolute symlink with dotdot",
+            "read_file",
+            json!({"path": "abs_dotdot/secret.txt"}),
+        ),
         ("symlink loop", "read_file", json!({"path": "loop1"})),
-        ("NUL byte", "read_file", json!({"path": "inside.txt\u{0}../../etc/passwd"})),
-        ("/dev/zero via symlink", "read_file", json!({"path": "zero"})),
+        (
+            "NUL byte",
+            "read_file",
+            json!({"path": "inside.txt\u{0}../../etc/passwd"}),
+        ),
+        (
+            "/dev/zero via symlink",
+            "read_file",
+            json!({"path": "zero"}),
+        ),
         ("FIFO read", "read_file", json!({"path": "fifo"})),
-        ("FIFO write", "write_file", json!({"path": "fifo", "content": "x"})),
+        (
+            "FIFO write",
+            "write_file",
+            json!({"path": "fifo", "content": "x"}),
+        ),
         ("tilde home", "read_file", json!({"path": "~/.bashrc"})),
         ("tilde alone", "list_dir", json!({"path": "~"})),
-        ("backslash dotdot", "read_file", json!({"path": "..\\ws_outside\\secret.txt"})),
+        (
+            "backslash dotdot",
+            "read_file",
+            json!({"path": "..\\ws_outside\\secret.txt"}),
+        ),
         ("trailing /..", "list_dir", json!({"path": "sub/../.."})),
-        ("list symlinked dir", "list_dir", json!({"path": "link_dir"})),
-        ("search symlinked dir", "search_files", json!({"pattern": "SECRET", "path": "link_dir"})),
-        ("search outside", "search_files", json!({"pattern": "SECRET", "path": "../ws_outside"})),
-        ("write dotdot", "write_file", json!({"path": "../ws_outside/secret.txt", "content": "pwned"})),
-        ("write new file outside", "write_file", json!({"path": "../escaped.txt", "content": "pwned"})),
-        ("write absolute outside", "write_file", json!({"path": l.base.join("escaped.txt").to_string_lossy(), "content": "pwned"})),
-        ("write through symlink file", "write_file", json!({"path": "link_file", "content": "pwned"})),
-        ("write through symlinked parent", "write_file", json!({"path": "link_dir/new.txt", "content": "pwned"})),
-        ("write deep through symlinked parent", "write_file", json!({"path": "link_dir/newdir/new.txt", "content": "pwned"})),
-        ("write dangling symlink out", "write_file", json!({"path": "dangle", "content": "pwned"})),
-        ("write through middle symlink", "write_file", json!({"path": "sub/mid/secret.txt", "content": "pwned"})),
-        ("append through symlink", "append_file", json!({"path": "link_file", "content": "pwned"})),
-        ("append dangling symlink", "append_file", json!({"path": "dangle", "content": "pwned"})),
-        ("edit through symlink", "edit_file", json!({"path": "link_file", "old": SECRET, "new": "pwned"})),
-        ("edit through chain", "edit_file", json!({"path": "c1", "old": SECRET, "new": "pwned"})),
-        ("make_dir through symlink", "make_dir", json!({"path": "link_dir/newdir"})),
+        (
+            "list symlinked dir",
+            "list_dir",
+            json!({"path": "link_dir"}),
+        ),
+        (
+            "search symlinked dir",
+            "search_files",
+            json!({"pattern": "SECRET", "path": "link_dir"}),
+        ),
+        (
+            "search outside",
+            "search_files",
+            json!({"pattern": "SECRET", "path": "../ws_outside"}),
+        ),
+        (
+            "write dotdot",
+            "write_file",
+            json!({"path": "../ws_outside/secret.txt", "content": "pwned"}),
+        ),
+        (
+            "write new file outside",
+            "write_file",
+            json!({"path": "../escaped.txt", "content": "pwned"}),
+        ),
+        (
+            "write absolute outside",
+            "write_file",
+            json!({"path": l.base.join("escaped.txt").to_string_lossy(), "content": "pwned"}),
+        ),
+        (
+            "write through symlink file",
+            "write_file",
+            json!({"path": "link_file", "content": "pwned"}),
+        ),
+        (
+            "write through symlinked parent",
+            "write_file",
+            json!({"path": "link_dir/new.txt", "content": "pwned"}),
+        ),
+        (
+            "write deep through symlinked parent",
+            "write_file",
+            json!({"path": "link_dir/newdir/new.txt", "content": "pwned"}),
+        ),
+        (
+            "write dangling symlink out",
+            "write_file",
+            json!({"path": "dangle", "content": "pwned"}),
+        ),
+        (
+            "write through middle symlink",
+            "write_file",
+            json!({"path": "sub/mid/secret.txt", "content": "pwned"}),
+        ),
+        (
+            "append through symlink",
+            "append_file",
+            json!({"path": "link_file", "content": "pwned"}),
+        ),
+        (
+            "append dangling symlink",
+            "append_file",
+            json!({"path": "dangle", "content": "pwned"}),
+        ),
+        (
+            "edit through symlink",
+            "edit_file",
+            json!({"path": "link_file", "old": SECRET, "new": "pwned"}),
+        ),
+        (
+            "edit through chain",
+            "edit_file",
+            json!({"path": "c1", "old": SECRET, "new": "pwned"}),
+        ),
+        (
+            "make_dir through symlink",
+            "make_dir",
+            json!({"path": "link_dir/newdir"}),
+        ),
         ("make_dir dotdot", "make_dir", json!({"path": "../newdir"})),
-        ("move target outside", "move_path", json!({"from": "inside.txt", "to": "../ws_outside/moved.txt"})),
-        ("move target through symlink", "move_path", json!({"from": "inside.txt", "to": "link_dir/moved.txt"})),
-        ("move source outside", "move_path", json!({"from": "../ws_outside/secret.txt", "to": "stolen.txt"})),
-        ("move source through symlink", "move_path", json!({"from": "link_dir/secret.txt", "to": "stolen.txt"})),
-        ("move the root away", "move_path", json!({"from": ".", "to": "sub/root"})),
+        (
+            "move target outside",
+            "move_path",
+            json!({"from": "inside.txt", "to": "../ws_outside/moved.txt"}),
+        ),
+        (
+            "move target through symlink",
+            "move_path",
+            json!({"from": "inside.txt", "to": "link_dir/moved.txt"}),
+        ),
+        (
+            "move source outside",
+            "move_path",
+            json!({"from": "../ws_outside/secret.txt", "to": "stolen.txt"}),
+        ),
+        (
+            "move source through symlink",
+            "move_path",
+            json!({"from": "link_dir/secret.txt", "to": "stolen.txt"}),
+        ),
+        (
+            "move the root away",
+            "move_path",
+            json!({"from": ".", "to": "sub/root"}),
+        ),
         ("delete root", "delete_path", json!({"path": "."})),
-        ("delete root absolute", "delete_path", json!({"path": root_str})),
-        ("delete root via sub/..", "delete_path", json!({"path": "sub/.."})),
-        ("delete outside", "delete_path", json!({"path": "../ws_outside/secret.txt"})),
-        ("delete through symlinked parent", "delete_path", json!({"path": "link_dir/secret.txt"})),
-        ("delete outside folder", "delete_path", json!({"path": "../ws_outside"})),
-        ("write NUL path", "write_file", json!({"path": "a\u{0}b", "content": "x"})),
+        (
+            "delete root absolute",
+            "delete_path",
+            json!({"path": root_str}),
+        ),
+        (
+            "delete root via sub/..",
+            "delete_path",
+            json!({"path": "sub/.."}),
+        ),
+        (
+            "delete outside",
+            "delete_path",
+            json!({"path": "../ws_outside/secret.txt"}),
+        ),
+        (
+            "delete through symlinked parent",
+            "delete_path",
+            json!({"path": "link_dir/secret.txt"}),
+        ),
+        (
+            "delete outside folder",
+            "delete_path",
+            json!({"path": "../ws_outside"}),
+        ),
+        (
+            "write NUL path",
+            "write_file",
+            json!({"path": "a\u{0}b", "content": "x"}),
+        ),
     ]
 }
 
@@ -196,9 +372,20 @@ async fn no_attempt_reads_or_writes_outside() {
         }
     }
     assert!(report.is_empty(), "escapes:\n{}", report.join("\n"));
-    assert_eq!(snapshot(&l.outside), outside_before, "the outside folder changed");
-    assert_eq!(names_in(&l.base), base_before, "new files next to the workspace");
-    assert_eq!(fs::read_to_string(l.outside.join("secret.txt")).expect("read"), SECRET);
+    assert_eq!(
+        snapshot(&l.outside),
+        outside_before,
+        "the outside folder changed"
+    );
+    assert_eq!(
+        names_in(&l.base),
+        base_before,
+        "new files next to the workspace"
+    );
+    assert_eq!(
+        fs::read_to_string(l.outside.join("secret.txt")).expect("read"),
+        SECRET
+    );
     assert!(!l.outside.join("new.txt").exists());
 }
 
@@ -209,11 +396,17 @@ async fn escapes_are_refused_with_a_clear_reason() {
         Err(ToolError::Refused(m)) => m,
         other => panic!("expected a refusal, got {other:?}"),
     };
-    let m = refusal(l.call("read_file", json!({"path": "../ws_outside/secret.txt"})).await);
+    let m = refusal(
+        l.call("read_file", json!({"path": "../ws_outside/secret.txt"}))
+            .await,
+    );
     assert!(m.contains("outside the workspace"), "{m}");
     let m = refusal(l.call("read_file", json!({"path": "/etc/passwd"})).await);
     assert!(m.contains("outside the workspace"), "{m}");
-    let m = refusal(l.call("read_file", json!({"path": "sub/mid/secret.txt"})).await);
+    let m = refusal(
+        l.call("read_file", json!({"path": "sub/mid/secret.txt"}))
+            .await,
+    );
     assert!(m.contains("outside the workspace"), "{m}");
     let m = refusal(l.call("read_file", json!({"path": "fifo"})).await);
     assert!(m.contains("not a regular file"), "{m}");
@@ -233,18 +426,27 @@ async fn escapes_are_refused_with_a_clear_reason() {
 async fn harmless_lookalikes_stay_inside() {
     let l = lab();
     // `%2e%2e` is a literal folder name, not `..`: it is created inside.
-    l.call("write_file", json!({"path": "%2e%2e/x.txt", "content": "fine"}))
-        .await
-        .expect("literal name inside");
+    l.call(
+        "write_file",
+        json!({"path": "%2e%2e/x.txt", "content": "fine"}),
+    )
+    .await
+    .expect("literal name inside");
     assert_eq!(
         fs::read_to_string(l.root.join("%2e%2e/x.txt")).expect("read"),
         "fine"
     );
-    let r = l.call("read_file", json!({"path": "%2e%2e/%2e%2e/ws_outside/secret.txt"})).await;
+    let r = l
+        .call(
+            "read_file",
+            json!({"path": "%2e%2e/%2e%2e/ws_outside/secret.txt"}),
+        )
+        .await;
     assert!(matches!(r, Err(ToolError::Failed(_))), "{r:?}");
     // `..` that stays inside is fine; so is a link that stays inside.
     assert_eq!(
-        l.call("read_file", json!({"path": "sub/inner/../../inside.txt"})).await,
+        l.call("read_file", json!({"path": "sub/inner/../../inside.txt"}))
+            .await,
         Ok("inside".to_string())
     );
     assert_eq!(
@@ -252,32 +454,60 @@ async fn harmless_lookalikes_stay_inside() {
         Ok("inside".to_string())
     );
     // Writing through an inside link writes its target.
-    l.call("write_file", json!({"path": "ok_link", "content": "changed"}))
-        .await
-        .expect("inside link");
-    assert_eq!(fs::read_to_string(l.root.join("inside.txt")).expect("read"), "changed");
+    l.call(
+        "write_file",
+        json!({"path": "ok_link", "content": "changed"}),
+    )
+    .await
+    .expect("inside link");
+    assert_eq!(
+        fs::read_to_string(l.root.join("inside.txt")).expect("read"),
+        "changed"
+    );
     // Deleting a link that points out deletes the link only.
     l.call("delete_path", json!({"path": "link_file"}))
         .await
         .expect("delete the link itself");
     assert!(fs::symlink_metadata(l.root.join("link_file")).is_err());
-    assert_eq!(fs::read_to_string(l.outside.join("secret.txt")).expect("read"), SECRET);
+    assert_eq!(
+        fs::read_to_string(l.outside.join("secret.txt")).expect("read"),
+        SECRET
+    );
     // Moving a link that points out moves the link, not the target.
-    l.call("move_path", json!({"from": "link_dir", "to": "sub/link_dir2"}))
-        .await
-        .expect("move the link itself");
+    l.call(
+        "move_path",
+        json!({"from": "link_dir", "to": "sub/link_dir2"}),
+    )
+    .await
+    .expect("move the link itself");
     assert!(l.outside.join("secret.txt").exists());
-    assert!(fs::symlink_metadata(l.root.join("sub/link_dir2")).expect("moved").file_type().is_symlink());
+    assert!(
+        fs::symlink_metadata(l.root.join("sub/link_dir2"))
+            .expect("moved")
+            .file_type()
+            .is_symlink()
+    );
     // Deleting a folder that contains a link out leaves the target alone.
-    l.call("delete_path", json!({"path": "sub"})).await.expect("delete sub");
-    assert_eq!(fs::read_to_string(l.outside.join("dir/deep.txt")).expect("read"), SECRET);
+    l.call("delete_path", json!({"path": "sub"}))
+        .await
+        .expect("delete sub");
+    assert_eq!(
+        fs::read_to_string(l.outside.join("dir/deep.txt")).expect("read"),
+        SECRET
+    );
 }
 
 #[tokio::test]
 async fn listing_and_searching_never_follow_links_out() {
     let l = lab();
-    let out = l.call("list_dir", json!({"recursive": true})).await.expect("list");
-    assert!(!out.contains("secret.txt") && !out.contains("deep.txt"), "{out}");
+    let out = l
+        .call("list_dir", json!({"recursive": true}))
+        .await
+        .expect("list");
+    assert!(
+        !out.contains("secret.txt") && !out.contains("deep.txt"),
+        "{out}"
+    );
     assert!(out.contains("link_dir (symbolic link)"), "{out}");
     assert!(out.contains("fifo (special file)"), "{out}");
     let out = l

@@ -157,8 +157,14 @@ async fn a_crash_fails_that_call_and_every_later_one_clearly() {
         Err(ToolError::Failed(m)) => m,
         other => panic!("expected a failure, got {other:?}"),
     };
-    assert!(msg.contains("tagloop_test") && msg.contains("not running"), "{msg}");
-    assert!(msg.contains("crashing on purpose"), "stderr tail missing: {msg}");
+    assert!(
+        msg.contains("tagloop_test") && msg.contains("not running"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("crashing on purpose"),
+        "stderr tail missing: {msg}"
+    );
     assert!(!src.is_running());
     src.shutdown().await;
 }
@@ -227,12 +233,9 @@ fn server_pids() -> Vec<i32> {
 #[tokio::test]
 async fn dropping_the_source_and_its_tools_stops_the_server() {
     // A unique name lets us find this server's process among the other tests' servers.
-    let src = McpSource::start_with(
-        &cmd("--name drop-test"),
-        McpOptions::default(),
-    )
-    .await
-    .expect("starts");
+    let src = McpSource::start_with(&cmd("--name drop-test"), McpOptions::default())
+        .await
+        .expect("starts");
     assert_eq!(src.name(), "drop_test");
     let before = server_pids();
     assert!(!before.is_empty());
@@ -290,7 +293,10 @@ async fn start_failures_are_clear_errors() {
         .await
         .expect_err("garbage");
     assert!(
-        matches!(err, McpError::StartTimeout { .. } | McpError::Initialize { .. }),
+        matches!(
+            err,
+            McpError::StartTimeout { .. } | McpError::Initialize { .. }
+        ),
         "{err}"
     );
     assert!(t0.elapsed() < Duration::from_secs(8));
@@ -308,16 +314,23 @@ async fn name_override_and_command_file_name() {
     .await
     .expect("starts");
     assert_eq!(src.name(), "my_tools_");
-    assert!(src.tools().iter().all(|t| t.name().starts_with("my_tools_.")));
+    assert!(
+        src.tools()
+            .iter()
+            .all(|t| t.name().starts_with("my_tools_."))
+    );
     src.shutdown().await;
 }
 
 #[tokio::test]
 async fn env_assignments_reach_the_server() {
     // RUST_LOG is harmless for the server; the point is that the command line parses and starts.
-    let src = McpSource::start(&format!("RUST_LOG=off {}", cmd("")), Duration::from_secs(20))
-        .await
-        .expect("starts with an env assignment");
+    let src = McpSource::start(
+        &format!("RUST_LOG=off {}", cmd("")),
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("starts with an env assignment");
     let out = tool(&src, "tagloop_test.add")
         .call(args(json!({"a": 1, "b": 2})))
         .await;

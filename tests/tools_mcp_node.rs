@@ -37,7 +37,10 @@ fn find(src: &McpSource, suffixes: &[&str]) -> Arc<dyn Tool> {
     }
     panic!(
         "none of {suffixes:?} among {:?}",
-        src.tools().iter().map(|t| t.name().to_string()).collect::<Vec<_>>()
+        src.tools()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect::<Vec<_>>()
     );
 }
 
@@ -60,13 +63,20 @@ async fn official_filesystem_server_lists_reads_and_refuses() {
     // SERVER comes from the server's initialisation, sanitised.
     assert!(!src.name().is_empty());
     assert!(
-        src.name().chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        src.name()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_'),
         "{}",
         src.name()
     );
     let names: Vec<String> = src.tools().iter().map(|t| t.name().to_string()).collect();
     assert!(names.len() >= 5, "{names:?}");
-    assert!(names.iter().all(|n| n.starts_with(&format!("{}.", src.name()))), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with(&format!("{}.", src.name()))),
+        "{names:?}"
+    );
 
     let read = find(&src, &["read_text_file", "read_file"]);
     let props = read.parameters()["properties"]
@@ -74,14 +84,18 @@ async fn official_filesystem_server_lists_reads_and_refuses() {
         .expect("schema has properties");
     assert_eq!(props.keys().next().map(String::as_str), Some("path"));
     let out = read
-        .call(args(json!({"path": root.join("hello.txt").to_string_lossy()})))
+        .call(args(
+            json!({"path": root.join("hello.txt").to_string_lossy()}),
+        ))
         .await
         .expect("read works");
     assert!(out.contains("hello from tagloop"), "{out}");
 
     let also_read_file = find(&src, &["read_file"]);
     let out = also_read_file
-        .call(args(json!({"path": root.join("hello.txt").to_string_lossy()})))
+        .call(args(
+            json!({"path": root.join("hello.txt").to_string_lossy()}),
+        ))
         .await
         .expect("read_file works");
     assert!(out.contains("line 2"), "{out}");

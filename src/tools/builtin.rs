@@ -223,7 +223,10 @@ impl Kind {
         let (props, required): (Vec<(&str, Value)>, Vec<&str>) = match self {
             Kind::ReadFile => (
                 vec![
-                    ("path", string_prop("File path, relative to the workspace root.")),
+                    (
+                        "path",
+                        string_prop("File path, relative to the workspace root."),
+                    ),
                     (
                         "start_line",
                         json!({"type": "integer", "minimum": 1, "description": "First line to read (1-based). Default: 1."}),
@@ -250,7 +253,10 @@ impl Kind {
             ),
             Kind::SearchFiles => (
                 vec![
-                    ("pattern", string_prop("Regular expression to look for in each line.")),
+                    (
+                        "pattern",
+                        string_prop("Regular expression to look for in each line."),
+                    ),
                     (
                         "path",
                         json!({"type": "string", "description": "Folder or file to search in. Default: the whole workspace.", "default": "."}),
@@ -260,21 +266,33 @@ impl Kind {
             ),
             Kind::WriteFile | Kind::AppendFile => (
                 vec![
-                    ("path", string_prop("File path, relative to the workspace root.")),
+                    (
+                        "path",
+                        string_prop("File path, relative to the workspace root."),
+                    ),
                     ("content", string_prop("The text to write.")),
                 ],
                 vec!["path", "content"],
             ),
             Kind::EditFile => (
                 vec![
-                    ("path", string_prop("File path, relative to the workspace root.")),
-                    ("old", string_prop("The exact text to replace; it must occur exactly once.")),
+                    (
+                        "path",
+                        string_prop("File path, relative to the workspace root."),
+                    ),
+                    (
+                        "old",
+                        string_prop("The exact text to replace; it must occur exactly once."),
+                    ),
                     ("new", string_prop("The replacement text.")),
                 ],
                 vec!["path", "old", "new"],
             ),
             Kind::MakeDir => (
-                vec![("path", string_prop("Folder path, relative to the workspace root."))],
+                vec![(
+                    "path",
+                    string_prop("Folder path, relative to the workspace root."),
+                )],
                 vec!["path"],
             ),
             Kind::MovePath => (
@@ -413,7 +431,11 @@ fn preview(text: &str, max_lines: usize) -> String {
     out
 }
 
-async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result<String, ToolError> {
+async fn dispatch(
+    kind: Kind,
+    ctx: Arc<Ctx>,
+    args: Map<String, Value>,
+) -> Result<String, ToolError> {
     match kind {
         Kind::ReadFile => {
             let path = req_str(&args, "path")?;
@@ -438,14 +460,24 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result
             let shown = ctx.ws.display(&target);
             let existing = existing_file_len(&target, &shown)?;
             let what = match existing {
-                Some(n) => format!("replace `{shown}` ({n} bytes) with {} bytes:", content.len()),
+                Some(n) => format!(
+                    "replace `{shown}` ({n} bytes) with {} bytes:",
+                    content.len()
+                ),
                 None => format!("create `{shown}` with {} bytes:", content.len()),
             };
-            ask(&ctx, format!("write_file: {what}\n{}", preview(&content, 20))).await?;
+            ask(
+                &ctx,
+                format!("write_file: {what}\n{}", preview(&content, 20)),
+            )
+            .await?;
             blocking(move || {
                 ctx.ws.write_atomic(&target, content.as_bytes())?;
                 Ok(match existing {
-                    Some(n) => format!("wrote {} bytes to `{shown}` (replaced {n} bytes)", content.len()),
+                    Some(n) => format!(
+                        "wrote {} bytes to `{shown}` (replaced {n} bytes)",
+                        content.len()
+                    ),
                     None => format!("wrote {} bytes to `{shown}` (new file)", content.len()),
                 })
             })
@@ -462,7 +494,11 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result
                 format!(
                     "append_file: append {} bytes to `{shown}`{}:\n{}",
                     content.len(),
-                    if existing.is_none() { " (new file)" } else { "" },
+                    if existing.is_none() {
+                        " (new file)"
+                    } else {
+                        ""
+                    },
                     preview(&content, 20)
                 ),
             )
@@ -507,7 +543,9 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result
                 out.push_str(&new);
                 out.push_str(&text[at + old.len()..]);
                 ctx.ws.write_atomic(&target, out.as_bytes())?;
-                Ok(format!("edited `{shown}`: replaced 1 occurrence at line {line}"))
+                Ok(format!(
+                    "edited `{shown}`: replaced 1 occurrence at line {line}"
+                ))
             })
             .await
         }
@@ -538,9 +576,8 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result
             let src = ctx.ws.resolve(&from, Access::Entry)?;
             let dst = ctx.ws.resolve(&to, Access::Entry)?;
             let (src_shown, dst_shown) = (ctx.ws.display(&src), ctx.ws.display(&dst));
-            let meta = fs::symlink_metadata(&src).map_err(|_| {
-                ToolError::Failed(format!("`{from}` not found in the workspace"))
-            })?;
+            let meta = fs::symlink_metadata(&src)
+                .map_err(|_| ToolError::Failed(format!("`{from}` not found in the workspace")))?;
             if fs::symlink_metadata(&dst).is_ok() {
                 return Err(ToolError::Failed(format!(
                     "`{dst_shown}` already exists; delete it first or choose another name"
@@ -551,11 +588,17 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Map<String, Value>) -> Result
                     "cannot move folder `{src_shown}` into itself (`{dst_shown}`)"
                 )));
             }
-            ask(&ctx, format!("move_path: move `{src_shown}` to `{dst_shown}`")).await?;
+            ask(
+                &ctx,
+                format!("move_path: move `{src_shown}` to `{dst_shown}`"),
+            )
+            .await?;
             blocking(move || {
                 if let Some(parent) = dst.parent() {
                     fs::create_dir_all(parent).map_err(|e| {
-                        ToolError::Failed(format!("cannot create the folders for `{dst_shown}`: {e}"))
+                        ToolError::Failed(format!(
+                            "cannot create the folders for `{dst_shown}`: {e}"
+                        ))
                     })?;
                 }
                 fs::rename(&src, &dst).map_err(|e| {
@@ -647,8 +690,11 @@ fn read_text_for_edit(target: &Path, shown: &str) -> Result<String, ToolError> {
     }
     let bytes =
         fs::read(target).map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| ToolError::Failed(format!("`{shown}` is not UTF-8 text; edit_file cannot change it")))
+    String::from_utf8(bytes).map_err(|_| {
+        ToolError::Failed(format!(
+            "`{shown}` is not UTF-8 text; edit_file cannot change it"
+        ))
+    })
 }
 
 /// The byte offset of the only occurrence of `old` in `text` (overlapping occurrences count).
@@ -688,7 +734,11 @@ fn find_unique(text: &str, old: &str, shown: &str) -> Result<usize, ToolError> {
                 .map(|&at| (text[..at].matches('\n').count() + 1).to_string())
                 .collect();
             let more = if n > 50 { "more than 50" } else { "" };
-            let count = if more.is_empty() { n.to_string() } else { more.to_string() };
+            let count = if more.is_empty() {
+                n.to_string()
+            } else {
+                more.to_string()
+            };
             Err(ToolError::Refused(format!(
                 "`old` matches {count} times in `{shown}` (at lines {}); include more surrounding text so it matches exactly once; nothing was changed",
                 lines.join(", ")
@@ -722,8 +772,8 @@ fn read_file(
             "end_line ({e}) is before start_line ({s})"
         )));
     }
-    let file =
-        fs::File::open(&target).map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    let file = fs::File::open(&target)
+        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     {
         let head = reader
@@ -747,7 +797,7 @@ fn read_file(
             return Ok("(empty file)".to_string());
         }
         if buf.len() <= cap {
-            return Ok(String::from_utf8_lossy(&buf).into_owned());
+            return Ok(into_text(buf));
         }
         buf.truncate(cap);
         // Cut at the last complete line when there is one.
@@ -755,11 +805,11 @@ fn read_file(
             buf.truncate(nl + 1);
         }
         let lines = bytecount_lines(&buf);
-        let mut out = String::from_utf8_lossy(&buf).into_owned();
+        let mut out = into_text(buf);
+        let shown_bytes = out.len();
         out.push_str(&format!(
-            "\n[… cut: `{shown}` has {} bytes; this shows the first {} bytes (lines 1-{lines}). Read on with start_line={}.]",
+            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{lines}). Read on with start_line={}.]",
             meta.len(),
-            buf.len(),
             lines + 1
         ));
         return Ok(out);
@@ -806,7 +856,7 @@ fn read_file(
             "start_line {start} is past the end of `{shown}` ({line_no} lines)"
         )));
     }
-    let mut text = String::from_utf8_lossy(&out).into_owned();
+    let mut text = into_text(out);
     if let Some(last_shown) = cut_after {
         text.push_str(&format!(
             "\n[… cut at {cap} bytes: this shows lines {start}-{last_shown}. Read on with start_line={}.]",
@@ -814,6 +864,11 @@ fn read_file(
         ));
     }
     Ok(text)
+}
+
+/// Bytes as text without a copy when they are valid UTF-8 (invalid sequences become U+FFFD).
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn bytecount_lines(buf: &[u8]) -> usize {
@@ -836,7 +891,12 @@ fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
         .build()
 }
 
-fn list_dir(ws: &Workspace, limits: &Limits, path: &str, recursive: bool) -> Result<String, ToolError> {
+fn list_dir(
+    ws: &Workspace,
+    limits: &Limits,
+    path: &str,
+    recursive: bool,
+) -> Result<String, ToolError> {
     let dir = ws.resolve(path, Access::Read)?;
     let shown = ws.display(&dir);
     if !dir.is_dir() {
@@ -884,7 +944,12 @@ fn cut_chars(s: &str, max: usize) -> String {
     }
 }
 
-fn search_files(ws: &Workspace, limits: &Limits, pattern: &str, path: &str) -> Result<String, ToolError> {
+fn search_files(
+    ws: &Workspace,
+    limits: &Limits,
+    pattern: &str,
+    path: &str,
+) -> Result<String, ToolError> {
     let matcher = RegexMatcherBuilder::new()
         .build(pattern)
         .map_err(|e| ToolError::Failed(format!("invalid regular expression: {e}")))?;
@@ -954,7 +1019,10 @@ mod tests {
         assert!(e.to_string().contains("matches 2 times"), "{e}");
         let e = find_unique("x\ny\nx", "x", "f").unwrap_err();
         assert!(e.to_string().contains("lines 1, 3"), "{e}");
-        assert!(matches!(find_unique("abc", "", "f"), Err(ToolError::Refused(_))));
+        assert!(matches!(
+            find_unique("abc", "", "f"),
+            Err(ToolError::Refused(_))
+        ));
     }
 
     #[test]

@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 
@@ -116,7 +116,10 @@ impl Default for McpOptions {
 type Tail = Arc<Mutex<VecDeque<String>>>;
 
 fn tail_text(tail: &Tail) -> String {
-    let lines = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    let lines = tail
+        .lock()
+        .map(|t| t.iter().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
     if lines.is_empty() {
         String::new()
     } else {
@@ -155,7 +158,14 @@ impl std::fmt::Debug for McpSource {
         f.debug_struct("McpSource")
             .field("name", &self.conn.server)
             .field("command", &self.conn.command)
-            .field("tools", &self.tools.iter().map(|t| t.name().to_string()).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self
+                    .tools
+                    .iter()
+                    .map(|t| t.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -174,10 +184,11 @@ impl McpSource {
     /// Start a server with explicit options.
     pub async fn start_with(command_line: &str, opts: McpOptions) -> Result<McpSource, McpError> {
         let command = command_line.to_string();
-        let (env, argv) = split_command_line(command_line).map_err(|reason| McpError::CommandLine {
-            command: command.clone(),
-            reason,
-        })?;
+        let CommandLine { env, argv } =
+            split_command_line(command_line).map_err(|reason| McpError::CommandLine {
+                command: command.clone(),
+                reason,
+            })?;
         let (program, args) = argv.split_first().ok_or_else(|| McpError::CommandLine {
             command: command.clone(),
             reason: "it names no program".to_string(),
@@ -339,8 +350,12 @@ impl McpSource {
         let service = self.conn.service.lock().await.take();
         if let Some(mut service) = service {
             match service.close_with_timeout(Duration::from_secs(10)).await {
-                Ok(Some(reason)) => tracing::debug!(server = %self.conn.server, "MCP server closed: {reason:?}"),
-                Ok(None) => tracing::warn!(server = %self.conn.server, "MCP server did not close in time"),
+                Ok(Some(reason)) => {
+                    tracing::debug!(server = %self.conn.server, "MCP server closed: {reason:?}")
+                }
+                Ok(None) => {
+                    tracing::warn!(server = %self.conn.server, "MCP server did not close in time")
+                }
                 Err(e) => tracing::warn!(server = %self.conn.server, "MCP close failed: {e}"),
             }
         }
@@ -381,7 +396,8 @@ impl Tool for McpTool {
                 return Err(conn.gone());
             }
             let params = CallToolRequestParams::new(self.remote.clone()).with_arguments(args);
-            let answer = tokio::time::timeout(conn.call_timeout, conn.peer.call_tool_once(params)).await;
+            let answer =
+                tokio::time::timeout(conn.call_timeout, conn.peer.call_tool_once(params)).await;
             match answer {
                 Err(_) => Err(ToolError::Timeout(conn.call_timeout)),
                 Ok(Ok(CallToolResponse::Complete(result))) => render_result(result),
@@ -429,7 +445,10 @@ fn render_result(result: CallToolResult) -> Result<String, ToolError> {
                     parts.push(format!("[resource {uri}]\n{text}"));
                 }
                 rmcp::model::ResourceContents::BlobResourceContents {
-                    uri, mime_type, blob, ..
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
                 } => parts.push(format!(
                     "[resource {uri}: {}, {} bytes base64]",
                     mime_type.as_deref().unwrap_or("binary"),
@@ -473,7 +492,13 @@ pub fn sanitize(name: &str) -> String {
     let mut out: String = name
         .trim()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if out.is_empty() {
         out.push_str("mcp");
@@ -484,9 +509,18 @@ pub fn sanitize(name: &str) -> String {
     out
 }
 
+/// A command line split into its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    /// Leading `NAME=value` assignments, in order.
+    pub env: Vec<(String, String)>,
+    /// The program and its arguments (never empty).
+    pub argv: Vec<String>,
+}
+
 /// Split a command line into leading `NAME=value` environment assignments and the argument
 /// vector (see the module docs for the quoting rules).
-pub fn split_command_line(line: &str) -> Result<(Vec<(String, String)>, Vec<String>), String> {
+pub fn split_command_line(line: &str) -> Result<CommandLine, String> {
     // (word, byte offset in the word where quoting or escaping first started)
     let mut words: Vec<(String, Option<usize>)> = Vec::new();
     let mut cur = String::new();
@@ -570,7 +604,7 @@ pub fn split_command_line(line: &str) -> Result<(Vec<(String, String)>, Vec<Stri
     if argv.is_empty() {
         return Err("it names no program".to_string());
     }
-    Ok((env, argv))
+    Ok(CommandLine { env, argv })
 }
 
 #[cfg(test)]
@@ -579,22 +613,30 @@ mod tests {
 
     #[test]
     fn splits_like_a_shell() {
-        let (env, argv) = split_command_line(r#"node "my dir/server.js" --root 'a b' x\ y"#).unwrap();
+        let CommandLine { env, argv } =
+            split_command_line(r#"node "my dir/server.js" --root 'a b' x\ y"#).unwrap();
         assert!(env.is_empty());
         assert_eq!(argv, ["node", "my dir/server.js", "--root", "a b", "x y"]);
-        let (env, argv) = split_command_line(r#"DEBUG=1 A_B="x y" prog --k=v "e\"q""#).unwrap();
-        assert_eq!(env, [("DEBUG".into(), "1".into()), ("A_B".into(), "x y".into())]);
+        let CommandLine { env, argv } =
+            split_command_line(r#"DEBUG=1 A_B="x y" prog --k=v "e\"q""#).unwrap();
+        assert_eq!(
+            env,
+            [("DEBUG".into(), "1".into()), ("A_B".into(), "x y".into())]
+        );
         assert_eq!(argv, ["prog", "--k=v", "e\"q"]);
         assert!(split_command_line("prog 'open").is_err());
         assert!(split_command_line("   ").is_err());
         assert!(split_command_line("X=1").is_err());
-        let (_, argv) = split_command_line("'' prog").unwrap();
+        let argv = split_command_line("'' prog").unwrap().argv;
         assert_eq!(argv, ["", "prog"]);
     }
 
     #[test]
     fn sanitizes_names() {
-        assert_eq!(sanitize("secure-filesystem-server"), "secure_filesystem_server");
+        assert_eq!(
+            sanitize("secure-filesystem-server"),
+            "secure_filesystem_server"
+        );
         assert_eq!(sanitize("fs.v2"), "fs_v2");
         assert_eq!(sanitize("9lives"), "_9lives");
         assert_eq!(sanitize(""), "mcp");

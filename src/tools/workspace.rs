@@ -279,7 +279,11 @@ impl Workspace {
                 {
                     return Err(ToolError::Failed(format!(
                         "`{user_path}`: `{}` is not a folder",
-                        if parent_str.is_empty() { "." } else { &parent_str }
+                        if parent_str.is_empty() {
+                            "."
+                        } else {
+                            &parent_str
+                        }
                     )));
                 }
                 let entry = dir.join(name);
@@ -306,13 +310,16 @@ impl Workspace {
     pub fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
         let shown = self.display(path);
         if !path.starts_with(&self.root) || path == self.root {
-            return Err(ToolError::Refused(format!("`{shown}` is not inside the workspace")));
+            return Err(ToolError::Refused(format!(
+                "`{shown}` is not inside the workspace"
+            )));
         }
         let parent = path
             .parent()
             .ok_or_else(|| ToolError::Failed(format!("`{shown}` has no parent folder")))?;
-        fs::create_dir_all(parent)
-            .map_err(|e| ToolError::Failed(format!("cannot create the folders for `{shown}`: {e}")))?;
+        fs::create_dir_all(parent).map_err(|e| {
+            ToolError::Failed(format!("cannot create the folders for `{shown}`: {e}"))
+        })?;
         let existing = fs::symlink_metadata(path).ok();
         if let Some(meta) = &existing
             && meta.is_dir()

@@ -797,7 +797,7 @@ fn read_file(
             return Ok("(empty file)".to_string());
         }
         if buf.len() <= cap {
-            return Ok(String::from_utf8_lossy(&buf).into_owned());
+            return Ok(into_text(buf));
         }
         buf.truncate(cap);
         // Cut at the last complete line when there is one.
@@ -805,11 +805,11 @@ fn read_file(
             buf.truncate(nl + 1);
         }
         let lines = bytecount_lines(&buf);
-        let mut out = String::from_utf8_lossy(&buf).into_owned();
+        let mut out = into_text(buf);
+        let shown_bytes = out.len();
         out.push_str(&format!(
-            "\n[… cut: `{shown}` has {} bytes; this shows the first {} bytes (lines 1-{lines}). Read on with start_line={}.]",
+            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{lines}). Read on with start_line={}.]",
             meta.len(),
-            buf.len(),
             lines + 1
         ));
         return Ok(out);
@@ -856,7 +856,7 @@ fn read_file(
             "start_line {start} is past the end of `{shown}` ({line_no} lines)"
         )));
     }
-    let mut text = String::from_utf8_lossy(&out).into_owned();
+    let mut text = into_text(out);
     if let Some(last_shown) = cut_after {
         text.push_str(&format!(
             "\n[… cut at {cap} bytes: this shows lines {start}-{last_shown}. Read on with start_line={}.]",
@@ -864,6 +864,11 @@ fn read_file(
         ));
     }
     Ok(text)
+}
+
+/// Bytes as text without a copy when they are valid UTF-8 (invalid sequences become U+FFFD).
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn bytecount_lines(buf: &[u8]) -> usize {

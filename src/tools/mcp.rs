@@ -184,7 +184,7 @@ impl McpSource {
     /// Start a server with explicit options.
     pub async fn start_with(command_line: &str, opts: McpOptions) -> Result<McpSource, McpError> {
         let command = command_line.to_string();
-        let (env, argv) =
+        let CommandLine { env, argv } =
             split_command_line(command_line).map_err(|reason| McpError::CommandLine {
                 command: command.clone(),
                 reason,
@@ -509,9 +509,18 @@ pub fn sanitize(name: &str) -> String {
     out
 }
 
+/// A command line split into its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    /// Leading `NAME=value` assignments, in order.
+    pub env: Vec<(String, String)>,
+    /// The program and its arguments (never empty).
+    pub argv: Vec<String>,
+}
+
 /// Split a command line into leading `NAME=value` environment assignments and the argument
 /// vector (see the module docs for the quoting rules).
-pub fn split_command_line(line: &str) -> Result<(Vec<(String, String)>, Vec<String>), String> {
+pub fn split_command_line(line: &str) -> Result<CommandLine, String> {
     // (word, byte offset in the word where quoting or escaping first started)
     let mut words: Vec<(String, Option<usize>)> = Vec::new();
     let mut cur = String::new();
@@ -595,7 +604,7 @@ pub fn split_command_line(line: &str) -> Result<(Vec<(String, String)>, Vec<Stri
     if argv.is_empty() {
         return Err("it names no program".to_string());
     }
-    Ok((env, argv))
+    Ok(CommandLine { env, argv })
 }
 
 #[cfg(test)]
@@ -604,11 +613,12 @@ mod tests {
 
     #[test]
     fn splits_like_a_shell() {
-        let (env, argv) =
+        let CommandLine { env, argv } =
             split_command_line(r#"node "my dir/server.js" --root 'a b' x\ y"#).unwrap();
         assert!(env.is_empty());
         assert_eq!(argv, ["node", "my dir/server.js", "--root", "a b", "x y"]);
-        let (env, argv) = split_command_line(r#"DEBUG=1 A_B="x y" prog --k=v "e\"q""#).unwrap();
+        let CommandLine { env, argv } =
+            split_command_line(r#"DEBUG=1 A_B="x y" prog --k=v "e\"q""#).unwrap();
         assert_eq!(
             env,
             [("DEBUG".into(), "1".into()), ("A_B".into(), "x y".into())]
@@ -617,7 +627,7 @@ mod tests {
         assert!(split_command_line("prog 'open").is_err());
         assert!(split_command_line("   ").is_err());
         assert!(split_command_line("X=1").is_err());
-        let (_, argv) = split_command_line("'' prog").unwrap();
+        let argv = split_command_line("'' prog").unwrap().argv;
         assert_eq!(argv, ["", "prog"]);
     }
 

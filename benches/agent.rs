@@ -25,9 +25,11 @@ struct Args {
 fn tools() -> Registry {
     let mut r = Registry::new();
     for i in 0..10 {
-        r.add(Arc::new(tool_fn(&format!("tool_{i}"), "A trivial tool.", |a: Args| async move {
-            Ok(format!("{} {}", a.path, a.n.unwrap_or(0)))
-        })));
+        r.add(Arc::new(tool_fn(
+            &format!("tool_{i}"),
+            "A trivial tool.",
+            |a: Args| async move { Ok(format!("{} {}", a.path, a.n.unwrap_or(0))) },
+        )));
     }
     r
 }
@@ -45,7 +47,10 @@ fn script(steps: usize) -> Arc<Script> {
 }
 
 fn bench_steps(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let mut group = c.benchmark_group("agent_episode");
     for steps in [5usize, 50] {
         let script = script(steps);

@@ -16,14 +16,21 @@ struct Args {
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
         .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         .unwrap_or(0)
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
     let mut text = String::new();
     for i in 0..5 {
         text.push_str(&format!(
@@ -34,15 +41,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let script = Arc::new(Script::parse(&text)?);
     let mut tools = Registry::new();
     // The tool yields for a while, so all episodes are alive at once.
-    tools.add(Arc::new(tool_fn("slow_read", "Read slowly.", |a: Args| async move {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        Ok(format!("contents of {}", a.path))
-    })));
+    tools.add(Arc::new(tool_fn(
+        "slow_read",
+        "Read slowly.",
+        |a: Args| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Ok(format!("contents of {}", a.path))
+        },
+    )));
     let before = peak_rss_kib();
     let started = std::time::Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
-        let agent = Agent::builder(Arc::new(ScriptedModel::new(script.clone()))).tools(tools.clone()).build()?;
+        let agent = Agent::builder(Arc::new(ScriptedModel::new(script.clone())))
+            .tools(tools.clone())
+            .build()?;
         set.spawn(async move { agent.run("Read the five files.").await.status });
     }
     let mut ok = 0;

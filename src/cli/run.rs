@@ -188,7 +188,10 @@ async fn execute(
     Ok(exit_code(&outcome))
 }
 
-fn open_events(path: Option<&str>) -> Result<Option<Arc<Mutex<Box<dyn Write + Send>>>>> {
+/// Where `--events` lines go.
+type EventsOut = Arc<Mutex<Box<dyn Write + Send>>>;
+
+fn open_events(path: Option<&str>) -> Result<Option<EventsOut>> {
     let Some(path) = path else { return Ok(None) };
     let w: Box<dyn Write + Send> = if path == "-" {
         Box::new(std::io::stdout())

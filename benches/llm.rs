@@ -141,7 +141,7 @@ fn bench_client(c: &mut Criterion) {
 
     // Paired run: alternate raw and client so both see the same machine load (the bench machine
     // is shared); report medians and their ratio.
-    let pairs = 150;
+    let pairs = 300;
     let (mut raw_t, mut cli_t) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
     for _ in 0..pairs {
         let t = std::time::Instant::now();

@@ -1,7 +1,7 @@
 //! A small MCP server over stdio, used by tagloop's tests and benchmarks (`tests/tools_mcp.rs`,
 //! `benches/tools.rs`). `cargo test` builds it as `target/debug/examples/mcp_test_server`.
 //!
-//! Tools: `echo`, `add`, `ordered` (properties declared in non-alphabetical order), `fail`
+//! Tools: `echo`, `add`, `ordered` (properties declared in non-alphabetical order), `env_var`, `fail`
 //! (answers `is_error`), `slow` (sleeps), `crash` (exits at once), `garbage` (writes a non-JSON
 //! line to stdout, then answers).
 //!
@@ -46,6 +46,12 @@ struct FailArgs {
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct EnvArgs {
+    /// The variable's name.
+    name: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 struct SlowArgs {
     /// How long to sleep, in milliseconds.
     ms: u64,
@@ -76,6 +82,11 @@ impl TestServer {
         Parameters(OrderedArgs { zeta, alpha, mid }): Parameters<OrderedArgs>,
     ) -> String {
         format!("zeta={zeta} alpha={alpha} mid={mid}")
+    }
+
+    #[tool(description = "The value of an environment variable of the server process")]
+    fn env_var(&self, Parameters(EnvArgs { name }): Parameters<EnvArgs>) -> String {
+        std::env::var(&name).unwrap_or_else(|_| format!("{name} is not set"))
     }
 
     #[tool(description = "Always fails with the given message")]

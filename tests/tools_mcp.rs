@@ -14,9 +14,19 @@ fn server_bin() -> PathBuf {
     let bin = dir.join("examples").join("mcp_test_server");
     assert!(
         bin.exists(),
-        "{} is missing; `cargo test` builds it (or run `cargo build --example mcp_test_server`)",
+        "{} is missing; a plain `cargo test` builds it (with `--test` filters run `cargo build --example mcp_test_server` first)",
         bin.display()
     );
+    // `cargo test --test tools_mcp` alone does not rebuild examples: catch a stale server.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp_test_server.rs");
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (modified(&bin), modified(&src)) {
+        assert!(
+            b >= s,
+            "{} is older than its source; run `cargo build --example mcp_test_server` (a plain `cargo test` does it)",
+            bin.display()
+        );
+    }
     bin
 }
 
@@ -53,6 +63,7 @@ async fn lists_tools_named_server_dot_tool_with_their_schemas() {
             "tagloop_test.add",
             "tagloop_test.crash",
             "tagloop_test.echo",
+            "tagloop_test.env_var",
             "tagloop_test.fail",
             "tagloop_test.garbage",
             "tagloop_test.ordered",
@@ -324,16 +335,15 @@ async fn name_override_and_command_file_name() {
 
 #[tokio::test]
 async fn env_assignments_reach_the_server() {
-    // RUST_LOG is harmless for the server; the point is that the command line parses and starts.
     let src = McpSource::start(
-        &format!("RUST_LOG=off {}", cmd("")),
+        &format!("TAGLOOP_MCP_PROBE='a b' {}", cmd("")),
         Duration::from_secs(20),
     )
     .await
     .expect("starts with an env assignment");
-    let out = tool(&src, "tagloop_test.add")
-        .call(args(json!({"a": 1, "b": 2})))
+    let out = tool(&src, "tagloop_test.env_var")
+        .call(args(json!({"name": "TAGLOOP_MCP_PROBE"})))
         .await;
-    assert_eq!(out, Ok("3".to_string()));
+    assert_eq!(out, Ok("a b".to_string()));
     src.shutdown().await;
 }

@@ -105,6 +105,9 @@ pub struct FakeConfig {
     pub known_models: Vec<String>,
     /// When set, requests without this bearer key get 401.
     pub require_key: Option<String>,
+    /// Pick the reply by the step the request is at (the number of `<observation>` blocks in its
+    /// prompt) instead of in arrival order, so many concurrent episodes each get their own script.
+    pub by_step: bool,
 }
 
 impl Default for FakeConfig {
@@ -129,6 +132,7 @@ impl Default for FakeConfig {
             empty_choices: false,
             known_models: Vec::new(),
             require_key: None,
+            by_step: false,
         }
     }
 }
@@ -342,7 +346,19 @@ async fn handle(
         );
     }
 
-    let turn = inner.next_turn.fetch_add(1, Ordering::SeqCst);
+    let turn = if cfg.by_step {
+        let prompt = if chat {
+            body["messages"].as_array().map(|m| m.iter().filter_map(|m| m["content"].as_str()).collect::<String>())
+        } else {
+            body["prompt"].as_str().map(str::to_owned)
+        };
+        // Observations after the task (the system prompt's examples mention the tags too).
+        let prompt = prompt.unwrap_or_default();
+        let after_task = prompt.rfind("</question>").map_or(&prompt[..], |i| &prompt[i..]);
+        after_task.matches("<observation>").count()
+    } else {
+        inner.next_turn.fetch_add(1, Ordering::SeqCst)
+    };
     let text = cfg
         .turns
         .get(turn)

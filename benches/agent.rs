@@ -53,13 +53,21 @@ fn script(steps: usize) -> Arc<Script> {
 struct Replay(Vec<String>);
 
 impl Model for Replay {
-    fn turn<'a>(&'a self, request: &'a TurnRequest, _on_delta: DeltaSink<'a>) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(
+        &'a self,
+        request: &'a TurnRequest,
+        _on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         let k = match &request.prompt {
             Prompt::Chat(m) => (m.len() - 2) / 2,
             Prompt::Text(_) => 0,
         };
         let text = self.0[k.min(self.0.len() - 1)].clone();
-        let finish = if text.contains("<action>") { Finish::Stop("</action>".into()) } else { Finish::Stop("</final_answer>".into()) };
+        let finish = if text.contains("<action>") {
+            Finish::Stop("</action>".into())
+        } else {
+            Finish::Stop("</final_answer>".into())
+        };
         Box::pin(async move {
             Ok(TurnResult {
                 text,
@@ -80,7 +88,10 @@ impl Model for Replay {
 
 /// The loop alone: the agent (and its system prompt) is built once; each iteration is one episode.
 fn bench_loop_only(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let mut group = c.benchmark_group("agent_loop_only");
     for steps in [5usize, 50] {
         let mut turns: Vec<String> = (0..steps)

@@ -93,6 +93,17 @@ fn bench(c: &mut Criterion) {
             b.iter(|| naive.parse(black_box(i)))
         });
         if name == "typical" {
+            // What the agent loop does per turn: read the turn, parse its action (no report).
+            g.bench_with_input(
+                BenchmarkId::new("tagloop_read_and_parse", name),
+                &input,
+                |b, i| {
+                    b.iter(|| {
+                        let turn = tagloop::protocol::read_turn(black_box(i));
+                        tagloop::protocol::parse_action(turn.action.as_deref().unwrap_or_default())
+                    })
+                },
+            );
             g.bench_with_input(
                 BenchmarkId::new("tagloop_with_signature", name),
                 &input,

@@ -27,17 +27,34 @@ fn child_usage() -> (f64, u64) {
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
-        let cpu = ru.ru_utime.tv_sec as f64 + ru.ru_utime.tv_usec as f64 / 1e6 + ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6;
+        let cpu = ru.ru_utime.tv_sec as f64
+            + ru.ru_utime.tv_usec as f64 / 1e6
+            + ru.ru_stime.tv_sec as f64
+            + ru.ru_stime.tv_usec as f64 / 1e6;
         (cpu, ru.ru_maxrss as u64)
     }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let tasks: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let concurrency: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(100);
-    let bin = std::env::current_exe()?.parent().and_then(|p| p.parent()).map(|p| p.join("tagloop")).ok_or("no binary dir")?;
+    let tasks: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let concurrency: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100);
+    let bin = std::env::current_exe()?
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("tagloop"))
+        .ok_or("no binary dir")?;
     if !bin.is_file() {
-        return Err(format!("{} is missing: run `cargo build --release` first", bin.display()).into());
+        return Err(format!(
+            "{} is missing: run `cargo build --release` first",
+            bin.display()
+        )
+        .into());
     }
     let rt = tokio::runtime::Runtime::new()?;
     let calls = [
@@ -47,9 +64,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "list_dir(path=\".\", recursive=true)",
         "read_file(path=\"readme.txt\", start_line=1, end_line=1)",
     ];
-    let mut turns: Vec<String> =
-        calls.iter().enumerate().map(|(i, c)| format!("<thought>Step {i}: look around.</thought>\n<action>{c}</action>")).collect();
-    turns.push("<thought>Seen enough.</thought>\n<final_answer>The workspace has one file.</final_answer>".into());
+    let mut turns: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("<thought>Step {i}: look around.</thought>\n<action>{c}</action>"))
+        .collect();
+    turns.push(
+        "<thought>Seen enough.</thought>\n<final_answer>The workspace has one file.</final_answer>"
+            .into(),
+    );
     let mut cfg = FakeConfig::turns(turns);
     cfg.by_step = true;
     cfg.chunk_bytes = 24;
@@ -58,19 +81,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     std::fs::create_dir(dir.path().join("ws"))?;
     std::fs::write(dir.path().join("ws/readme.txt"), "hello\n")?;
-    let input: String = (0..tasks).map(|i| format!("{{\"id\": {i}, \"task\": \"Task number {i}: look around.\"}}\n")).collect();
+    let input: String = (0..tasks)
+        .map(|i| format!("{{\"id\": {i}, \"task\": \"Task number {i}: look around.\"}}\n"))
+        .collect();
     std::fs::write(dir.path().join("in.jsonl"), input)?;
 
     let started = Instant::now();
     let status = Command::new(&bin)
         .current_dir(dir.path())
-        .args(["batch", "in.jsonl", "--out", "out.jsonl", "--concurrency", &concurrency.to_string()])
-        .args(["--model", "fake", "--base-url", &server.base_url, "--workspace", "ws", "--session-dir", "sessions"])
+        .args([
+            "batch",
+            "in.jsonl",
+            "--out",
+            "out.jsonl",
+            "--concurrency",
+            &concurrency.to_string(),
+        ])
+        .args([
+            "--model",
+            "fake",
+            "--base-url",
+            &server.base_url,
+            "--workspace",
+            "ws",
+            "--session-dir",
+            "sessions",
+        ])
         .status()?;
     let wall = started.elapsed().as_secs_f64();
     let (cpu, maxrss_kib) = child_usage();
     let lines = std::fs::read_to_string(dir.path().join("out.jsonl"))?;
-    let ok = lines.lines().filter(|l| l.contains("\"status\":\"ok\"")).count();
+    let ok = lines
+        .lines()
+        .filter(|l| l.contains("\"status\":\"ok\""))
+        .count();
     let steps: u64 = lines
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -82,8 +126,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut by_task: BTreeMap<String, Vec<(usize, Value)>> = BTreeMap::new();
     for r in server.requests() {
         let msgs = r.body["messages"].as_array().cloned().unwrap_or_default();
-        let task = msgs.get(1).and_then(|m| m["content"].as_str()).unwrap_or("").to_string();
-        by_task.entry(task).or_default().push((msgs.len(), r.body.clone()));
+        let task = msgs
+            .get(1)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_string();
+        by_task
+            .entry(task)
+            .or_default()
+            .push((msgs.len(), r.body.clone()));
     }
     let requests: usize = by_task.values().map(Vec::len).sum();
     let url = format!("{}/chat/completions", server.base_url);
@@ -96,7 +147,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let url = url.clone();
             async move {
                 for (_, body) in reqs {
-                    let resp = client.post(&url).json(&body).send().await.expect("raw request");
+                    let resp = client
+                        .post(&url)
+                        .json(&body)
+                        .send()
+                        .await
+                        .expect("raw request");
                     let mut s = resp.bytes_stream();
                     while let Some(chunk) = s.next().await {
                         chunk.expect("raw body");
@@ -110,13 +166,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let raw = raw_started.elapsed().as_secs_f64();
 
-    println!("tasks {tasks}, concurrency {concurrency}, ok {ok}, steps {steps}, requests {requests}");
+    println!(
+        "tasks {tasks}, concurrency {concurrency}, ok {ok}, steps {steps}, requests {requests}"
+    );
     println!(
         "tagloop batch: wall {wall:.2} s, {:.0} tasks/s, CPU {cpu:.2} s ({:.1} µs CPU per step), peak RSS {:.1} MiB",
         tasks as f64 / wall,
         cpu / steps.max(1) as f64 * 1e6,
         maxrss_kib as f64 / 1024.0
     );
-    println!("raw reqwest, same requests: wall {raw:.2} s; tagloop / raw = {:.2}", wall / raw);
+    println!(
+        "raw reqwest, same requests: wall {raw:.2} s; tagloop / raw = {:.2}",
+        wall / raw
+    );
     Ok(())
 }

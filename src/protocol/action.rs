@@ -604,6 +604,13 @@ fn tool_ident(i: &str) -> Res<'_, &str> {
 }
 
 fn keyword(i: &str) -> Res<'_, Value> {
+    // Most values are not keywords: decide from the first byte before trying six tags.
+    if !matches!(
+        i.as_bytes().first(),
+        Some(b't' | b'f' | b'n' | b'T' | b'F' | b'N')
+    ) {
+        return Err(nom::Err::Error(PErr::from_error_kind(i, ErrorKind::Tag)));
+    }
     let (rest, word) = alt((
         tag("true"),
         tag("false"),

@@ -348,13 +348,19 @@ async fn handle(
 
     let turn = if cfg.by_step {
         let prompt = if chat {
-            body["messages"].as_array().map(|m| m.iter().filter_map(|m| m["content"].as_str()).collect::<String>())
+            body["messages"].as_array().map(|m| {
+                m.iter()
+                    .filter_map(|m| m["content"].as_str())
+                    .collect::<String>()
+            })
         } else {
             body["prompt"].as_str().map(str::to_owned)
         };
         // Observations after the task (the system prompt's examples mention the tags too).
         let prompt = prompt.unwrap_or_default();
-        let after_task = prompt.rfind("</question>").map_or(&prompt[..], |i| &prompt[i..]);
+        let after_task = prompt
+            .rfind("</question>")
+            .map_or(&prompt[..], |i| &prompt[i..]);
         after_task.matches("<observation>").count()
     } else {
         inner.next_turn.fetch_add(1, Ordering::SeqCst)

@@ -95,6 +95,19 @@ pub struct RunOpts {
     /// Do not send stop strings to the server (they are still enforced on tagloop's side)
     #[arg(long)]
     pub no_server_stop: bool,
+    /// Body field for the token limit: max_tokens, or max_completion_tokens [default: max_tokens]
+    #[arg(long, value_name = "NAME")]
+    pub token_field: Option<String>,
+    /// Longest silence between bytes from the server, in seconds (raise it for slow model loads) [default: 120]
+    #[arg(long, value_name = "SECS")]
+    pub read_timeout: Option<u64>,
+    /// Do not ask for usage in the stream (some proxies reject stream_options)
+    #[arg(long)]
+    pub no_usage: bool,
+    /// Extra vendor fields for every request body, as a JSON object,
+    /// e.g. '{"continue_final_message": true, "add_generation_prompt": false}' for vLLM prefill
+    #[arg(long, value_name = "JSON")]
+    pub extra: Option<String>,
     /// Config file [default: ./tagloop.toml, then the user's config dir]
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -385,6 +398,19 @@ fn build_model(
     cfg.send_stop = !opts.no_server_stop;
     if let Some(t) = opts.turn_timeout {
         cfg.turn_timeout = Some(Duration::from_secs(t));
+    }
+    if let Some(t) = opts.read_timeout {
+        cfg.read_timeout = Duration::from_secs(t);
+    }
+    if let Some(f) = &opts.token_field {
+        cfg.token_field = f.clone();
+    }
+    cfg.include_usage = !opts.no_usage;
+    if let Some(extra) = &opts.extra {
+        match serde_json::from_str::<serde_json::Value>(extra) {
+            Ok(serde_json::Value::Object(map)) => cfg.extra = map,
+            _ => bail!("--extra must be a JSON object, e.g. '{{\"top_k\": 20}}'"),
+        }
     }
     let model = OpenAiModel::new(cfg)?;
     Ok((ModelSpec::Shared(Arc::new(model)), api))

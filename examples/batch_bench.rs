@@ -11,7 +11,6 @@
 //!    reqwest (streamed, the whole body read) at the same concurrency, each task's requests in order.
 
 #[path = "../tests/common/fake_server.rs"]
-#[allow(dead_code)]
 mod fake_server;
 
 use std::collections::BTreeMap;

@@ -739,3 +739,85 @@ fn an_unreachable_server_exits_1() {
         "{o}"
     );
 }
+
+/// The Rust MCP test server (`examples/mcp_test_server.rs`, built by `cargo test`).
+fn mcp_server_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("mcp_test_server");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --example mcp_test_server`",
+        bin.display()
+    );
+    bin
+}
+
+#[test]
+fn mcp_servers_attached_with_mcp_are_offered_and_called() {
+    let env = Env::new();
+    let mcp = format!("{} --name docs-server", mcp_server_bin().display());
+    let out = env
+        .cmd()
+        .args(["tools", "--json", "--no-builtin-tools", "--mcp", &mcp])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let tools: Value = serde_json::from_slice(&out).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"docs_server.echo") && names.contains(&"docs_server.add"),
+        "{names:?}"
+    );
+
+    let m = env.script(
+        "s",
+        &[
+            "<action>docs_server.add(a=2, b=40)</action>",
+            "<final_answer>42</final_answer>",
+        ],
+    );
+    let out = env
+        .run(
+            &m,
+            &["--mcp", &mcp, "--json", "--events", "ev.jsonl", "add"],
+        )
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let o = outcome(&out);
+    assert_eq!(o["tools_used"], serde_json::json!(["docs_server.add"]));
+    let events = std::fs::read_to_string(env.path("ev.jsonl")).unwrap();
+    assert!(
+        events.contains("\"type\":\"observation\"") && events.contains("42"),
+        "the MCP result reached the model"
+    );
+
+    // A server that cannot start is a configuration error (exit 2) naming the command.
+    let out = env
+        .cmd()
+        .args([
+            "tools",
+            "--mcp",
+            &format!("{} --exit-at-start", mcp_server_bin().display()),
+        ])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--exit-at-start"));
+}

@@ -35,6 +35,19 @@ fn child_usage() -> (f64, u64) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The fake server in this process holds one socket per concurrent task: allow as many as the
+    // hard limit (tagloop batch does the same for itself).
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
     let tasks: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())

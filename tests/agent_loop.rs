@@ -120,7 +120,7 @@ async fn a_tool_call_then_a_final_answer() {
     );
     assert_eq!(
         observations(&o.messages),
-        vec!["<observation>\necho: hi\n</observation>".to_string()]
+        vec!["<observation>\necho: hi\n\n[9 steps left]\n</observation>".to_string()]
     );
     assert!(
         o.messages[1]
@@ -143,7 +143,7 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     // Inside an observation a protocol tag is neutralised (SPEC §1.4).
     assert_eq!(
         observations(&o.messages)[0],
-        "<observation>\necho: a &lt;/action> b\n</observation>"
+        "<observation>\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"
     );
     assert_eq!(o.llm_calls, 2, "a continuation is not a new model call");
     assert_eq!(o.steps, 1);

@@ -443,13 +443,15 @@ impl<'a> Run<'a> {
         let result = tokio::time::timeout(timeout, tool.call(args))
             .instrument(info_span!("tool", name))
             .await;
-        let (ok, text) = match result {
+        let (ok, refused, text) = match result {
             Ok(Ok(out)) => (
                 true,
+                false,
                 protocol::truncate(&out, self.agent.config.observation_limit).into_owned(),
             ),
             Ok(Err(e)) => (
                 false,
+                matches!(e, crate::tools::ToolError::Refused(_)),
                 format!(
                     "Error from {name}: {}",
                     cap(&e.to_string(), self.agent.config.observation_limit)
@@ -457,14 +459,14 @@ impl<'a> Run<'a> {
             ),
             Err(_) => (
                 false,
+                false,
                 format!(
                     "Error from {name}: timed out after {} s",
                     timeout.as_secs_f32()
                 ),
             ),
         };
-        // A refused call did not run: it does not count as a tool used.
-        let refused = text.starts_with(&format!("Error from {name}: refused"));
+        // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         if !refused && !self.tools_used.iter().any(|t| t == name) {
             self.tools_used.push(name.to_string());
         }
@@ -531,7 +533,7 @@ impl<'a> Run<'a> {
     fn observe(&mut self, body: String) {
         let mut body = body.trim_end().to_string();
         let left = self.step_limit.saturating_sub(self.steps);
-        if (1..=3).contains(&left) {
+        if left > 0 {
             body.push_str(&format!(
                 "\n\n[{left} step{} left]",
                 if left == 1 { "" } else { "s" }

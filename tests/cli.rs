@@ -821,3 +821,82 @@ fn mcp_servers_attached_with_mcp_are_offered_and_called() {
         .clone();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--exit-at-start"));
 }
+
+#[test]
+fn roles_workflow_context_and_custom_templates_reach_the_prompt() {
+    let env = Env::new();
+    std::fs::write(
+        env.path("critic.toml"),
+        "name = \"critic\"\ninstructions = \"Judge the plan harshly.\"\n[output_schema]\ntype = \"object\"\nrequired = [\"verdict\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.path("ctx.json"),
+        r#"[{"name": "plan", "content": "1. write tests\n2. ship"}]"#,
+    )
+    .unwrap();
+    let out = env
+        .cmd()
+        .args([
+            "prompt",
+            "--messages",
+            "--role",
+            "critic.toml",
+            "--context",
+            "ctx.json",
+            "--no-builtin-tools",
+            "judge it",
+        ])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let msgs: Value = serde_json::from_slice(&out).unwrap();
+    let system = msgs[0]["content"].as_str().unwrap();
+    assert!(system.starts_with("You are critic."), "{system}");
+    assert!(
+        system.contains("Judge the plan harshly.") && system.contains("\"verdict\""),
+        "{system}"
+    );
+    assert!(system.contains("You have no tools"), "{system}");
+    let user = msgs[1]["content"].as_str().unwrap();
+    assert!(
+        user.contains("<context name=\"plan\">\n1. write tests\n2. ship\n</context>"),
+        "{user}"
+    );
+    assert!(
+        user.ends_with("<question>\njudge it\n</question>"),
+        "{user}"
+    );
+
+    // A template of the user's own replaces the system prompt; a broken one is a usage error.
+    std::fs::write(
+        env.path("mine.j2"),
+        "Custom prompt for {{ role_name }} with {{ tools | length }} tools.",
+    )
+    .unwrap();
+    let out = env
+        .cmd()
+        .args(["prompt", "--prompt-template", "mine.j2", "--workspace"])
+        .arg(env.path("ws"))
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "Custom prompt for a helpful assistant with 3 tools."
+    );
+    std::fs::write(env.path("bad.j2"), "{% for %}").unwrap();
+    env.cmd()
+        .args(["prompt", "--prompt-template", "bad.j2"])
+        .assert()
+        .code(2);
+    std::fs::write(env.path("bad-role.toml"), "name = 3").unwrap();
+    env.cmd()
+        .args(["prompt", "--role", "bad-role.toml"])
+        .assert()
+        .code(2);
+}

@@ -900,3 +900,67 @@ fn roles_workflow_context_and_custom_templates_reach_the_prompt() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn a_finished_session_continues_with_a_follow_up_question() {
+    let env = Env::new();
+    let m = env.script(
+        "s",
+        &[
+            "<action>list_dir()</action>",
+            "<final_answer>first answer</final_answer>",
+            "<thought>The follow-up.</thought><final_answer>second answer</final_answer>",
+        ],
+    );
+    let o = outcome(
+        &env.run(&m, &["--json", "first question"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
+    let id = o["session"].as_str().unwrap().to_string();
+    let o2 = outcome(
+        &env.cmd()
+            .args([
+                "continue",
+                &id,
+                "and a follow-up?",
+                "--json",
+                "--events",
+                "ev.jsonl",
+            ])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
+    assert_eq!(o2["final"], "second answer");
+    assert_eq!(
+        o2["session"], o["session"],
+        "one session holds the whole conversation"
+    );
+    assert_eq!(o2["steps"], 1);
+    assert_eq!(o2["llm_calls"], 3);
+    // The model saw the whole history and then the new question.
+    let events = std::fs::read_to_string(env.path("ev.jsonl")).unwrap();
+    let messages: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"].clone())
+        .collect();
+    let contents: Vec<&str> = messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(contents.iter().any(|c| c.contains("first question")));
+    assert!(contents.iter().any(|c| c.contains("first answer")));
+    assert!(
+        contents
+            .iter()
+            .any(|c| c.contains("<question>\nand a follow-up?\n</question>"))
+    );
+    let list = session_ids(&env);
+    assert_eq!((list.len(), list[0]["status"].as_str()), (1, Some("ok")));
+}

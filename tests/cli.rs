@@ -964,3 +964,188 @@ fn a_finished_session_continues_with_a_follow_up_question() {
     let list = session_ids(&env);
     assert_eq!((list.len(), list[0]["status"].as_str()), (1, Some("ok")));
 }
+
+fn message_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"].clone())
+        .collect()
+}
+
+#[test]
+fn a_session_continued_twice_keeps_one_clean_history() {
+    let env = Env::new();
+    let m = env.script(
+        "s",
+        &[
+            "<action>list_dir()</action>",
+            "<final_answer>a1</final_answer>",
+            "<final_answer>a2</final_answer>",
+            "<final_answer>a3</final_answer>",
+        ],
+    );
+    let o = outcome(
+        &env.run(&m, &["--json", "q1"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
+    let id = o["session"].as_str().unwrap().to_string();
+    env.cmd()
+        .args(["continue", &id, "q2", "--json"])
+        .assert()
+        .code(0);
+    let out = env
+        .cmd()
+        .args(["continue", &id, "q3", "--json", "--events", "ev.jsonl"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(outcome(&out)["final"], "a3");
+    let msgs = message_events(&env.path("ev.jsonl"));
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ],
+        "system, q1, action, observation, a1, q2, a2, q3, a3"
+    );
+    assert_eq!(roles.iter().filter(|r| **r == "system").count(), 1);
+}
+
+#[test]
+fn a_run_that_ended_in_an_error_continues_without_a_message() {
+    let env = Env::new();
+    // The script runs out after the first step: the run ends with status error (exit 1).
+    let m = env.script("s", &["<action>list_dir()</action>"]);
+    let o = outcome(
+        &env.run(&m, &["--json", "t"])
+            .assert()
+            .code(1)
+            .get_output()
+            .stdout,
+    );
+    let id = o["session"].as_str().unwrap().to_string();
+    // The "server" comes back with more turns.
+    env.script(
+        "s",
+        &[
+            "<action>list_dir()</action>",
+            "<final_answer>recovered</final_answer>",
+        ],
+    );
+    let o = outcome(
+        &env.cmd()
+            .args(["continue", &id, "--json"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    );
+    assert_eq!(
+        (o["final"].as_str(), o["steps"].as_u64()),
+        (Some("recovered"), Some(1))
+    );
+}
+
+#[test]
+fn a_key_in_tool_output_is_redacted_and_shell_commands_do_not_inherit_it() {
+    let env = Env::new();
+    let secret = "sk-proj-REDACT-ME-91c2";
+    std::fs::write(env.path("ws/leaky.txt"), format!("token={secret}\n")).unwrap();
+    let m = env.script(
+        "s",
+        &[
+            "<action>read_file(path=\"leaky.txt\")</action>",
+            "<action>run_command(command=\"echo key=$OPENAI_API_KEY\")</action>",
+            "<final_answer>done</final_answer>",
+        ],
+    );
+    let out = env
+        .run(
+            &m,
+            &["--allow-shell", "--json", "--events", "ev.jsonl", "t"],
+        )
+        .env("OPENAI_API_KEY", secret)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+    let events = std::fs::read_to_string(env.path("ev.jsonl")).unwrap();
+    assert!(events.contains("token=[redacted]"), "{events}");
+    assert!(
+        events.contains("key=\\n") || events.contains("key=\n"),
+        "the shell saw no key"
+    );
+    let mut files = Vec::new();
+    all_files(env.dir.path(), &mut files);
+    for (p, bytes) in files {
+        if p.ends_with("leaky.txt") {
+            continue;
+        }
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn a_batch_resumes_over_a_line_cut_inside_a_character() {
+    let env = Env::new();
+    let m = env.script("s", &["<final_answer>é</final_answer>"]);
+    let input: String = (0..5)
+        .map(|i| format!("{{\"id\": {i}, \"task\": \"t{i}\"}}\n"))
+        .collect();
+    std::fs::write(env.path("in.jsonl"), input).unwrap();
+    // One finished line, then half of a line cut in the middle of "é" (0xC3 0xA9).
+    let mut out =
+        b"{\"id\": 0, \"status\": \"ok\", \"final\": \"done\"}\n{\"id\": 1, \"final\": \"\xC3"
+            .to_vec();
+    out.truncate(out.len());
+    std::fs::write(env.path("out.jsonl"), &out).unwrap();
+    env.cmd()
+        .args([
+            "batch",
+            "in.jsonl",
+            "--out",
+            "out.jsonl",
+            "--no-sessions",
+            "--model",
+            &m,
+            "--workspace",
+        ])
+        .arg(env.path("ws"))
+        .assert()
+        .code(0);
+    let bytes = std::fs::read(env.path("out.jsonl")).unwrap();
+    let ids: Vec<i64> = bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .map(|v| v["id"].as_i64().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [0, 1, 2, 3, 4],
+        "task 1 was run again, task 0 was not"
+    );
+}

@@ -175,6 +175,20 @@ impl Resume {
                     resume.meta = r.get("meta").cloned().unwrap_or(Value::Null);
                     started = true;
                 }
+                Some("run_started") => {
+                    // A later run (`continue`) goes on from the last commit: what an earlier run
+                    // left uncommitted (a step cut off by a kill) was done again, not kept. The
+                    // first two messages (system prompt, task) stay if nothing was committed yet.
+                    if resume.messages.is_empty() {
+                        pending.truncate(2);
+                    } else {
+                        pending.clear();
+                    }
+                    requests_pending = 0;
+                    if let Some(meta) = r.get("meta").filter(|m| !m.is_null()) {
+                        resume.meta = meta.clone();
+                    }
+                }
                 Some("message") => {
                     let m: Message =
                         serde_json::from_value(r.get("message").cloned().unwrap_or(Value::Null))

@@ -92,6 +92,9 @@ pub struct AgentConfig {
     pub max_continuations: u32,
     /// Environment facts for the system prompt, one line each.
     pub environment: Vec<String>,
+    /// Secrets (API keys) replaced by `[redacted]` wherever a tool's output contains them, so a
+    /// tool such as `run_command("env")` cannot pass them to the model, the events or the transcript.
+    pub secrets: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -108,6 +111,7 @@ impl Default for AgentConfig {
             max_refusals: 3,
             max_continuations: 4,
             environment: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }

@@ -131,8 +131,11 @@ impl<'a> Run<'a> {
                 self.usage = r.usage;
                 let mut history = History::restore(agent.config.api, &agent.templates, r.messages)
                     .map_err(|e| e.to_string())?;
-                for m in history.messages().to_vec() {
-                    self.emit(Event::Message { message: m });
+                // The restored messages are already in the transcript: show them to the caller only.
+                if let Some(sink) = &self.options.events {
+                    for m in history.messages() {
+                        sink(&Event::Message { message: m.clone() });
+                    }
                 }
                 if let Some(msg) = r.message {
                     // A follow-up gets a fresh step budget.
@@ -443,7 +446,7 @@ impl<'a> Run<'a> {
         let result = tokio::time::timeout(timeout, tool.call(args))
             .instrument(info_span!("tool", name))
             .await;
-        let (ok, refused, text) = match result {
+        let (ok, refused, mut text) = match result {
             Ok(Ok(out)) => (
                 true,
                 false,
@@ -466,6 +469,12 @@ impl<'a> Run<'a> {
                 ),
             ),
         };
+        // A secret the caller named (the API key) never reaches the model, the events or the transcript.
+        for secret in self.agent.config.secrets.iter().filter(|s| s.len() >= 4) {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), "[redacted]");
+            }
+        }
         // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         if !refused && !self.tools_used.iter().any(|t| t == name) {
             self.tools_used.push(name.to_string());

@@ -64,6 +64,8 @@ struct Task {
     key: String,
     task: String,
     role: Option<Role>,
+    /// How the task's role is written into its session, so `continue` uses the same one.
+    role_meta: Option<(&'static str, Value)>,
     context: Option<Vec<ContextItem>>,
 }
 
@@ -98,33 +100,25 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
                 i + 1
             );
         }
-        let role = match t.role {
-            None => None,
+        let (role, role_meta) = match t.role {
+            None => (None, None),
             Some(Value::String(p)) => {
-                Some(Role::load(&base.join(p)).with_context(|| format!("task {key}"))?)
+                let path = std::path::absolute(base.join(&p)).unwrap_or_else(|_| base.join(&p));
+                let role = Role::load(&path).with_context(|| format!("task {key}"))?;
+                (
+                    Some(role),
+                    Some(("role", Value::String(path.display().to_string()))),
+                )
             }
             Some(obj @ Value::Object(_)) => {
-                let name = obj
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("assistant")
-                    .to_string();
-                let instr = obj
-                    .get("instructions")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let r = Role::new(name, instr);
-                Some(match obj.get("output_schema") {
-                    Some(s) => r
-                        .with_output_schema(s.clone())
-                        .with_context(|| format!("task {key}"))?,
-                    None => r,
-                })
+                let role =
+                    super::options::inline_role(&obj).with_context(|| format!("task {key}"))?;
+                (Some(role), Some(("role_inline", obj)))
             }
             Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),
         };
         tasks.push(Task {
+            role_meta,
             id: t.id,
             key,
             task: t.task,
@@ -147,17 +141,18 @@ fn done_ids(out: &Path) -> Result<HashSet<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", out.display())),
     };
-    let mut text = String::new();
-    file.read_to_string(&mut text)
+    // Bytes, not a string: a kill can cut a line inside a multi-byte character.
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {}", out.display()))?;
-    for line in text.lines() {
-        if let Ok(v) = serde_json::from_str::<Value>(line)
+    for line in bytes.split(|b| *b == b'\n') {
+        if let Ok(v) = serde_json::from_slice::<Value>(line)
             && let Some(id) = v.get("id")
         {
             done.insert(id_key(id));
         }
     }
-    if !text.is_empty() && !text.ends_with('\n') {
+    if bytes.last().is_some_and(|b| *b != b'\n') {
         file.seek(SeekFrom::End(0))?;
         file.write_all(b"\n")?;
     }
@@ -287,6 +282,10 @@ async fn run_task(
     out: &Mutex<std::fs::File>,
 ) -> Result<(Status, u64)> {
     let model = setup.model.instance(0);
+    let mut meta = meta;
+    if let (Some((field, value)), Some(obj)) = (&task.role_meta, meta.as_object_mut()) {
+        obj.insert(field.to_string(), value.clone());
+    }
     let outcome = match setup.agent_for(model, task.role.clone()) {
         Ok(agent) => {
             let transcript =
@@ -300,9 +299,9 @@ async fn run_task(
                 meta,
                 ..RunOptions::default()
             };
-            let mut meta_task = agent.run_with(&task.task, options).await;
-            meta_task.messages.clear();
-            serde_json::to_value(&meta_task).map(|v| (meta_task.status, v))?
+            let mut result = agent.run_with(&task.task, options).await;
+            result.messages.clear();
+            serde_json::to_value(&result).map(|v| (result.status, v))?
         }
         Err(e) => (
             Status::Error,

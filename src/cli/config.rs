@@ -198,14 +198,16 @@ pub fn resolve_model(
         .api_key
         .clone()
         .or_else(|| provider.api_key_env.as_deref().and_then(|v| sources.var(v)));
+    // A provider's URL and key go together: the environment's OPENAI_* only fill what the alias's
+    // provider leaves unset, so one provider's key is never sent to another's server.
     let base_url = flag_base_url
         .map(str::to_string)
-        .or_else(|| sources.var("OPENAI_BASE_URL"))
-        .or(provider.base_url.clone());
+        .or(provider.base_url.clone())
+        .or_else(|| sources.var("OPENAI_BASE_URL"));
     let api_key = flag_key
         .map(str::to_string)
-        .or_else(|| sources.var("OPENAI_API_KEY"))
-        .or(provider_key);
+        .or(provider_key)
+        .or_else(|| sources.var("OPENAI_API_KEY"));
     Ok(ModelTarget {
         model,
         base_url,
@@ -288,6 +290,18 @@ mod tests {
         assert_eq!(t.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
         assert_eq!(t.api_key.as_deref(), Some("k-file"));
         assert_eq!(t.api.as_deref(), Some("completions"));
+        // The environment's key and URL are not sent to the alias's provider.
+        let s = sources(
+            &[
+                ("OPENAI_API_KEY", "k-env"),
+                ("OPENAI_BASE_URL", "http://elsewhere/v1"),
+            ],
+            &[],
+            file,
+        );
+        let t = resolve_model(&s, Some("small"), None, None, None).unwrap();
+        assert_eq!(t.api_key.as_deref(), Some("k-file"));
+        assert_eq!(t.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
         // The flag's key wins over the provider's.
         let t = resolve_model(&s, Some("small"), None, Some("k-flag"), None).unwrap();
         assert_eq!(t.api_key.as_deref(), Some("k-flag"));

@@ -108,6 +108,10 @@ pub struct RunOpts {
     /// e.g. '{"continue_final_message": true, "add_generation_prompt": false}' for vLLM prefill
     #[arg(long, value_name = "JSON")]
     pub extra: Option<String>,
+    /// A batch task's own inline role, kept so `continue` checks the same schema (not a flag)
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_inline: Option<serde_json::Value>,
     /// Config file [default: ./tagloop.toml, then the user's config dir]
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
@@ -134,9 +138,15 @@ impl RunOpts {
             prompt_template,
             context,
             tool_timeout,
-            turn_timeout
+            turn_timeout,
+            token_field,
+            read_timeout,
+            extra,
+            role_inline
         );
         self.allow_write |= saved.allow_write;
+        self.confirm |= saved.confirm;
+        self.no_usage |= saved.no_usage;
         self.allow_shell |= saved.allow_shell;
         self.no_builtin_tools |= saved.no_builtin_tools;
         self.prefill |= saved.prefill;
@@ -152,7 +162,8 @@ impl RunOpts {
         let abs = |p: Option<PathBuf>| p.map(|p| std::path::absolute(&p).unwrap_or(p));
         self.role = abs(self.role);
         self.output_schema = abs(self.output_schema);
-        self.workspace = abs(self.workspace);
+        // Pin the workspace, so `continue` from another directory works in the same place.
+        self.workspace = abs(Some(self.workspace.unwrap_or_else(|| PathBuf::from("."))));
         self.prompt_template = abs(self.prompt_template);
         self.context = abs(self.context);
         if let Some(m) = &self.model
@@ -213,10 +224,10 @@ impl Setup {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
-        let (model, api) = if need_model || opts.model.is_some() {
+        let (model, api, model_key) = if need_model || opts.model.is_some() {
             build_model(opts, &sources, role.name(), api).map_err(usage)?
         } else {
-            (ModelSpec::Shared(Arc::new(NoModel)), api)
+            (ModelSpec::Shared(Arc::new(NoModel)), api, None)
         };
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut tools = Registry::new();
@@ -265,6 +276,7 @@ impl Setup {
             seed: opts.seed,
             tool_timeout: Duration::from_secs(opts.tool_timeout.unwrap_or(120)),
             environment,
+            secrets: model_key.into_iter().collect(),
             ..AgentConfig::default()
         };
         if config.max_steps == 0 {
@@ -313,11 +325,29 @@ fn parse_api(s: &str) -> Result<Api> {
     }
 }
 
+/// A role from its inline JSON shape `{"name", "instructions", "output_schema"}`.
+pub fn inline_role(obj: &serde_json::Value) -> Result<Role> {
+    let name = obj
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("a helpful assistant");
+    let instructions = obj
+        .get("instructions")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let role = Role::new(name, instructions);
+    Ok(match obj.get("output_schema") {
+        Some(schema) => role.with_output_schema(schema.clone())?,
+        None => role,
+    })
+}
+
 fn load_role(opts: &RunOpts) -> Result<Role> {
-    let role = match (&opts.role, &opts.output_schema) {
-        (Some(r), _) => Role::load(r)?,
-        (None, Some(s)) => Role::load_schema(s)?,
-        (None, None) => Role::default(),
+    let role = match (&opts.role, &opts.output_schema, &opts.role_inline) {
+        (Some(r), _, _) => Role::load(r)?,
+        (None, _, Some(inline)) => inline_role(inline)?,
+        (None, Some(s), None) => Role::load_schema(s)?,
+        (None, None, None) => Role::default(),
     };
     match (&opts.role, &opts.output_schema) {
         (Some(_), Some(s)) => {
@@ -361,12 +391,13 @@ fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
     }])
 }
 
+/// The model, the API shape, and the key it uses (to redact it from tool output).
 fn build_model(
     opts: &RunOpts,
     sources: &Sources,
     role: &str,
     api: Api,
-) -> Result<(ModelSpec, Api)> {
+) -> Result<(ModelSpec, Api, Option<String>)> {
     let target = resolve_model(
         sources,
         opts.model.as_deref(),
@@ -380,7 +411,11 @@ fn build_model(
     };
     if let Some(path) = target.model.strip_prefix("scripted:") {
         let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
-        return Ok((ModelSpec::Scripted(script), api));
+        return Ok((
+            ModelSpec::Scripted(script),
+            api,
+            target.api_key.clone().filter(|k| !k.is_empty()),
+        ));
     }
     let Some(base_url) = target.base_url.clone() else {
         bail!(
@@ -413,7 +448,11 @@ fn build_model(
         }
     }
     let model = OpenAiModel::new(cfg)?;
-    Ok((ModelSpec::Shared(Arc::new(model)), api))
+    Ok((
+        ModelSpec::Shared(Arc::new(model)),
+        api,
+        target.api_key.clone().filter(|k| !k.is_empty()),
+    ))
 }
 
 /// The model of commands that never call one (`tools`, `prompt`).

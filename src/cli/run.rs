@@ -93,6 +93,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let opts = args.opts.clone().absolutize();
     let setup = Setup::build(&opts, true).await?;
     let dir = args.out.session_dir();
+    let events = open_events(args.out.events.as_deref())?;
     let transcript = Transcript::create(&dir, &session::new_id())
         .with_context(|| {
             format!(
@@ -103,7 +104,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         .map_err(usage)?;
     let meta = serde_json::to_value(&opts).unwrap_or_default();
     let model = setup.model.instance(0);
-    let result = execute(&setup, model, &task, transcript, meta, None, &args.out).await;
+    let result = execute(
+        &setup, model, &task, transcript, meta, None, &args.out, events,
+    )
+    .await;
     setup.shutdown().await;
     result
 }
@@ -117,7 +121,9 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     }
     let mut resume = Resume::from_records(&loaded.records)
         .map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
-    if resume.finished.is_some() && args.message.is_none() {
+    // A run that ended in a runtime error (the server went away) goes on like a killed one; a run
+    // that ended otherwise needs a new message to go on.
+    if resume.finished.as_deref().is_some_and(|s| s != "error") && args.message.is_none() {
         return Err(usage(format!(
             "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
             args.session,
@@ -126,8 +132,9 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     }
     resume.message = args.message.clone();
     let saved: RunOpts = serde_json::from_value(resume.meta.clone()).unwrap_or_default();
-    let opts = args.opts.clone().absolutize().or(saved);
+    let opts = args.opts.clone().or(saved).absolutize();
     let setup = Setup::build(&opts, true).await?;
+    let events = open_events(args.out.events.as_deref())?;
     let transcript = Transcript::open_append(&path).map_err(usage)?;
     let meta = serde_json::to_value(&opts).unwrap_or_default();
     let model = setup.model.instance(resume.requests as usize);
@@ -140,6 +147,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
         meta,
         Some(resume),
         &args.out,
+        events,
     )
     .await;
     setup.shutdown().await;
@@ -147,6 +155,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
 }
 
 /// Run one agent with the live view, the events file and the transcript; print the outcome.
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     setup: &Setup,
     model: Arc<dyn tagloop::llm::Model>,
@@ -155,10 +164,10 @@ async fn execute(
     meta: serde_json::Value,
     resume: Option<Resume>,
     out: &OutputOpts,
+    events_out: Option<EventsOut>,
 ) -> Result<ExitCode> {
     let agent = setup.agent(model)?;
     let live = Arc::new(Live::new(out.quiet));
-    let events_out = open_events(out.events.as_deref())?;
     let sink: EventSink = Arc::new(move |e: &Event| {
         live.show(e);
         if let Some(w) = &events_out

@@ -156,6 +156,10 @@ pub async fn run_shell(
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
+        // The model's commands never see the model server's key (the agent also redacts known
+        // secrets from every tool's output).
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_ADMIN_KEY")
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

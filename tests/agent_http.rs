@@ -9,7 +9,7 @@ use common::fake_server::{FakeConfig, FakeServer, StopMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use tagloop::agent::{Agent, Api as LoopApi, Status};
+use tagloop::agent::{Agent, Status};
 use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel, Secret};
 use tagloop::tools::{Registry, tool_fn};
 
@@ -51,14 +51,9 @@ async fn run(api: Api, stop_mode: StopMode, stream: bool) -> (tagloop::agent::Ou
     mc.stream = stream;
     mc.api_key = Secret::new("k-123");
     let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
-    let loop_api = if api == Api::Chat {
-        LoopApi::Chat
-    } else {
-        LoopApi::Completions
-    };
     let agent = Agent::builder(model)
         .tools(tools())
-        .api(loop_api)
+        .api(api)
         .build()
         .unwrap();
     (agent.run("How many people live in Paris?").await, server)

@@ -46,26 +46,8 @@ use crate::prompt::{ContextItem, PromptError, SystemInput, Templates, ToolDoc};
 use crate::session::Transcript;
 use crate::tools::Registry;
 
-/// Which API shape the model is driven through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    /// `/chat/completions`: a system message, the task, then assistant turns and observations as messages.
-    #[default]
-    Chat,
-    /// `/completions`: one growing text.
-    Completions,
-}
-
-impl Api {
-    /// `chat` or `completions`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Api::Chat => "chat",
-            Api::Completions => "completions",
-        }
-    }
-}
+/// The API shape the loop builds prompts for (the model layer's own type).
+pub use crate::llm::Api;
 
 /// Settings of the loop.
 #[derive(Debug, Clone, PartialEq)]

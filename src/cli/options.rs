@@ -425,10 +425,7 @@ fn build_model(
     };
     let mut cfg = OpenAiConfig::new(base_url, target.model.clone());
     cfg.api_key = Secret::new(target.api_key.clone().unwrap_or_default());
-    cfg.api = match api {
-        Api::Chat => tagloop::llm::openai::Api::Chat,
-        Api::Completions => tagloop::llm::openai::Api::Completions,
-    };
+    cfg.api = api;
     cfg.prefill = opts.prefill;
     cfg.send_stop = !opts.no_server_stop;
     if let Some(t) = opts.turn_timeout {

@@ -16,6 +16,27 @@ use serde_json::{Map, Value};
 
 pub use error::LlmError;
 
+/// Which endpoint, and so which prompt shape, a model is driven through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/chat/completions`: a system message, the task, then assistant turns and observations as messages.
+    #[default]
+    Chat,
+    /// `/completions`: one growing text (base models).
+    Completions,
+}
+
+impl Api {
+    /// `chat` or `completions`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+    }
+}
+
 /// Who wrote a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

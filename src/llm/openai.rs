@@ -106,15 +106,7 @@ impl std::fmt::Display for Secret {
     }
 }
 
-/// Which endpoint to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Api {
-    /// `/chat/completions` with messages.
-    #[default]
-    Chat,
-    /// `/completions` with one prompt string (base models).
-    Completions,
-}
+pub use super::Api;
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]

@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::secret::Redactor;
+
 /// Everything that can go wrong while asking a model for a turn.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
@@ -48,7 +50,7 @@ pub enum LlmError {
         status: u16,
         /// The base URL.
         url: String,
-        /// The server's message (never contains our key).
+        /// The server's message (redacted: never contains our key).
         message: String,
     },
 
@@ -196,6 +198,93 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
 }
 
 impl LlmError {
+    /// The same error with every secret `redactor` holds (and its derived forms) removed from
+    /// every text it carries: the server's message, snippets, reasons, even the URL (which may
+    /// hold a password). The model client applies it to each error it builds, so a server that
+    /// echoes the key (`Incorrect API key provided: Bearer sk-…`) never gets it shown or stored.
+    pub fn redacted(self, redactor: &Redactor) -> LlmError {
+        if redactor.is_empty() {
+            return self;
+        }
+        let r = |s: String| redactor.redact_string(s);
+        match self {
+            LlmError::Config(m) => LlmError::Config(r(m)),
+            LlmError::Connect { url, reason } => LlmError::Connect {
+                url: r(url),
+                reason: r(reason),
+            },
+            LlmError::ReadTimeout { url, limit } => LlmError::ReadTimeout { url: r(url), limit },
+            LlmError::Unauthorized {
+                status,
+                url,
+                message,
+            } => LlmError::Unauthorized {
+                status,
+                url: r(url),
+                message: r(message),
+            },
+            LlmError::NotFound {
+                model,
+                url,
+                message,
+            } => LlmError::NotFound {
+                model: r(model),
+                url: r(url),
+                message: r(message),
+            },
+            LlmError::RateLimited {
+                url,
+                retry_after,
+                message,
+            } => LlmError::RateLimited {
+                url: r(url),
+                retry_after,
+                message: r(message),
+            },
+            LlmError::Http {
+                status,
+                url,
+                message,
+            } => LlmError::Http {
+                status,
+                url: r(url),
+                message: r(message),
+            },
+            LlmError::StreamCut {
+                url,
+                received,
+                reason,
+            } => LlmError::StreamCut {
+                url: r(url),
+                received,
+                reason: r(reason),
+            },
+            LlmError::Malformed {
+                url,
+                reason,
+                snippet,
+            } => LlmError::Malformed {
+                url: r(url),
+                reason: r(reason),
+                snippet: r(snippet),
+            },
+            LlmError::EmptyChoices { url } => LlmError::EmptyChoices { url: r(url) },
+            LlmError::Server { url, message } => LlmError::Server {
+                url: r(url),
+                message: r(message),
+            },
+            LlmError::GaveUp { attempts, last } => LlmError::GaveUp {
+                attempts,
+                last: Box::new(last.redacted(redactor)),
+            },
+            LlmError::Other(m) => LlmError::Other(r(m)),
+            e @ (LlmError::TurnTimeout { .. }
+            | LlmError::ScriptIo { .. }
+            | LlmError::ScriptFormat { .. }
+            | LlmError::OutOfTurns { .. }) => e,
+        }
+    }
+
     /// The HTTP status this error came with, if any.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -265,6 +354,25 @@ mod tests {
         };
         assert_eq!(g.status(), Some(503));
         assert!(g.to_string().ends_with("(gave up after 3 attempts)"));
+    }
+
+    #[test]
+    fn redacted_removes_the_key_from_every_message() {
+        let key = "sk-echoed-0123456789";
+        let r = Redactor::with([key]);
+        let e = LlmError::GaveUp {
+            attempts: 2,
+            last: Box::new(LlmError::Unauthorized {
+                status: 401,
+                url: "http://h/v1".into(),
+                message: format!("Incorrect API key provided: Bearer {key}"),
+            }),
+        };
+        assert!(e.to_string().contains(key));
+        let e = e.redacted(&r);
+        assert!(!e.to_string().contains(key), "{e}");
+        assert!(e.to_string().contains("[redacted]"));
+        assert_eq!(e.status(), Some(401));
     }
 
     #[test]

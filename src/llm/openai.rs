@@ -69,42 +69,9 @@ use super::{DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnRequest, T
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 pub const MAX_SERVER_STOPS: usize = 4;
 
-/// A string that is never printed: `Debug` and `Display` show `***`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a secret.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    /// The secret itself (to put in a header).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether it is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            f.write_str("\"\"")
-        } else {
-            f.write_str("***")
-        }
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+use crate::secret::Redactor;
+/// The key type, kept here under its old path for callers of the model layer.
+pub use crate::secret::Secret;
 
 pub use super::Api;
 
@@ -316,6 +283,8 @@ pub struct OpenAiModel {
     base_url: String,
     client: Client<OpenAIConfig>,
     stop_rejected: AtomicBool,
+    /// The key (and its derived forms), removed from every error built from a server's answer.
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -367,11 +336,14 @@ impl OpenAiModel {
                 .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
         }
         let client = Client::with_config(oa).with_http_service(Transport { http });
+        let mut redactor = Redactor::new();
+        redactor.add_secret(&cfg.api_key);
         Ok(OpenAiModel {
             cfg,
             base_url,
             client,
             stop_rejected: AtomicBool::new(false),
+            redactor,
         })
     }
 
@@ -580,15 +552,12 @@ impl OpenAiModel {
         let err = match e {
             OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
                 Ok(f) => {
-                    let stop_rejected = f.status == 400 && names_stop(&f.body);
+                    // The body is the server's text: the key it may echo goes before anything
+                    // is built from it.
+                    let body = self.redactor.redact(&f.body);
+                    let stop_rejected = f.status == 400 && names_stop(&body);
                     return AttemptError {
-                        err: classify_status(
-                            f.status,
-                            f.retry_after,
-                            &f.body,
-                            &url,
-                            &self.cfg.model,
-                        ),
+                        err: classify_status(f.status, f.retry_after, &body, &url, &self.cfg.model),
                         emitted: false,
                         stop_rejected,
                     };
@@ -601,7 +570,8 @@ impl OpenAiModel {
             OpenAIError::Reqwest(re) => reqwest_error(&re, &url, self.cfg.read_timeout),
             OpenAIError::ApiError(api) => {
                 let status = api.status_code.as_u16();
-                classify_status(status, None, &api.api_error.message, &url, &self.cfg.model)
+                let message = self.redactor.redact(&api.api_error.message);
+                classify_status(status, None, &message, &url, &self.cfg.model)
             }
             OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
                 url,
@@ -627,7 +597,7 @@ impl OpenAiModel {
             other => LlmError::Other(other.to_string()),
         };
         AttemptError {
-            err,
+            err: err.redacted(&self.redactor),
             emitted: false,
             stop_rejected: false,
         }
@@ -906,12 +876,14 @@ impl Model for OpenAiModel {
         on_delta: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         Box::pin(async move {
-            match self.cfg.turn_timeout {
+            let result = match self.cfg.turn_timeout {
                 Some(limit) => tokio::time::timeout(limit, self.run_turn(request, on_delta))
                     .await
                     .unwrap_or(Err(LlmError::TurnTimeout { limit })),
                 None => self.run_turn(request, on_delta).await,
-            }
+            };
+            // Errors from inside a 200 answer (a stream's `error` event) are redacted here.
+            result.map_err(|e| e.redacted(&self.redactor))
         })
     }
 

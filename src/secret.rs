@@ -1,0 +1,302 @@
+//! Secrets: values that must never be printed or stored, and the redactor that keeps them out of
+//! everything tagloop shows or writes.
+//!
+//! Two defences work together:
+//!
+//! * [`Secret`] wraps a value (an API key) so that `Debug` and `Display` never show it; code must
+//!   call [`Secret::expose`] on purpose, at the one place the value is needed (an HTTP header).
+//! * [`Redactor`] holds every secret tagloop knows of in a run and replaces each one, and the cheap
+//!   forms derived from it, with `[redacted]` in text that came from elsewhere: a server's error
+//!   body that echoes the key, a tool's output, an event or a transcript record. It is applied
+//!   at the boundary where such text enters tagloop (the model client builds its errors from
+//!   redacted bodies) and, as defence in depth, again where text leaves it (the CLI's outcome,
+//!   events and transcript).
+//!
+//! The derived forms are the ones an accident or a lazy attack produces: the key reversed, and the
+//! key base64-encoded (standard and URL-safe alphabets), alone or as `Bearer <key>`, at any byte
+//! alignment inside a longer base64 text. A determined attacker with a shell can always find an
+//! encoding not on this list (hex, one character per line, …); the README's threat model says so.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// Secrets shorter than this are not redacted: a two-letter "key" would turn ordinary text into
+/// `[redacted]` everywhere and protects nothing anyway.
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// Derived encodings are only searched for secrets at least this long; the alignment-independent
+/// core of a shorter secret's base64 is so short that it would match innocent text.
+const MIN_DERIVED_LEN: usize = 8;
+
+/// A string that is never printed: `Debug` and `Display` show `***` (or `""` when empty).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself (to put in a header). Every call site is a place the key leaves tagloop.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("\"\"")
+        } else {
+            f.write_str("***")
+        }
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Replaces every secret it holds, and the forms derived from it, with [`REDACTED`].
+///
+/// Cheap to clone and to share; an empty redactor leaves text untouched (and borrows it).
+#[derive(Clone, Default)]
+pub struct Redactor {
+    /// Every string to replace, longest first so a longer form wins over a part of it.
+    needles: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} forms)", self.needles.len())
+    }
+}
+
+impl Redactor {
+    /// A redactor with no secrets.
+    pub fn new() -> Self {
+        Redactor::default()
+    }
+
+    /// A redactor for these secrets (empty and too-short ones are ignored).
+    pub fn with<I, S>(secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut r = Redactor::new();
+        for s in secrets {
+            r.add(s.as_ref());
+        }
+        r
+    }
+
+    /// Add a secret and its derived forms.
+    pub fn add(&mut self, secret: &str) {
+        if secret.len() < MIN_SECRET_LEN {
+            return;
+        }
+        let mut forms = vec![secret.to_owned(), secret.chars().rev().collect()];
+        if secret.len() >= MIN_DERIVED_LEN {
+            for alphabet in [STANDARD, URL_SAFE] {
+                let bearer = format!("Bearer {secret}");
+                forms.push(base64(bearer.as_bytes(), alphabet));
+                forms.push(base64(secret.as_bytes(), alphabet));
+                for shift in 0..3 {
+                    forms.push(base64_core(secret.as_bytes(), shift, alphabet));
+                }
+            }
+        }
+        for f in forms {
+            let f = f.trim_end_matches('=').to_owned();
+            if f.len() >= MIN_SECRET_LEN && !self.needles.contains(&f) {
+                self.needles.push(f);
+            }
+        }
+        self.needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    }
+
+    /// Add a [`Secret`] (see [`Redactor::add`]).
+    pub fn add_secret(&mut self, secret: &Secret) {
+        self.add(secret.expose());
+    }
+
+    /// Whether there is nothing to redact.
+    pub fn is_empty(&self) -> bool {
+        self.needles.is_empty()
+    }
+
+    /// Whether `text` holds any secret or derived form.
+    pub fn finds(&self, text: &str) -> bool {
+        self.needles.iter().any(|n| text.contains(n.as_str()))
+    }
+
+    /// `text` with every secret and derived form replaced by [`REDACTED`].
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if !self.finds(text) {
+            return Cow::Borrowed(text);
+        }
+        let mut out = text.to_owned();
+        for n in &self.needles {
+            if out.contains(n.as_str()) {
+                out = out.replace(n.as_str(), REDACTED);
+            }
+        }
+        Cow::Owned(out)
+    }
+
+    /// [`Redactor::redact`] into an owned string.
+    pub fn redact_string(&self, text: String) -> String {
+        match self.redact(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(s) => s,
+        }
+    }
+
+    /// Redact every string (keys included) in a JSON value, in place.
+    pub fn redact_json(&self, value: &mut Value) {
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) if self.finds(s) => *s = self.redact(s).into_owned(),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                let keys: Vec<String> = map.keys().filter(|k| self.finds(k)).cloned().collect();
+                for k in keys {
+                    if let Some(v) = map.remove(&k) {
+                        map.insert(self.redact(&k).into_owned(), v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.redact_json(v));
+            }
+            _ => {}
+        }
+    }
+}
+
+const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const URL_SAFE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Base64 of `data` with `=` padding.
+fn base64(data: &[u8], alphabet: &[u8; 64]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The part of the base64 of `data` that is the same whatever precedes it, when it starts
+/// `shift` bytes (0–2) past a 3-byte boundary of a longer text: the characters that depend only
+/// on `data`'s own bytes.
+fn base64_core(data: &[u8], shift: usize, alphabet: &[u8; 64]) -> String {
+    let mut shifted = vec![0u8; shift];
+    shifted.extend_from_slice(data);
+    let encoded = base64(&shifted, alphabet);
+    // The first characters mix the zero prefix in: skip the groups that hold any of it.
+    let skip = if shift == 0 { 0 } else { 4 };
+    // The last group mixes in what follows unless the data ends on a boundary: drop it.
+    let full_groups = (shift + data.len()) / 3;
+    let end = full_groups * 4;
+    encoded.get(skip..end).unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "sk-test-0123456789abcdefXYZ";
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (plain, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes(), STANDARD), enc);
+        }
+    }
+
+    #[test]
+    fn secret_is_never_printed() {
+        let s = Secret::new(KEY);
+        assert_eq!(format!("{s:?}"), "***");
+        assert_eq!(s.to_string(), "***");
+        assert_eq!(format!("{:?}", Secret::default()), "\"\"");
+        assert_eq!(s.expose(), KEY);
+    }
+
+    #[test]
+    fn redacts_the_key_and_its_cheap_forms() {
+        let r = Redactor::with([KEY]);
+        let reversed: String = KEY.chars().rev().collect();
+        let texts = [
+            format!("Incorrect API key provided: Bearer {KEY}."),
+            format!("reversed: {reversed}"),
+            format!("b64: {}", base64(KEY.as_bytes(), STANDARD)),
+            format!(
+                "auth: {}",
+                base64(format!("Bearer {KEY}").as_bytes(), URL_SAFE)
+            ),
+        ];
+        for t in &texts {
+            let out = r.redact(t);
+            assert!(out.contains(REDACTED), "{out}");
+            assert!(!out.contains(KEY) && !out.contains(&reversed), "{out}");
+        }
+        // Inside a longer base64 text (e.g. an encoded /proc/PID/environ), at every alignment.
+        for prefix in ["", "A", "AB", "ABC", "OPENAI_API_KEY="] {
+            let blob = base64(format!("{prefix}{KEY}\0PATH=/bin").as_bytes(), STANDARD);
+            let out = r.redact(&blob);
+            assert!(out.contains(REDACTED), "prefix {prefix:?}: {out}");
+        }
+    }
+
+    #[test]
+    fn leaves_other_text_alone_and_ignores_short_secrets() {
+        let r = Redactor::with(["", "ab", KEY]);
+        assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
+        assert_eq!(r.redact("ab ab"), "ab ab");
+        assert!(Redactor::new().is_empty());
+    }
+
+    #[test]
+    fn redacts_json_strings_and_keys() {
+        let r = Redactor::with([KEY]);
+        let mut v = serde_json::json!({"error": format!("bad key {KEY}"), KEY: [KEY, 1]});
+        r.redact_json(&mut v);
+        let text = v.to_string();
+        assert!(!text.contains(KEY), "{text}");
+        assert!(text.contains(REDACTED));
+    }
+}

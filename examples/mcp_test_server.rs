@@ -3,7 +3,8 @@
 //!
 //! Tools: `echo`, `add`, `ordered` (properties declared in non-alphabetical order), `env_var`, `fail`
 //! (answers `is_error`), `slow` (sleeps), `crash` (exits at once), `garbage` (writes a non-JSON
-//! line to stdout, then answers).
+//! line to stdout, then answers), all annotated `readOnlyHint: true`; and `write_note` (writes a
+//! file, no annotation: tagloop must treat it as a writer).
 //!
 //! Flags: `--exit-at-start` (writes to stderr and exits 7 before speaking MCP), `--garbage-at-start`
 //! (prints non-MCP text and waits), `--name NAME` (the server name it reports).
@@ -52,6 +53,14 @@ struct EnvArgs {
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct NoteArgs {
+    /// The file to write (absolute, or relative to the server's working directory).
+    path: String,
+    /// The text to write.
+    text: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 struct SlowArgs {
     /// How long to sleep, in milliseconds.
     ms: u64,
@@ -66,17 +75,20 @@ struct TestServer {
 
 #[tool_router]
 impl TestServer {
-    #[tool(description = "Echo the text back")]
+    #[tool(description = "Echo the text back", annotations(read_only_hint = true))]
     fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
         text
     }
 
-    #[tool(description = "Add two integers")]
+    #[tool(description = "Add two integers", annotations(read_only_hint = true))]
     fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
         (a + b).to_string()
     }
 
-    #[tool(description = "Show the arguments in the order zeta, alpha, mid")]
+    #[tool(
+        description = "Show the arguments in the order zeta, alpha, mid",
+        annotations(read_only_hint = true)
+    )]
     fn ordered(
         &self,
         Parameters(OrderedArgs { zeta, alpha, mid }): Parameters<OrderedArgs>,
@@ -84,29 +96,52 @@ impl TestServer {
         format!("zeta={zeta} alpha={alpha} mid={mid}")
     }
 
-    #[tool(description = "The value of an environment variable of the server process")]
+    #[tool(
+        description = "The value of an environment variable of the server process",
+        annotations(read_only_hint = true)
+    )]
     fn env_var(&self, Parameters(EnvArgs { name }): Parameters<EnvArgs>) -> String {
         std::env::var(&name).unwrap_or_else(|_| format!("{name} is not set"))
     }
 
-    #[tool(description = "Always fails with the given message")]
+    #[tool(
+        description = "Always fails with the given message",
+        annotations(read_only_hint = true)
+    )]
     fn fail(&self, Parameters(FailArgs { message }): Parameters<FailArgs>) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text(message)])
     }
 
-    #[tool(description = "Sleep, then answer")]
+    #[tool(description = "Sleep, then answer", annotations(read_only_hint = true))]
     async fn slow(&self, Parameters(SlowArgs { ms }): Parameters<SlowArgs>) -> String {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         format!("slept {ms} ms")
     }
 
-    #[tool(description = "Exit the server process at once")]
+    #[tool(
+        description = "Exit the server process at once",
+        annotations(read_only_hint = true)
+    )]
     fn crash(&self) -> String {
         eprintln!("mcp_test_server: crashing on purpose");
         std::process::exit(3);
     }
 
-    #[tool(description = "Write a line that is not JSON-RPC to stdout, then answer")]
+    #[tool(description = "Write text to a file (changes the disk; no read-only annotation)")]
+    fn write_note(
+        &self,
+        Parameters(NoteArgs { path, text }): Parameters<NoteArgs>,
+    ) -> CallToolResult {
+        match std::fs::write(&path, text) {
+            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("wrote {path}"))]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("{path}: {e}"))]),
+        }
+    }
+
+    #[tool(
+        description = "Write a line that is not JSON-RPC to stdout, then answer",
+        annotations(read_only_hint = true)
+    )]
     fn garbage(&self) -> String {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(b"this is not json {{{\n");

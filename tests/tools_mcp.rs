@@ -347,3 +347,60 @@ async fn env_assignments_reach_the_server() {
     assert_eq!(out, Ok("a b".to_string()));
     src.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_server_environment_follows_child_env_and_explicit_values() {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let value_of = |src: &McpSource, name: &str| {
+        let t = tool(src, "tagloop_test.env_var");
+        let name = name.to_string();
+        async move { t.call(args(json!({ "name": name }))).await }
+    };
+    // By name.
+    let src = McpSource::start_with(
+        &cmd(""),
+        McpOptions {
+            env: tagloop::tools::ChildEnv::new().remove("HOME"),
+            ..McpOptions::default()
+        },
+    )
+    .await
+    .expect("starts");
+    assert_eq!(
+        value_of(&src, "HOME").await,
+        Ok("HOME is not set".to_string())
+    );
+    src.shutdown().await;
+    // By value: a variable holding a secret goes, whatever its name.
+    if home.len() >= 8 {
+        let src = McpSource::start_with(
+            &cmd(""),
+            McpOptions {
+                env: tagloop::tools::ChildEnv::new().secret(home.clone()),
+                ..McpOptions::default()
+            },
+        )
+        .await
+        .expect("starts");
+        assert_eq!(
+            value_of(&src, "HOME").await,
+            Ok("HOME is not set".to_string())
+        );
+        src.shutdown().await;
+    }
+    // What the user passes explicitly arrives, even a name the rules remove.
+    let src = McpSource::start_with(
+        &cmd(""),
+        McpOptions {
+            env: tagloop::tools::ChildEnv::new().set("OPENAI_API_KEY", "given-on-purpose"),
+            ..McpOptions::default()
+        },
+    )
+    .await
+    .expect("starts");
+    assert_eq!(
+        value_of(&src, "OPENAI_API_KEY").await,
+        Ok("given-on-purpose".to_string())
+    );
+    src.shutdown().await;
+}

@@ -50,6 +50,14 @@ enum Command {
 /// runtime failures.
 pub fn main() -> ExitCode {
     init_tracing();
+    // Before any thread or child exists: /proc/<tagloop>/environ and mem out of reach of the
+    // (same-user) children, and every descendant re-parented to tagloop rather than to init.
+    if let Err(e) = tagloop::tools::children::harden_process() {
+        tracing::warn!("cannot protect tagloop's process from its children: {e}");
+    }
+    // Whatever way main is left (a return, an error, a panic), no descendant stays behind; it is
+    // dropped after the runtime.
+    let _descendants = KillDescendantsOnExit;
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -62,6 +70,8 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        tagloop::tools::children::spawn_orphan_reaper();
+        tokio::spawn(exit_on_signal());
         match cli.command {
             Command::Run(a) => run::run(a).await,
             Command::Parse(a) => parse::run(&a),
@@ -87,7 +97,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", live::terminal_safe(&format!("{e:#}")));
             if e.downcast_ref::<options::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -95,6 +105,42 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Kills every descendant when dropped (at the end of `main`, also when unwinding from a panic).
+struct KillDescendantsOnExit;
+
+impl Drop for KillDescendantsOnExit {
+    fn drop(&mut self) {
+        tagloop::tools::children::kill_all_descendants();
+    }
+}
+
+/// On SIGTERM, SIGHUP or SIGINT: kill every descendant, then exit with 128 + the signal. Without
+/// this the signal would end tagloop at once and leave the commands it started (in their own
+/// process groups, so the terminal's Ctrl-C does not reach them) running. On SIGINT, `run` and
+/// `continue` get a second to say where the transcript stops and return by themselves.
+async fn exit_on_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers; children may outlive a signalled tagloop");
+        return;
+    };
+    let (name, number): (&str, u8) = tokio::select! {
+        _ = term.recv() => ("SIGTERM", 15),
+        _ = hup.recv() => ("SIGHUP", 1),
+        _ = int.recv() => ("SIGINT", 2),
+    };
+    tracing::info!("{name} received: stopping every process tagloop started");
+    let _ = tokio::task::spawn_blocking(tagloop::tools::children::kill_all_descendants).await;
+    if number == 2 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    std::process::exit(128 + i32::from(number));
 }
 
 /// Logs go to stderr (stdout carries machine output), tuned with `RUST_LOG` (default: warnings).

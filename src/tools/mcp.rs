@@ -19,6 +19,24 @@
 //! as escapes; a backslash outside quotes escapes the next character. Leading `NAME=value` words
 //! set environment variables for the server. There is no globbing, no `$VAR` expansion, no pipes
 //! or redirections (`sh -c '…'` gives you those).
+//!
+//! # Environment and lifetime
+//!
+//! The server gets [`McpOptions::env`]'s environment ([`ChildEnv`]: no key tagloop knows of; the
+//! command line's own `NAME=value` words and [`ChildEnv::set`] are the user's explicit choice and
+//! are applied last). It runs as a [`Job`]: its orphans are killed when the source goes, and it
+//! dies with tagloop (see [`super::children`]).
+//!
+//! # Gates
+//!
+//! A tool is *read-only* when the user says so for the whole server ([`McpAccess::ReadOnly`]) or,
+//! by default ([`McpAccess::Annotations`]), when the server annotates it `readOnlyHint: true`.
+//! Every other tool may change things: it is offered only with [`McpOptions::allow_write`], and
+//! [`McpOptions::confirm`] is asked before each call of it. The server's own annotation is trusted
+//! because the server is a program the user chose to run with their own rights: a lying server
+//! needs no tool call to do harm, while the gate exists to stop the *model* from changing things
+//! through an honest server. [`McpAccess::Write`] treats every tool as a writer, for servers the
+//! user would rather not take at their word.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::Path;
@@ -35,6 +53,8 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 
+use super::children::{ChildEnv, Job};
+use super::confirm::Confirm;
 use super::{Tool, ToolError};
 
 /// How many lines of the server's stderr are kept for error messages.
@@ -91,8 +111,20 @@ pub enum McpError {
     },
 }
 
+/// Which tools of a server count as read-only (see the module docs, "Gates").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum McpAccess {
+    /// A tool is read-only when the server annotates it `readOnlyHint: true`.
+    #[default]
+    Annotations,
+    /// Every tool is read-only (the user vouches for the server).
+    ReadOnly,
+    /// Every tool may write, whatever the server says.
+    Write,
+}
+
 /// Options of an MCP source.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct McpOptions {
     /// The SERVER part of the tool names; default: the server's own name, else the command's file
     /// name. Sanitised like the server's name.
@@ -101,6 +133,28 @@ pub struct McpOptions {
     pub start_timeout: Duration,
     /// Time allowed for each tool call.
     pub call_timeout: Duration,
+    /// The server's environment (default: tagloop's minus the keys [`ChildEnv::new`] knows).
+    pub env: ChildEnv,
+    /// Which tools are read-only.
+    pub access: McpAccess,
+    /// Offer the tools that are not read-only (default: no, like the built-in write tools).
+    pub allow_write: bool,
+    /// Asked before each call of a tool that is not read-only.
+    pub confirm: Option<Arc<dyn Confirm>>,
+}
+
+impl std::fmt::Debug for McpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOptions")
+            .field("name", &self.name)
+            .field("start_timeout", &self.start_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("env", &self.env)
+            .field("access", &self.access)
+            .field("allow_write", &self.allow_write)
+            .field("confirm", &self.confirm.is_some())
+            .finish()
+    }
 }
 
 impl Default for McpOptions {
@@ -109,6 +163,10 @@ impl Default for McpOptions {
             name: None,
             start_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
+            env: ChildEnv::new(),
+            access: McpAccess::Annotations,
+            allow_write: false,
+            confirm: None,
         }
     }
 }
@@ -135,6 +193,9 @@ struct Conn {
     shut_down: AtomicBool,
     stderr: Tail,
     call_timeout: Duration,
+    confirm: Option<Arc<dyn Confirm>>,
+    /// Kills the server's orphans when the connection goes.
+    _job: Job,
 }
 
 impl Conn {
@@ -151,6 +212,7 @@ impl Conn {
 pub struct McpSource {
     conn: Arc<Conn>,
     tools: Vec<Arc<dyn Tool>>,
+    withheld: Vec<String>,
 }
 
 impl std::fmt::Debug for McpSource {
@@ -194,10 +256,19 @@ impl McpSource {
             reason: "it names no program".to_string(),
         })?;
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args).envs(env).kill_on_drop(true);
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
-            .spawn()
+        cmd.args(args);
+        opts.env.apply(&mut cmd);
+        // The command line's own assignments are the user's explicit choice: applied last.
+        cmd.envs(env).kill_on_drop(true);
+        let job = Job::new("mcp");
+        let (transport, stderr) = job
+            .spawn(cmd, |cmd| {
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()?;
+                let pid = transport.id();
+                Ok(((transport, stderr), pid))
+            })
             .map_err(|source| McpError::Spawn {
                 command: command.clone(),
                 source,
@@ -291,7 +362,10 @@ impl McpSource {
             shut_down: AtomicBool::new(false),
             stderr: tail,
             call_timeout: opts.call_timeout,
+            confirm: opts.confirm.clone(),
+            _job: job,
         });
+        let mut withheld = Vec::new();
         let mut seen = HashSet::new();
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for t in remote_tools {
@@ -308,6 +382,19 @@ impl McpSource {
             {
                 obj.insert("type".to_string(), Value::String("object".to_string()));
             }
+            let read_only = match opts.access {
+                McpAccess::ReadOnly => true,
+                McpAccess::Write => false,
+                McpAccess::Annotations => t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+            };
+            if !read_only && !opts.allow_write {
+                withheld.push(local);
+                continue;
+            }
             let description = t
                 .description
                 .as_deref()
@@ -319,11 +406,29 @@ impl McpSource {
                 remote: t.name.to_string(),
                 description,
                 parameters,
+                read_only,
                 conn: Arc::clone(&conn),
             }));
         }
         tracing::info!(server = %server, tools = tools.len(), "MCP server started");
-        Ok(McpSource { conn, tools })
+        if !withheld.is_empty() {
+            tracing::warn!(
+                "MCP server `{server}`: {} tool(s) that may change things are not offered without --allow-write: {} (if the server only reads, start it with --mcp-read-only instead of --mcp)",
+                withheld.len(),
+                withheld.join(", ")
+            );
+        }
+        Ok(McpSource {
+            conn,
+            tools,
+            withheld,
+        })
+    }
+
+    /// The tools the server offers that were not offered to the model because they may change
+    /// things and writes are not allowed (`SERVER.TOOL` names).
+    pub fn withheld(&self) -> &[String] {
+        &self.withheld
     }
 
     /// The SERVER part of the tool names.
@@ -367,6 +472,8 @@ struct McpTool {
     remote: String,
     description: String,
     parameters: Value,
+    /// Whether the tool counts as read-only (no confirmation asked).
+    read_only: bool,
     conn: Arc<Conn>,
 }
 
@@ -395,6 +502,23 @@ impl Tool for McpTool {
             if conn.peer.is_transport_closed() {
                 return Err(conn.gone());
             }
+            if !self.read_only
+                && let Some(c) = &conn.confirm
+            {
+                let shown = serde_json::to_string(&args).unwrap_or_default();
+                let what = format!(
+                    "{}: MCP tool of server `{}` that may change things\n  arguments: {}",
+                    self.local,
+                    conn.server,
+                    preview(&shown, 2000)
+                );
+                if !c.confirm(&what).await {
+                    return Err(ToolError::Refused(
+                        "the user declined this action; do not retry it, choose another way or give a final answer"
+                            .to_string(),
+                    ));
+                }
+            }
             let params = CallToolRequestParams::new(self.remote.clone()).with_arguments(args);
             let answer =
                 tokio::time::timeout(conn.call_timeout, conn.peer.call_tool_once(params)).await;
@@ -421,6 +545,18 @@ impl Tool for McpTool {
             }
         })
     }
+}
+
+/// At most `max` bytes of `text` (cut at a character boundary, with a marker).
+fn preview(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 /// The observation for a tool result: text blocks joined by newlines, other blocks described;

@@ -2,6 +2,7 @@
 //! toolkit and MCP servers as tool sources.
 
 pub mod builtin;
+pub mod children;
 pub mod closure;
 pub mod confirm;
 pub mod mcp;
@@ -15,10 +16,11 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use builtin::{Limits, ToolkitOptions, toolkit};
+pub use children::ChildEnv;
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
-pub use mcp::{McpError, McpOptions, McpSource};
-pub use workspace::{Access, Workspace, WorkspaceError};
+pub use mcp::{McpAccess, McpError, McpOptions, McpSource};
+pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
 
 /// Why a tool call failed. The message becomes the observation the model sees.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,11 @@
 //! `run_command`'s engine: `sh -c` in its own process group, with a timeout, capped output and
-//! the whole group killed when the command ends, times out or the call is cancelled.
+//! every process the command started killed when it ends, times out or the call is cancelled.
+//!
+//! "Every process" means the process group, the shell's whole tree (found through `/proc`, so
+//! `setsid` children are included while their parent lives) and, when tagloop is the subreaper
+//! ([`super::children::harden_process`]), the orphans marked with the command's job that were
+//! re-parented to tagloop. Background processes therefore never outlive the command that started
+//! them. The environment is [`ChildEnv`]'s: no key tagloop knows of.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -9,6 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::ToolError;
+use super::children::{ChildEnv, Job, forget, kill_tree};
 
 /// Output kept from one stream: the first and the last half of the cap, and how much was cut.
 #[derive(Debug, Clone, Default)]
@@ -112,13 +119,23 @@ impl CommandOutput {
     }
 }
 
-/// Kills the whole process group when dropped: after the command ends (no process outlives its
-/// command), on timeout, and when the caller's future is dropped (cancelled run).
-struct GroupGuard(i32);
+/// Kills the whole process group and the shell's tree when dropped: after the command ends (no
+/// process outlives its command), on timeout, and when the caller's future is dropped (cancelled
+/// run). The [`Job`] it holds then kills the orphans marked with the command's job.
+struct GroupGuard {
+    pgid: i32,
+    /// The shell's pid while it has not been reaped (after that the pid may be reused).
+    pid: Option<u32>,
+    job: Job,
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        kill_group(self.0);
+        if let Some(pid) = self.pid {
+            kill_tree(&[pid]);
+        }
+        kill_group(self.pgid);
+        self.job.sweep();
     }
 }
 
@@ -144,34 +161,46 @@ async fn drain<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> Capped {
     kept
 }
 
-/// Run `sh -c command` in `cwd`, in a new process group, with stdin closed.
-/// `cap` bounds each stream's kept output. On timeout the group gets `SIGKILL`.
+/// Run `sh -c command` in `cwd`, in a new process group, with stdin closed and the environment
+/// `env` gives. `cap` bounds each stream's kept output. On timeout the command and every process
+/// it started get `SIGKILL`.
 pub async fn run_shell(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     cap: usize,
+    env: &ChildEnv,
 ) -> Result<CommandOutput, ToolError> {
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
-        // The model's commands never see the model server's key (the agent also redacts known
-        // secrets from every tool's output).
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_ADMIN_KEY")
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    // The model's commands never see a key tagloop knows of (the agent also redacts known secrets
+    // from every tool's output).
+    env.apply(&mut cmd);
+    let job = Job::new("cmd");
+    let mut child = job
+        .spawn(cmd, |mut cmd| {
+            let child = cmd.spawn()?;
+            let pid = child.id();
+            Ok((child, pid))
+        })
         .map_err(|e| ToolError::Failed(format!("cannot start `sh`: {e}")))?;
-    let pgid = child
+    let pid = child
         .id()
-        .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| ToolError::Failed("the command exited before it started".to_string()))?;
-    let guard = GroupGuard(pgid);
+    let pgid = i32::try_from(pid)
+        .map_err(|_| ToolError::Failed(format!("unexpected process id {pid}")))?;
+    let mut guard = GroupGuard {
+        pgid,
+        pid: Some(pid),
+        job,
+    };
     let out_task = child.stdout.take().map(|s| tokio::spawn(drain(s, cap)));
     let err_task = child.stderr.take().map(|s| tokio::spawn(drain(s, cap)));
 
@@ -182,11 +211,16 @@ pub async fn run_shell(
             return Err(ToolError::Failed(format!("waiting for the command: {e}")));
         }
         Err(_) => {
+            // The shell is still alive, so its whole tree can be found from it.
+            kill_tree(&[pid]);
             kill_group(pgid);
             (child.wait().await.ok(), true)
         }
     };
-    // Anything the command left running in its group goes now, so the pipes close.
+    guard.pid = None;
+    forget(pid);
+    // Anything the command left running (its group, its tree, its orphans) goes now, so the
+    // pipes close.
     drop(guard);
 
     let collect = |task: Option<tokio::task::JoinHandle<Capped>>| async move {

@@ -7,6 +7,13 @@
 //! - `read_file` returns the file's text exactly as it is, without line numbers (so that
 //!   `edit_file` snippets can be copied from it). An empty file reads as `(empty file)`. Output
 //!   beyond [`Limits::read_max_bytes`] is cut at a line boundary with a note saying where to go on.
+//!   Lines are read with a bounded buffer: a line longer than the cap shows its beginning and the
+//!   note says the rest of that line cannot be shown, so memory never depends on the file.
+//! - Memory is bounded for every tool: `append_file` appends in place without reading,
+//!   `edit_file` refuses files above [`Limits::edit_max_bytes`], `search_files` skips (and names)
+//!   files with a line above [`Limits::search_max_line_bytes`].
+//! - tagloop's configuration and secret files are refused by [`Workspace::resolve`] and skipped by
+//!   `search_files`; a path ending in `/` is refused by the tools that act on a file.
 //! - `list_dir` and `search_files` respect `.gitignore`, `.ignore` and `.git/info/exclude` (also
 //!   outside git repositories), show hidden files, never enter `.git`, and never follow symbolic
 //!   links. Paths they print are relative to the workspace root, so they can be passed back as is.
@@ -26,9 +33,10 @@ use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
 use serde_json::{Map, Value, json};
 
+use super::children::ChildEnv;
 use super::confirm::Confirm;
 use super::shell::run_shell;
-use super::workspace::{Access, Workspace};
+use super::workspace::{Access, Workspace, is_protected_name};
 use super::{Registry, Tool, ToolError};
 
 /// Size and count limits of the toolkit.
@@ -42,6 +50,11 @@ pub struct Limits {
     pub search_max_matches: usize,
     /// Longest matching line shown in full (longer ones are cut with `…`), in characters.
     pub search_max_line_chars: usize,
+    /// Longest line `search_files` looks into, in bytes: the searcher holds a whole line in
+    /// memory, so a file with a longer line is skipped (and named as skipped).
+    pub search_max_line_bytes: usize,
+    /// Largest file `edit_file` changes, in bytes (it holds the old and the new text in memory).
+    pub edit_max_bytes: u64,
     /// Bytes of stdout and of stderr kept from a command (half from the start, half from the end).
     pub command_output_max_bytes: usize,
     /// `run_command`'s timeout when the model gives none.
@@ -57,6 +70,8 @@ impl Default for Limits {
             list_max_entries: 1000,
             search_max_matches: 200,
             search_max_line_chars: 300,
+            search_max_line_bytes: 1024 * 1024,
+            edit_max_bytes: 16 * 1024 * 1024,
             command_output_max_bytes: 64 * 1024,
             command_timeout: Duration::from_secs(60),
             command_max_timeout: Duration::from_secs(600),
@@ -75,6 +90,8 @@ pub struct ToolkitOptions {
     pub confirm: Option<Arc<dyn Confirm>>,
     /// Size limits.
     pub limits: Limits,
+    /// The environment `run_command` gets: no key tagloop knows of.
+    pub child_env: ChildEnv,
 }
 
 impl std::fmt::Debug for ToolkitOptions {
@@ -84,6 +101,7 @@ impl std::fmt::Debug for ToolkitOptions {
             .field("allow_shell", &self.allow_shell)
             .field("confirm", &self.confirm.is_some())
             .field("limits", &self.limits)
+            .field("child_env", &self.child_env)
             .finish()
     }
 }
@@ -109,6 +127,7 @@ pub fn toolkit(ws: Arc<Workspace>, opts: ToolkitOptions) -> Registry {
         ws,
         limits: opts.limits,
         confirm: opts.confirm,
+        child_env: opts.child_env,
     });
     let mut kinds = vec![Kind::ReadFile, Kind::ListDir, Kind::SearchFiles];
     if opts.allow_write {
@@ -139,6 +158,7 @@ struct Ctx {
     ws: Arc<Workspace>,
     limits: Limits,
     confirm: Option<Arc<dyn Confirm>>,
+    child_env: ChildEnv,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,6 +461,7 @@ async fn dispatch(
             let path = req_str(&args, "path")?;
             let start = opt_pos_int(&args, "start_line")?;
             let end = opt_pos_int(&args, "end_line")?;
+            not_a_folder_path(&path)?;
             blocking(move || read_file(&ctx.ws, &ctx.limits, &path, start, end)).await
         }
         Kind::ListDir => {
@@ -456,6 +477,7 @@ async fn dispatch(
         Kind::WriteFile => {
             let path = req_str(&args, "path")?;
             let content = req_str(&args, "content")?;
+            not_a_folder_path(&path)?;
             let target = ctx.ws.resolve(&path, Access::Write)?;
             let shown = ctx.ws.display(&target);
             let existing = existing_file_len(&target, &shown)?;
@@ -486,6 +508,7 @@ async fn dispatch(
         Kind::AppendFile => {
             let path = req_str(&args, "path")?;
             let content = req_str(&args, "content")?;
+            not_a_folder_path(&path)?;
             let target = ctx.ws.resolve(&path, Access::Write)?;
             let shown = ctx.ws.display(&target);
             let existing = existing_file_len(&target, &shown)?;
@@ -504,17 +527,10 @@ async fn dispatch(
             )
             .await?;
             blocking(move || {
-                let mut bytes = match existing {
-                    Some(_) => fs::read(&target)
-                        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?,
-                    None => Vec::new(),
-                };
-                bytes.extend_from_slice(content.as_bytes());
-                ctx.ws.write_atomic(&target, &bytes)?;
+                let len = ctx.ws.append(&target, content.as_bytes())?;
                 Ok(format!(
-                    "appended {} bytes to `{shown}` (now {} bytes)",
+                    "appended {} bytes to `{shown}` (now {len} bytes)",
                     content.len(),
-                    bytes.len()
                 ))
             })
             .await
@@ -523,9 +539,10 @@ async fn dispatch(
             let path = req_str(&args, "path")?;
             let old = req_str(&args, "old")?;
             let new = req_str(&args, "new")?;
+            not_a_folder_path(&path)?;
             let target = ctx.ws.resolve(&path, Access::Read)?;
             let shown = ctx.ws.display(&target);
-            let text = read_text_for_edit(&target, &shown)?;
+            let text = read_text_for_edit(&ctx.ws, &target, &shown, ctx.limits.edit_max_bytes)?;
             let at = find_unique(&text, &old, &shown)?;
             let line = text[..at].matches('\n').count() + 1;
             ask(
@@ -564,8 +581,7 @@ async fn dispatch(
             }
             ask(&ctx, format!("make_dir: create folder `{shown}`")).await?;
             blocking(move || {
-                fs::create_dir_all(&target)
-                    .map_err(|e| ToolError::Failed(format!("cannot create `{shown}`: {e}")))?;
+                ctx.ws.make_dir(&target)?;
                 Ok(format!("created folder `{shown}`"))
             })
             .await
@@ -594,16 +610,7 @@ async fn dispatch(
             )
             .await?;
             blocking(move || {
-                if let Some(parent) = dst.parent() {
-                    fs::create_dir_all(parent).map_err(|e| {
-                        ToolError::Failed(format!(
-                            "cannot create the folders for `{dst_shown}`: {e}"
-                        ))
-                    })?;
-                }
-                fs::rename(&src, &dst).map_err(|e| {
-                    ToolError::Failed(format!("cannot move `{src_shown}` to `{dst_shown}`: {e}"))
-                })?;
+                ctx.ws.rename(&src, &dst)?;
                 Ok(format!("moved `{src_shown}` to `{dst_shown}`"))
             })
             .await
@@ -624,12 +631,7 @@ async fn dispatch(
             };
             ask(&ctx, what).await?;
             blocking(move || {
-                let r = if is_dir {
-                    fs::remove_dir_all(&target)
-                } else {
-                    fs::remove_file(&target)
-                };
-                r.map_err(|e| ToolError::Failed(format!("cannot delete `{shown}`: {e}")))?;
+                ctx.ws.remove(&target)?;
                 Ok(if is_dir {
                     format!("deleted folder `{shown}` and its contents")
                 } else {
@@ -661,6 +663,7 @@ async fn dispatch(
                 ctx.ws.root(),
                 timeout,
                 ctx.limits.command_output_max_bytes,
+                &ctx.child_env,
             )
             .await?;
             if out.timed_out {
@@ -684,12 +687,47 @@ fn existing_file_len(target: &Path, shown: &str) -> Result<Option<u64>, ToolErro
     }
 }
 
-fn read_text_for_edit(target: &Path, shown: &str) -> Result<String, ToolError> {
-    if target.is_dir() {
+/// A path the model ended with `/` (or `/.`) names a folder; file tools refuse it rather than
+/// quietly acting on a file of that name (the kernel would refuse `notes.txt/` too).
+fn not_a_folder_path(path: &str) -> Result<(), ToolError> {
+    if path.ends_with('/') || path.ends_with("/.") || path == "." {
+        return Err(ToolError::Failed(format!(
+            "`{path}` ends with `/`, which names a folder; give the file's path without the trailing `/`"
+        )));
+    }
+    Ok(())
+}
+
+/// The whole text of a file for `edit_file`, refusing files above `max` bytes (the edit holds
+/// the old and the new text at once) before reading anything.
+fn read_text_for_edit(
+    ws: &Workspace,
+    target: &Path,
+    shown: &str,
+    max: u64,
+) -> Result<String, ToolError> {
+    let file = ws.open_read(target)?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    if meta.is_dir() {
         return Err(ToolError::Failed(format!("`{shown}` is a folder")));
     }
-    let bytes =
-        fs::read(target).map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    if meta.len() > max {
+        return Err(ToolError::Failed(format!(
+            "`{shown}` has {} bytes; edit_file changes files of at most {max} bytes. Use write_file to replace it whole, or run_command if it is allowed",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::Failed(format!(
+            "`{shown}` grew past {max} bytes while it was read; nothing was changed"
+        )));
+    }
     String::from_utf8(bytes).map_err(|_| {
         ToolError::Failed(format!(
             "`{shown}` is not UTF-8 text; edit_file cannot change it"
@@ -759,7 +797,10 @@ fn read_file(
 ) -> Result<String, ToolError> {
     let target = ws.resolve(path, Access::Read)?;
     let shown = ws.display(&target);
-    let meta = fs::metadata(&target).map_err(|e| ToolError::Failed(format!("`{shown}`: {e}")))?;
+    let file = ws.open_read(&target)?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::Failed(format!("`{shown}`: {e}")))?;
     if meta.is_dir() {
         return Err(ToolError::Failed(format!(
             "`{shown}` is a folder; use list_dir to see what it contains"
@@ -772,13 +813,10 @@ fn read_file(
             "end_line ({e}) is before start_line ({s})"
         )));
     }
-    let file = fs::File::open(&target)
-        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    let io = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     {
-        let head = reader
-            .fill_buf()
-            .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+        let head = reader.fill_buf().map_err(io)?;
         if head.iter().take(8192).any(|&b| b == 0) {
             return Err(ToolError::Failed(format!(
                 "`{shown}` looks like a binary file ({} bytes); read_file shows text only",
@@ -787,46 +825,22 @@ fn read_file(
         }
     }
     let cap = limits.read_max_bytes;
-    if start.is_none() && end.is_none() {
-        let mut buf = Vec::with_capacity((meta.len() as usize).min(cap + 1));
-        reader
-            .take(cap as u64 + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
-        if buf.is_empty() {
-            return Ok("(empty file)".to_string());
-        }
-        if buf.len() <= cap {
-            return Ok(into_text(buf));
-        }
-        buf.truncate(cap);
-        // Cut at the last complete line when there is one.
-        if let Some(nl) = memchr::memrchr(b'\n', &buf) {
-            buf.truncate(nl + 1);
-        }
-        let lines = bytecount_lines(&buf);
-        let mut out = into_text(buf);
-        let shown_bytes = out.len();
-        out.push_str(&format!(
-            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{lines}). Read on with start_line={}.]",
-            meta.len(),
-            lines + 1
-        ));
-        return Ok(out);
-    }
+    let whole = start.is_none() && end.is_none();
     let start = start.unwrap_or(1);
     let mut out: Vec<u8> = Vec::new();
     let mut line_no: u64 = 0;
-    let mut line = Vec::new();
-    let mut cut_after: Option<u64> = None;
+    // The last line shown, and whether it was itself cut (longer than what was left of the cap).
+    let mut cut_after: Option<(u64, bool)> = None;
     loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
-        if n == 0 {
+        let keep = if line_no + 1 < start {
+            0
+        } else {
+            cap - out.len()
+        };
+        let before = out.len();
+        let Some(line) = read_line_capped(&mut reader, &mut out, keep).map_err(io)? else {
             break;
-        }
+        };
         line_no += 1;
         if line_no < start {
             continue;
@@ -834,19 +848,19 @@ fn read_file(
         if let Some(e) = end
             && line_no > e
         {
+            out.truncate(before);
             break;
         }
-        if out.len() + line.len() > cap {
-            if out.is_empty() {
-                // A single line longer than the cap: show its beginning.
-                out.extend_from_slice(&line[..cap.min(line.len())]);
-                cut_after = Some(line_no);
+        if line.len > line.kept as u64 {
+            if before == 0 {
+                // A single line longer than the cap: show its beginning, say it was cut.
+                cut_after = Some((line_no, true));
             } else {
-                cut_after = Some(line_no - 1);
+                out.truncate(before);
+                cut_after = Some((line_no - 1, false));
             }
             break;
         }
-        out.extend_from_slice(&line);
     }
     if line_no == 0 {
         return Ok("(empty file)".to_string());
@@ -856,23 +870,66 @@ fn read_file(
             "start_line {start} is past the end of `{shown}` ({line_no} lines)"
         )));
     }
+    let shown_bytes = out.len();
     let mut text = into_text(out);
-    if let Some(last_shown) = cut_after {
-        text.push_str(&format!(
-            "\n[… cut at {cap} bytes: this shows lines {start}-{last_shown}. Read on with start_line={}.]",
-            last_shown + 1
-        ));
+    match cut_after {
+        None => {}
+        Some((last, true)) => text.push_str(&format!(
+            "\n[… cut: line {last} of `{shown}` is longer than {cap} bytes; this shows its first {shown_bytes} bytes and the rest of that line cannot be shown. Read on with start_line={}.]",
+            last + 1
+        )),
+        Some((last, false)) if whole => text.push_str(&format!(
+            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{last}). Read on with start_line={}.]",
+            meta.len(),
+            last + 1
+        )),
+        Some((last, false)) => text.push_str(&format!(
+            "\n[… cut at {cap} bytes: this shows lines {start}-{last}. Read on with start_line={}.]",
+            last + 1
+        )),
     }
     Ok(text)
+}
+
+/// One line as [`read_line_capped`] saw it: its full length and how many bytes were kept.
+struct LineRead {
+    len: u64,
+    kept: usize,
+}
+
+/// Read one line (up to and including `\n`) from `reader`, appending at most `keep` of its bytes
+/// to `out` and skipping the rest, so that memory stays bounded whatever the line's length.
+/// `None` at the end of the file.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<Option<LineRead>> {
+    let mut line = LineRead { len: 0, kept: 0 };
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((line.len > 0).then_some(line));
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let take = chunk.len().min(keep - line.kept);
+        out.extend_from_slice(&chunk[..take]);
+        line.kept += take;
+        line.len += chunk.len() as u64;
+        let used = chunk.len();
+        reader.consume(used);
+        if done {
+            return Ok(Some(line));
+        }
+    }
 }
 
 /// Bytes as text without a copy when they are valid UTF-8 (invalid sequences become U+FFFD).
 fn into_text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-fn bytecount_lines(buf: &[u8]) -> usize {
-    memchr::memchr_iter(b'\n', buf).count()
 }
 
 fn walker(root: &Path, max_depth: Option<usize>) -> ignore::Walk {
@@ -957,14 +1014,21 @@ fn search_files(
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
+        // The searcher keeps a whole line in memory: bound it (a longer line is an error, and
+        // that file is named as skipped).
+        .heap_limit(Some(limits.search_max_line_bytes))
         .build();
+    let mut skipped: Vec<String> = Vec::new();
     let mut hits: Vec<String> = Vec::new();
     let max = limits.search_max_matches;
     let mut cut = false;
     let mut files: Vec<PathBuf> = Vec::new();
     for entry in walker(&root, None) {
         let Ok(entry) = entry else { continue };
-        if entry.file_type().is_some_and(|ft| ft.is_file()) {
+        // tagloop's own configuration and secret files are never searched (silently: the
+        // model learns nothing about their content, not even whether a pattern matches).
+        if entry.file_type().is_some_and(|ft| ft.is_file()) && !is_protected_name(entry.file_name())
+        {
             files.push(entry.into_path());
         }
     }
@@ -973,9 +1037,18 @@ fn search_files(
             break;
         }
         let rel = ws.display(&file);
-        let result = searcher.search_path(
+        // Open through the workspace's handle, following no link: a file swapped for a link
+        // after the walk is not searched.
+        let handle = match ws.open_read(&file) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!("search_files: skipping {rel}: {e}");
+                continue;
+            }
+        };
+        let result = searcher.search_file(
             &matcher,
-            &file,
+            &handle,
             Lossy(|lnum, line| {
                 if hits.len() >= max {
                     cut = true;
@@ -991,15 +1064,28 @@ fn search_files(
         );
         if let Err(e) = result {
             tracing::debug!("search_files: skipping {rel}: {e}");
+            if e.to_string().contains("allocation limit") {
+                skipped.push(rel);
+            }
         }
     }
+    let skipped_note = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n[skipped, a line longer than {} bytes: {}]",
+            limits.search_max_line_bytes,
+            skipped.join(", ")
+        )
+    };
     if hits.is_empty() {
         return Ok(format!(
-            "no matches for /{pattern}/ in `{}`",
+            "no matches for /{pattern}/ in `{}`{skipped_note}",
             ws.display(&root)
         ));
     }
     let mut out = hits.join("\n");
+    out.push_str(&skipped_note);
     if cut {
         out.push_str(&format!(
             "\n[… cut at {max} matches; use a narrower pattern or path]"

@@ -377,7 +377,10 @@ fn a_run_killed_with_sigkill_continues_to_the_end() {
 
     let o = outcome(
         &env.cmd()
-            .args(["continue", &id, "--json"])
+            // Gates and the workspace are never restored from a session: the user restates them.
+            .args(["continue", &id, "--json", "--allow-write", "--allow-shell"])
+            .arg("--workspace")
+            .arg(env.path("ws"))
             .assert()
             .code(0)
             .get_output()

@@ -5,8 +5,13 @@
 //! `{"name", "content"}`). Each result is appended to OUTPUT as one whole line, `{"id": …, <outcome
 //! fields>}`, as soon as its task finishes; a rerun skips the ids OUTPUT already has, so a killed
 //! batch resumes where it was.
+//!
+//! INPUT is checked whole before any task runs, and a bad line is a usage error (exit 2) that
+//! names it: a line that is not a task, an empty task (refused as `run` refuses it), and an id
+//! used twice. Ids are compared as text, because that is how a rerun matches them against
+//! OUTPUT, so `1` and `"1"` are the same id and the error names both lines.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,7 +84,8 @@ fn id_key(id: &Value) -> String {
 fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut seen = HashSet::new();
+    // Text of the id -> (line number, the id as written), to name both lines of a collision.
+    let mut seen: HashMap<String, (usize, Value)> = HashMap::new();
     let mut tasks = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -93,12 +99,22 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
             )
         })?;
         let key = id_key(&t.id);
-        if !seen.insert(key.clone()) {
+        if let Some((first, earlier)) = seen.get(&key) {
+            let how = if *earlier == t.id {
+                "appears twice".to_string()
+            } else {
+                format!("is the same as the id {earlier} (ids are compared as text)")
+            };
             anyhow::bail!(
-                "{} line {}: the id {key:?} appears twice",
+                "{} line {}: the id {} {how}; first used on line {first}",
                 path.display(),
-                i + 1
+                i + 1,
+                t.id
             );
+        }
+        seen.insert(key.clone(), (i + 1, t.id.clone()));
+        if t.task.trim().is_empty() {
+            anyhow::bail!("{} line {}: the task is empty", path.display(), i + 1);
         }
         let (role, role_meta) = match t.role {
             None => (None, None),
@@ -221,7 +237,7 @@ pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
     let failed = Arc::new(AtomicU64::new(0));
     let tokens = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let meta = setup.record(&opts);
     let mut results = futures::stream::iter(todo.into_iter().map(|task| {
         let setup = setup.clone();
         let out = out.clone();

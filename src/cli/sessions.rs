@@ -11,7 +11,7 @@ use serde_json::Value;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::Live;
+use super::live::{Live, terminal_safe};
 use super::options::usage;
 
 /// `tagloop sessions`.
@@ -65,8 +65,12 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
                 .take(60)
                 .collect();
             println!(
-                "{:<28} {:<20} {:<14} {:>5}  {task}",
-                s.id, s.started, s.status, s.steps
+                "{:<28} {:<20} {:<14} {:>5}  {}",
+                terminal_safe(&s.id),
+                terminal_safe(&s.started),
+                terminal_safe(&s.status),
+                s.steps,
+                terminal_safe(&task)
             );
         }
     }
@@ -77,7 +81,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let path = session::resolve(&dir(&args.session_dir), &args.session).map_err(usage)?;
     let loaded = session::load(&path)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", terminal_safe(w));
     }
     let events: Vec<Event> = loaded
         .records
@@ -97,9 +101,11 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// HTML-escaped text, with control characters and bidi overrides first made visible by
+/// [`terminal_safe`] (they are invalid in HTML text, and an override would reorder the page).
 fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
+    for c in terminal_safe(s).chars() {
         match c {
             '<' => o.push_str("&lt;"),
             '>' => o.push_str("&gt;"),

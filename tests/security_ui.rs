@@ -1,0 +1,287 @@
+//! Untrusted input reaching the user interface (issue 9, items 9, 10 and the batch part of 12):
+//! terminal escapes written by a model or a tool, hostile files in the session directory, and
+//! batch inputs that `run` would refuse. Each test reproduces the attack through the binary.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// Title change (OSC 0, ended by BEL), clipboard write (OSC 52), screen clear (CSI 2J), a C1 CSI
+/// and a right-to-left override.
+const EVIL: &str = "A\x1b]0;pwned\x07B\x1b]52;c;ZWNobyBoaQ==\x07C\x1b[2JD\u{9b}31mE\u{202e}F";
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
+        Env { dir }
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+    fn script(&self, turns: &[&str]) -> String {
+        let mut text = String::from("test script\n");
+        for t in turns {
+            text.push_str("=== turn ===\n");
+            text.push_str(t);
+            text.push('\n');
+        }
+        std::fs::write(self.path("script.txt"), text).unwrap();
+        format!("scripted:{}", self.path("script.txt").display())
+    }
+    fn cmd(&self) -> Command {
+        let mut c = Command::cargo_bin("tagloop").unwrap();
+        c.current_dir(self.dir.path())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("TAGLOOP_MODEL")
+            .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
+            .env("NO_COLOR", "1")
+            .timeout(Duration::from_secs(30));
+        c
+    }
+}
+
+/// Fails with the offending bytes when `out` holds a raw control or bidi override.
+fn assert_no_raw_controls(what: &str, out: &[u8]) {
+    let text = String::from_utf8_lossy(out);
+    let bad: Vec<char> = text
+        .chars()
+        .filter(|c| {
+            (c.is_control() && !matches!(c, '\n' | '\t'))
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect();
+    assert!(bad.is_empty(), "{what} holds raw {bad:?}:\n{text}");
+}
+
+#[test]
+fn escapes_from_the_model_and_tools_never_reach_the_terminal() {
+    let env = Env::new();
+    std::fs::write(env.path("ws/evil.txt"), format!("line {EVIL}\n")).unwrap();
+    let m = env.script(&[
+        &format!("<thought>look {EVIL}</thought><action>read_file(path=\"evil.txt\")</action>"),
+        &format!("<thought>done {EVIL}</thought><final_answer>{EVIL}</final_answer>"),
+    ]);
+    let task = format!("task {EVIL}");
+    let run = env
+        .cmd()
+        .args(["run", "--model", &m, "--workspace"])
+        .arg(env.path("ws"))
+        .arg(&task)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_no_raw_controls("run stderr", &run.stderr);
+    assert_no_raw_controls("run stdout", &run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains(r"A\u{1b}]0;pwned\u{7}B") && stdout.contains(r"E\u{202e}F"),
+        "the answer is shown with its controls made visible: {stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains(r"line A\u{1b}]0;pwned"), "{stderr}");
+
+    // --json stays exact (serde escapes the controls) and names the session.
+    let json = env
+        .cmd()
+        .args(["run", "--json", "--model", &m, "--workspace"])
+        .arg(env.path("ws"))
+        .arg(&task)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    // JSON escapes every C0 control (ESC, BEL); C1 and bidi characters stay as exact UTF-8 text.
+    assert!(
+        !json.iter().any(|b| *b < 0x20 && *b != b'\n'),
+        "raw C0 control in --json"
+    );
+    let outcome: Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(outcome["final"], EVIL);
+    let id = outcome["session"].as_str().unwrap();
+
+    let replay = env
+        .cmd()
+        .args(["replay", id])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_no_raw_controls("replay stderr", &replay.stderr);
+    assert_no_raw_controls("replay stdout", &replay.stdout);
+    assert!(String::from_utf8_lossy(&replay.stderr).contains(r"\u{1b}[2J"));
+
+    env.cmd()
+        .args(["replay", id, "--html", "page.html"])
+        .assert()
+        .code(0);
+    let html = std::fs::read(env.path("page.html")).unwrap();
+    assert_no_raw_controls("the HTML page", &html);
+
+    let list = env
+        .cmd()
+        .arg("sessions")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert_no_raw_controls("sessions", &list.stdout);
+    assert!(String::from_utf8_lossy(&list.stdout).contains(r"task A\u{1b}]0;pwned"));
+}
+
+#[test]
+fn an_error_message_from_outside_is_neutralised_too() {
+    let env = Env::new();
+    // The script path is echoed in the error; a hostile name must not drive the terminal.
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--model",
+            &format!("scripted:/nonexistent/{EVIL}"),
+            "t",
+        ])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    assert_no_raw_controls("the error on stderr", &out.stderr);
+}
+
+/// A good session, a FIFO and a symlink to /dev/zero named like sessions.
+fn hostile_session_dir(env: &Env) {
+    let m = env.script(&["<final_answer>ok</final_answer>"]);
+    env.cmd()
+        .args(["run", "--model", &m, "--workspace"])
+        .arg(env.path("ws"))
+        .arg("the good task")
+        .assert()
+        .code(0);
+    let fifo = env.path("sessions/fifo.jsonl");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::os::unix::fs::symlink("/dev/zero", env.path("sessions/zero.jsonl")).unwrap();
+}
+
+#[test]
+fn sessions_skips_fifos_and_devices_and_lists_the_good_ones() {
+    let env = Env::new();
+    hostile_session_dir(&env);
+    let out = env
+        .cmd()
+        .timeout(Duration::from_secs(10))
+        .arg("sessions")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the good task"), "{text}");
+    assert!(!text.contains("fifo") && !text.contains("zero"), "{text}");
+
+    let out = env
+        .cmd()
+        .timeout(Duration::from_secs(10))
+        .args(["sessions", "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let list: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["task"], "the good task");
+
+    // Named on purpose, they are refused rather than read.
+    for name in ["zero", "fifo"] {
+        env.cmd()
+            .timeout(Duration::from_secs(10))
+            .args(["replay", name])
+            .assert()
+            .failure();
+    }
+}
+
+#[test]
+fn a_session_file_over_the_size_bound_is_listed_without_being_read() {
+    let env = Env::new();
+    let f = std::fs::File::create(env.path("sessions/huge.jsonl")).unwrap();
+    // Sparse: 65 MiB of zero bytes without using the disk.
+    f.set_len((64 << 20) + (1 << 20)).unwrap();
+    let out = env
+        .cmd()
+        .args(["sessions", "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let list: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(
+        (list[0]["id"].as_str(), list[0]["status"].as_str()),
+        (Some("huge"), Some("too_large"))
+    );
+}
+
+fn batch(env: &Env, input: &str) -> (i32, String) {
+    std::fs::write(env.path("in.jsonl"), input).unwrap();
+    let m = env.script(&["<final_answer>ok</final_answer>"]);
+    let out = env
+        .cmd()
+        .args(["batch", "in.jsonl", "--out", "out.jsonl", "--model", &m])
+        .args(["--no-sessions", "--workspace"])
+        .arg(env.path("ws"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn batch_refuses_an_empty_task_like_run_naming_the_line() {
+    let env = Env::new();
+    let (code, err) = batch(
+        &env,
+        "{\"id\": \"a\", \"task\": \"fine\"}\n{\"id\": \"b\", \"task\": \"  \\n\"}\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("in.jsonl line 2: the task is empty"),
+        "names the line: {err}"
+    );
+    assert!(
+        !env.path("out.jsonl").exists(),
+        "no task ran before the input was checked"
+    );
+}
+
+#[test]
+fn batch_ids_1_and_quoted_1_collide_and_the_error_names_both_lines() {
+    let env = Env::new();
+    let (code, err) = batch(
+        &env,
+        "{\"id\": 1, \"task\": \"one\"}\n{\"id\": \"x\", \"task\": \"x\"}\n{\"id\": \"1\", \"task\": \"two\"}\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 3: the id \"1\" is the same as the id 1")
+            && err.contains("first used on line 1"),
+        "{err}"
+    );
+}

@@ -3,6 +3,8 @@
 //!
 //! Every option is optional here so that `continue` can tell what the user gave again from what
 //! it restores from the session (flag > session > environment > `.env` > config file > default).
+//! A session file may come from someone else, so `continue` restores only options that cannot
+//! act on the machine or the key ([`RunOpts::restore`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,15 +19,18 @@ use tagloop::llm::Model;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel, Secret};
 use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::prompt::{ContextItem, Templates};
+use tagloop::secret::Redactor;
+use tagloop::tools::ChildEnv;
 use tagloop::tools::Registry;
 use tagloop::tools::builtin::{ToolkitOptions, toolkit};
 use tagloop::tools::confirm::TerminalConfirm;
-use tagloop::tools::mcp::McpSource;
+use tagloop::tools::mcp::{McpAccess, McpOptions, McpSource};
 use tagloop::tools::workspace::Workspace;
 
 use super::config::{Sources, resolve_model};
 
-/// Options of a run. Stored (without the key) in the session so `continue` can restore them.
+/// Options of a run. Stored (without the key or MCP command lines) in the session so `continue`
+/// can restore the harmless ones and name the others.
 #[derive(Debug, Clone, Default, Args, Serialize, Deserialize)]
 pub struct RunOpts {
     /// OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 [env: OPENAI_BASE_URL]
@@ -79,7 +84,21 @@ pub struct RunOpts {
     pub prompt_template: Option<PathBuf>,
     /// Start an MCP server (a command line) and offer its tools as SERVER.TOOL; repeatable
     #[arg(long, value_name = "CMD")]
+    #[serde(skip)]
     pub mcp: Vec<String>,
+    /// Like --mcp, for a server you vouch only reads: all its tools are offered without --allow-write and never asked about under --confirm
+    #[arg(long, value_name = "CMD")]
+    #[serde(skip)]
+    pub mcp_read_only: Vec<String>,
+    /// Pass the variable NAME (from the environment or .env) to MCP servers even if it is a key tagloop uses; repeatable
+    #[arg(long, value_name = "NAME")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_env: Vec<String>,
+    /// The names of the MCP servers the run used: a session records these, never the command
+    /// lines (which may carry tokens), so `continue` can say what to restate (not a flag)
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
     /// Workflow context: a JSON file with [{"name": …, "content": …}] or a text file
     #[arg(long, value_name = "FILE")]
     pub context: Option<PathBuf>,
@@ -119,18 +138,80 @@ pub struct RunOpts {
 }
 
 impl RunOpts {
-    /// Fill what is unset here from `saved` (options restored from a session).
-    pub fn or(mut self, saved: RunOpts) -> RunOpts {
+    /// Fill what is unset here from `saved` (options recorded in a session), restoring only what
+    /// cannot act on the machine or the key: the model's name and API, the role, limits and
+    /// sampling. Never restored: gates (`--allow-write`, `--allow-shell`), MCP servers, the
+    /// workspace, the base URL and `--extra` (a crafted session file would otherwise run a
+    /// command, open a gate, move the workspace or send the user's key to its own server the
+    /// moment it is continued). Returns what was recorded but not restored, as notices that say
+    /// how to restate it. `legacy_mcp` is the `mcp` command lines older sessions stored: only
+    /// their program names are shown.
+    pub fn restore(mut self, saved: RunOpts, legacy_mcp: &[String]) -> (RunOpts, Vec<String>) {
+        let mut notices = Vec::new();
+        let mut flags: Vec<String> = Vec::new();
+        if saved.allow_write && !self.allow_write {
+            flags.push("--allow-write".into());
+        }
+        if saved.allow_shell && !self.allow_shell {
+            flags.push("--allow-shell".into());
+        }
+        let mut servers = saved.mcp_servers.clone();
+        servers.extend(legacy_mcp.iter().map(|c| program_name(c)));
+        if !servers.is_empty() && self.mcp.is_empty() {
+            let mut what = flags.clone();
+            what.push(format!(
+                "{} MCP server{} ({})",
+                servers.len(),
+                if servers.len() == 1 { "" } else { "s" },
+                servers.join(", ")
+            ));
+            let mut restate = flags.join(" ");
+            for _ in &servers {
+                restate.push_str(" --mcp 'COMMAND'");
+            }
+            notices.push(format!(
+                "the session ran with {}: continue does not restore them; restate them with {} to use them",
+                what.join(" and "),
+                restate.trim()
+            ));
+        } else if !flags.is_empty() {
+            notices.push(format!(
+                "the session ran with {0}: continue does not restore gates; restate them with {0} to use them",
+                flags.join(" ")
+            ));
+        }
+        let here = std::path::absolute(self.workspace.clone().unwrap_or_else(|| ".".into())).ok();
+        if let Some(ws) = &saved.workspace
+            && self.workspace.is_none()
+            && here.as_ref() != Some(ws)
+        {
+            notices.push(format!(
+                "the session's workspace was {}; this run uses {}: restate it with --workspace {:?} to work there",
+                ws.display(),
+                here.map(|p| p.display().to_string()).unwrap_or_else(|| ".".into()),
+                ws.display().to_string()
+            ));
+        }
+        if let Some(url) = &saved.base_url
+            && self.base_url.is_none()
+        {
+            notices.push(format!(
+                "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
+            ));
+        }
+        if saved.extra.is_some() && self.extra.is_none() {
+            notices.push(
+                "the session sent extra body fields (--extra); continue does not restore them: restate --extra JSON to send them".into(),
+            );
+        }
         macro_rules! fill {
             ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = saved.$f; } )* };
         }
         fill!(
-            base_url,
             model,
             api,
             role,
             output_schema,
-            workspace,
             max_steps,
             temperature,
             max_tokens,
@@ -141,20 +222,15 @@ impl RunOpts {
             turn_timeout,
             token_field,
             read_timeout,
-            extra,
             role_inline
         );
-        self.allow_write |= saved.allow_write;
+        // These only narrow what a run may do, or shape requests to the user's own server.
         self.confirm |= saved.confirm;
-        self.no_usage |= saved.no_usage;
-        self.allow_shell |= saved.allow_shell;
         self.no_builtin_tools |= saved.no_builtin_tools;
+        self.no_usage |= saved.no_usage;
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
-        if self.mcp.is_empty() {
-            self.mcp = saved.mcp;
-        }
-        self
+        (self, notices)
     }
 
     /// Make paths absolute so a session can be continued from another directory.
@@ -176,6 +252,20 @@ impl RunOpts {
     }
 }
 
+/// The file name of a command line's program, the only part of a recorded MCP command that is
+/// ever shown (its arguments may hold tokens).
+fn program_name(command: &str) -> String {
+    let first = command
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_matches(|c| c == '\'' || c == '"');
+    Path::new(first)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "?".into())
+}
+
 /// Everything a run needs, built from the options.
 pub struct Setup {
     pub model: ModelSpec,
@@ -186,6 +276,8 @@ pub struct Setup {
     pub context: Vec<ContextItem>,
     /// MCP servers to shut down at the end.
     pub mcp: Vec<McpSource>,
+    /// Every key the configuration holds: removed from the outcome, events and transcript.
+    pub redactor: Redactor,
 }
 
 /// A model, or a script to replay (a fresh cursor per run).
@@ -224,14 +316,20 @@ impl Setup {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
-        let (model, api, model_key) = if need_model || opts.model.is_some() {
+        let (model, api, keys) = if need_model || opts.model.is_some() {
             build_model(opts, &sources, role.name(), api).map_err(usage)?
         } else {
-            (ModelSpec::Shared(Arc::new(NoModel)), api, None)
+            (ModelSpec::Shared(Arc::new(NoModel)), api, Vec::new())
         };
+        let child_env = child_env(&sources, &keys);
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut tools = Registry::new();
         let mut environment = vec![format!("operating system: {}", std::env::consts::OS)];
+        let confirm: Option<Arc<dyn tagloop::tools::confirm::Confirm>> = if opts.confirm {
+            Some(Arc::new(TerminalConfirm::new()))
+        } else {
+            None
+        };
         if !opts.no_builtin_tools {
             let ws = Workspace::new(&workspace_root)
                 .map_err(|e| usage(format!("--workspace {}: {e}", workspace_root.display())))?;
@@ -239,26 +337,46 @@ impl Setup {
                 "workspace: {} (paths are relative to it)",
                 ws.root().display()
             ));
-            let confirm: Option<Arc<dyn tagloop::tools::confirm::Confirm>> = if opts.confirm {
-                Some(Arc::new(TerminalConfirm::new()))
-            } else {
-                None
-            };
             tools.extend(toolkit(
                 Arc::new(ws),
                 ToolkitOptions {
                     allow_write: opts.allow_write,
                     allow_shell: opts.allow_shell,
-                    confirm,
+                    confirm: confirm.clone(),
+                    child_env: child_env.clone(),
                     ..Default::default()
                 },
             ));
         }
         let mut mcp = Vec::new();
-        for cmd in &opts.mcp {
-            let source = McpSource::start(cmd, Duration::from_secs(30))
+        // MCP servers get the same environment as commands, plus what --mcp-env names.
+        let mut mcp_env = child_env.clone();
+        for name in &opts.mcp_env {
+            match sources.var(name) {
+                Some(v) => mcp_env = mcp_env.set(name.clone(), v),
+                None => tracing::warn!("--mcp-env {name}: the variable is not set"),
+            }
+        }
+        let servers = opts
+            .mcp
+            .iter()
+            .map(|c| ("--mcp", c, McpAccess::Annotations))
+            .chain(
+                opts.mcp_read_only
+                    .iter()
+                    .map(|c| ("--mcp-read-only", c, McpAccess::ReadOnly)),
+            );
+        for (flag, cmd, access) in servers {
+            let mcp_opts = McpOptions {
+                env: mcp_env.clone(),
+                access,
+                allow_write: opts.allow_write,
+                confirm: confirm.clone(),
+                ..McpOptions::default()
+            };
+            let source = McpSource::start_with(cmd, mcp_opts)
                 .await
-                .with_context(|| format!("--mcp {cmd:?}"))
+                .with_context(|| format!("{flag} {cmd:?}"))
                 .map_err(usage)?;
             for t in source.tools() {
                 tools.add(t);
@@ -276,7 +394,7 @@ impl Setup {
             seed: opts.seed,
             tool_timeout: Duration::from_secs(opts.tool_timeout.unwrap_or(120)),
             environment,
-            secrets: model_key.into_iter().collect(),
+            secrets: keys.clone(),
             ..AgentConfig::default()
         };
         if config.max_steps == 0 {
@@ -290,6 +408,7 @@ impl Setup {
             config,
             context,
             mcp,
+            redactor: Redactor::with(&keys),
         })
     }
 
@@ -309,12 +428,46 @@ impl Setup {
             .map_err(usage)
     }
 
+    /// The options as a session records them: with the MCP servers' names, never their commands.
+    pub fn record(&self, opts: &RunOpts) -> serde_json::Value {
+        let mut opts = opts.clone();
+        opts.mcp_servers = self.mcp.iter().map(|m| m.name().to_string()).collect();
+        serde_json::to_value(&opts).unwrap_or_default()
+    }
+
     /// Stop the MCP servers.
     pub async fn shutdown(&self) {
         for m in &self.mcp {
             m.shutdown().await;
         }
     }
+}
+
+/// The environment of every child (commands, MCP servers): without the variables that hold a key
+/// tagloop knows of (each provider's `api_key_env`, the OpenAI variables) and without any variable
+/// whose value contains one of those keys or any key the configuration holds.
+fn child_env(sources: &Sources, known_keys: &[String]) -> ChildEnv {
+    let mut env = ChildEnv::new();
+    for name in ["OPENAI_API_KEY", "OPENAI_ADMIN_KEY"] {
+        if let Some(v) = sources.var(name) {
+            env = env.secret(v);
+        }
+    }
+    for provider in sources.file.providers.values() {
+        if let Some(name) = &provider.api_key_env {
+            if let Some(v) = sources.var(name) {
+                env = env.secret(v);
+            }
+            env = env.remove(name.clone());
+        }
+        if let Some(k) = &provider.api_key {
+            env = env.secret(k.clone());
+        }
+    }
+    for k in known_keys {
+        env = env.secret(k.clone());
+    }
+    env
 }
 
 fn parse_api(s: &str) -> Result<Api> {
@@ -391,13 +544,13 @@ fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
     }])
 }
 
-/// The model, the API shape, and the key it uses (to redact it from tool output).
+/// The model, the API shape, and every key the configuration holds (to redact them all).
 fn build_model(
     opts: &RunOpts,
     sources: &Sources,
     role: &str,
     api: Api,
-) -> Result<(ModelSpec, Api, Option<String>)> {
+) -> Result<(ModelSpec, Api, Vec<String>)> {
     let target = resolve_model(
         sources,
         opts.model.as_deref(),
@@ -405,17 +558,17 @@ fn build_model(
         opts.api_key.as_deref(),
         Some(role),
     )?;
+    if let Some(why) = &target.withheld {
+        eprintln!("warning: {why}");
+    }
+    let keys = target.known_keys.clone();
     let api = match (&opts.api, &target.api) {
         (None, Some(a)) => parse_api(a)?,
         _ => api,
     };
     if let Some(path) = target.model.strip_prefix("scripted:") {
         let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
-        return Ok((
-            ModelSpec::Scripted(script),
-            api,
-            target.api_key.clone().filter(|k| !k.is_empty()),
-        ));
+        return Ok((ModelSpec::Scripted(script), api, keys));
     }
     let Some(base_url) = target.base_url.clone() else {
         bail!(
@@ -445,11 +598,7 @@ fn build_model(
         }
     }
     let model = OpenAiModel::new(cfg)?;
-    Ok((
-        ModelSpec::Shared(Arc::new(model)),
-        api,
-        target.api_key.clone().filter(|k| !k.is_empty()),
-    ))
+    Ok((ModelSpec::Shared(Arc::new(model)), api, keys))
 }
 
 /// The model of commands that never call one (`tools`, `prompt`).

@@ -1,5 +1,6 @@
 //! `tagloop run` and `tagloop continue`.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,9 +10,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use tagloop::agent::{Event, EventSink, Outcome, Resume, RunOptions, Status};
+use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
-use super::live::Live;
+use super::live::{Live, terminal_safe};
 use super::options::{RunOpts, Setup, usage};
 
 /// Output options of a run.
@@ -60,6 +62,10 @@ pub struct ContinueArgs {
     pub session: String,
     /// A new user message: a follow-up question or a correction
     pub message: Option<String>,
+    /// Go on from the end of step N, in a new session that copies the history up to it (the
+    /// way past a damaged line in the middle of a transcript; the original file is left as it is)
+    #[arg(long, value_name = "N")]
+    pub from_step: Option<u64>,
     #[command(flatten)]
     pub opts: RunOpts,
     #[command(flatten)]
@@ -102,7 +108,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             )
         })
         .map_err(usage)?;
-    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let meta = setup.record(&opts);
     let model = setup.model.instance(0);
     let result = execute(
         &setup, model, &task, transcript, meta, None, &args.out, events,
@@ -115,12 +121,55 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
 pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     let dir = args.out.session_dir();
     let path = session::resolve(&dir, &args.session).map_err(usage)?;
-    let loaded = session::load(&path).map_err(usage)?;
+    let mut loaded = session::load(&path).map_err(usage)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", terminal_safe(w));
+    }
+    // A forked session (--from-step) is written to a new file; the original stays as it is.
+    let mut fork: Option<usize> = None;
+    let holes = session::holes(&loaded);
+    match (args.from_step, holes.first()) {
+        (None, Some(h)) => {
+            return Err(usage(format!(
+                "cannot continue {}: line {} of its transcript is damaged, so the history of step \
+                 {} has a message missing. Continue from the last intact step with --from-step {} \
+                 (a new session is made from the steps before it; this file is left as it is), \
+                 or repair line {} by hand",
+                args.session,
+                h.line,
+                h.step,
+                h.step - 1,
+                h.line
+            )));
+        }
+        (Some(n), first_hole) => {
+            if let Some(h) = first_hole.filter(|h| n >= h.step) {
+                return Err(usage(format!(
+                    "cannot continue {} from step {n}: line {} is damaged, so step {} and later \
+                     are incomplete; use --from-step {} or lower",
+                    args.session,
+                    h.line,
+                    h.step,
+                    h.step - 1
+                )));
+            }
+            let Some(cut) = session::records_through_step(&loaded.records, n) else {
+                return Err(usage(format!(
+                    "cannot continue {} from step {n}: the transcript has no completed step {n}",
+                    args.session
+                )));
+            };
+            loaded.records.truncate(cut);
+            fork = Some(cut);
+        }
+        (None, None) => {}
     }
     let mut resume = Resume::from_records(&loaded.records)
         .map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
+    if fork.is_some() {
+        // What came after step N is not part of the fork, however the original run ended.
+        resume.finished = None;
+    }
     // A run that ended in a runtime error (the server went away) goes on like a killed one; a run
     // that ended otherwise needs a new message to go on.
     if resume.finished.as_deref().is_some_and(|s| s != "error") && args.message.is_none() {
@@ -132,11 +181,48 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     }
     resume.message = args.message.clone();
     let saved: RunOpts = serde_json::from_value(resume.meta.clone()).unwrap_or_default();
-    let opts = args.opts.clone().or(saved).absolutize();
+    let legacy_mcp: Vec<String> = resume
+        .meta
+        .get("mcp")
+        .and_then(|m| m.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (opts, notices) = args.opts.clone().restore(saved, &legacy_mcp);
+    for n in notices {
+        eprintln!("note: {n}");
+    }
+    let opts = opts.absolutize();
     let setup = Setup::build(&opts, true).await?;
     let events = open_events(args.out.events.as_deref())?;
-    let transcript = Transcript::open_append(&path).map_err(usage)?;
-    let meta = serde_json::to_value(&opts).unwrap_or_default();
+    let transcript = match fork {
+        None => Transcript::open_append(&path).map_err(usage)?,
+        Some(_) => {
+            let mut t = Transcript::create(&dir, &session::new_id())
+                .with_context(|| {
+                    format!(
+                        "cannot write sessions to {} (use --session-dir)",
+                        dir.display()
+                    )
+                })
+                .map_err(usage)?
+                .redacting(setup.redactor.clone());
+            for r in &loaded.records {
+                t.append(r)?;
+            }
+            eprintln!(
+                "note: continuing from step {} of {} in the new session {}",
+                args.from_step.unwrap_or(0),
+                args.session,
+                t.id()
+            );
+            t
+        }
+    };
+    let meta = setup.record(&opts);
     let model = setup.model.instance(resume.requests as usize);
     let task = resume.task.clone();
     let result = execute(
@@ -168,7 +254,13 @@ async fn execute(
 ) -> Result<ExitCode> {
     let agent = setup.agent(model)?;
     let live = Arc::new(Live::new(out.quiet));
+    let redactor = setup.redactor.clone();
+    let transcript = transcript.redacting(setup.redactor.clone());
     let sink: EventSink = Arc::new(move |e: &Event| {
+        let Some(e) = redact_event(&redactor, e) else {
+            return;
+        };
+        let e = e.as_ref();
         live.show(e);
         if let Some(w) = &events_out
             && let Ok(mut w) = w.lock()
@@ -193,8 +285,35 @@ async fn execute(
             return Ok(ExitCode::from(130));
         }
     };
+    let outcome = redact_outcome(outcome, &setup.redactor);
     print_outcome(&outcome, out.json)?;
     Ok(exit_code(&outcome))
+}
+
+/// The event with every known secret removed (defence in depth: the model client and the agent
+/// redact at the source); `None` in the unlikely case the redacted event no longer reads back.
+fn redact_event<'a>(redactor: &Redactor, e: &'a Event) -> Option<Cow<'a, Event>> {
+    if redactor.is_empty() {
+        return Some(Cow::Borrowed(e));
+    }
+    let mut value = serde_json::to_value(e).ok()?;
+    if !redactor.finds(&value.to_string()) {
+        return Some(Cow::Borrowed(e));
+    }
+    redactor.redact_json(&mut value);
+    serde_json::from_value(value).ok().map(Cow::Owned)
+}
+
+/// The outcome with every known secret removed from its error and final answer.
+fn redact_outcome(mut outcome: Outcome, redactor: &Redactor) -> Outcome {
+    if redactor.is_empty() {
+        return outcome;
+    }
+    outcome.error = outcome.error.map(|e| redactor.redact_string(e));
+    if let Some(v) = outcome.final_answer.as_mut() {
+        redactor.redact_json(v);
+    }
+    outcome
 }
 
 /// Where `--events` lines go.
@@ -223,7 +342,7 @@ pub fn print_outcome(outcome: &Outcome, json: bool) -> Result<()> {
     } else if let Some(v) = &outcome.final_answer {
         // The answer itself goes to stdout, so `tagloop run … > answer.txt` works.
         match v {
-            serde_json::Value::String(s) => println!("{s}"),
+            serde_json::Value::String(s) => println!("{}", terminal_safe(s)),
             v => println!("{}", serde_json::to_string_pretty(v)?),
         }
     }

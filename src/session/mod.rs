@@ -5,8 +5,11 @@
 //! completed step on disk. This module only stores and reads records; what they mean is the
 //! agent's business (`agent::Resume`).
 //!
-//! A damaged line (a run killed in the middle of a write) is reported and skipped when reading,
-//! never fatal.
+//! A damaged line is reported and skipped when reading, never fatal to reading. Where it sits
+//! decides what it means for `continue` ([`holes`]): a line torn by a kill at the end of a run
+//! only loses work that was not committed yet and is done again, but a damaged line that a later
+//! `step_completed` or `finished` record commits across is a hole in the history, and a run
+//! continued over it would send the model a conversation with a message missing.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -16,6 +19,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::secret::Redactor;
 
 /// Errors of the session store.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +96,9 @@ pub struct Transcript {
     id: String,
     path: PathBuf,
     file: File,
+    /// Secrets removed from every record before it is written (defence in depth: the agent and
+    /// the model client already redact what they know of).
+    redactor: Redactor,
 }
 
 impl Transcript {
@@ -107,6 +115,7 @@ impl Transcript {
             id: id.to_string(),
             path,
             file,
+            redactor: Redactor::new(),
         })
     }
 
@@ -135,7 +144,14 @@ impl Transcript {
             id,
             path: path.to_path_buf(),
             file,
+            redactor: Redactor::new(),
         })
+    }
+
+    /// Remove these secrets from every record written from now on.
+    pub fn redacting(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The session id.
@@ -150,7 +166,13 @@ impl Transcript {
 
     /// Append one record as one line and hand it to the operating system at once.
     pub fn append<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<(), SessionError> {
-        let mut line = serde_json::to_vec(record)?;
+        let mut line = if self.redactor.is_empty() {
+            serde_json::to_vec(record)?
+        } else {
+            let mut value = serde_json::to_value(record)?;
+            self.redactor.redact_json(&mut value);
+            serde_json::to_vec(&value)?
+        };
         line.push(b'\n');
         self.file.write_all(&line).map_err(io_err(&self.path))?;
         self.file.flush().map_err(io_err(&self.path))
@@ -164,11 +186,121 @@ pub struct Loaded {
     pub records: Vec<Value>,
     /// One message per damaged line (skipped).
     pub warnings: Vec<String>,
+    /// Where each damaged line was, in file order.
+    pub damaged: Vec<Damaged>,
 }
 
-/// Read a transcript.
+/// A line of a transcript that could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Damaged {
+    /// Its line number in the file (from 1).
+    pub line: usize,
+    /// How many records were read before it: it sat just before `records[before]`.
+    pub before: usize,
+}
+
+/// A damaged line inside the committed history of a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    /// The damaged line (from 1).
+    pub line: usize,
+    /// The step whose commit record comes after it: the first step whose history is incomplete.
+    pub step: u64,
+}
+
+/// The damaged lines of `loaded` that leave a hole in its committed history, in file order.
+///
+/// A damaged line is a hole when the next record that commits or starts a run after it is a
+/// commit (`step_completed` or `finished`): that commit covers the lost record. When it is a
+/// `run_started` (a `continue`), or there is none (the end of the file), the line belonged to work
+/// that was never committed, which a continued run redoes anyway.
+pub fn holes(loaded: &Loaded) -> Vec<Hole> {
+    let mut out = Vec::new();
+    for d in &loaded.damaged {
+        let next = loaded.records.iter().skip(d.before).find_map(|r| {
+            match r.get("type").and_then(Value::as_str) {
+                Some("step_completed") => Some(Some(
+                    r.get("steps").and_then(Value::as_u64).unwrap_or(0),
+                )),
+                Some("finished") => Some(Some(
+                    r.get("outcome")
+                        .and_then(|o| o.get("steps"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                )),
+                Some("run_started") => Some(None),
+                _ => None,
+            }
+        });
+        if let Some(Some(step)) = next {
+            out.push(Hole {
+                line: d.line,
+                step: step.max(1),
+            });
+        }
+    }
+    out
+}
+
+/// How many of `records` make up the history through step `step`: everything up to and including
+/// the first `step_completed` record of that step. Step 0 is the start: the records before the
+/// first step was committed. `None` when no step `step` was committed.
+pub fn records_through_step(records: &[Value], step: u64) -> Option<usize> {
+    let is_type = |r: &Value, t: &str| r.get("type").and_then(Value::as_str) == Some(t);
+    if step == 0 {
+        return Some(
+            records
+                .iter()
+                .position(|r| is_type(r, "step_completed") || is_type(r, "finished"))
+                .unwrap_or(records.len()),
+        );
+    }
+    records
+        .iter()
+        .position(|r| {
+            is_type(r, "step_completed") && r.get("steps").and_then(Value::as_u64) == Some(step)
+        })
+        .map(|i| i + 1)
+}
+
+/// Largest transcript `tagloop sessions` reads to summarise it; a larger one is listed with the
+/// status `too_large` (replay and continue still read it when asked by name).
+pub const LIST_MAX_BYTES: u64 = 64 << 20;
+
+/// Open a transcript for reading only if it is a regular file, and say how long it is.
+///
+/// The file is opened with `O_NONBLOCK` (so a FIFO cannot hang the open) and, when
+/// `follow_symlinks` is false, `O_NOFOLLOW`; its type is then checked on the open handle
+/// (`fstat`), so a FIFO, a device (`/dev/zero`) or a socket put in its place is refused without
+/// reading a byte and without a window between the check and the open.
+fn open_regular(path: &Path, follow_symlinks: bool) -> Result<(File, u64), SessionError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK;
+    if !follow_symlinks {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(io_err(path))?;
+    let meta = file.metadata().map_err(io_err(path))?;
+    if !meta.is_file() {
+        return Err(io_err(path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Read a transcript (a symlink to one is followed; anything but a regular file is refused).
 pub fn load(path: &Path) -> Result<Loaded, SessionError> {
-    let file = File::open(path).map_err(io_err(path))?;
+    let (file, _) = open_regular(path, true)?;
+    read_records(path, file)
+}
+
+fn read_records(path: &Path, file: impl Read) -> Result<Loaded, SessionError> {
     let mut loaded = Loaded::default();
     for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
         let line = line.map_err(io_err(path))?;
@@ -177,11 +309,17 @@ pub fn load(path: &Path) -> Result<Loaded, SessionError> {
         }
         match serde_json::from_slice::<Value>(&line) {
             Ok(v) => loaded.records.push(v),
-            Err(e) => loaded.warnings.push(format!(
-                "{}: line {} is damaged and was skipped ({e})",
-                path.display(),
-                i + 1
-            )),
+            Err(e) => {
+                loaded.warnings.push(format!(
+                    "{}: line {} is damaged and was skipped ({e})",
+                    path.display(),
+                    i + 1
+                ));
+                loaded.damaged.push(Damaged {
+                    line: i + 1,
+                    before: loaded.records.len(),
+                });
+            }
         }
     }
     Ok(loaded)
@@ -249,7 +387,9 @@ pub fn summarise(id: &str, records: &[Value]) -> Summary {
     s
 }
 
-/// Every session in a directory, newest first. Unreadable files are skipped.
+/// Every session in a directory, newest first. Only regular `.jsonl` files are read (symlinks,
+/// FIFOs and devices are skipped, see [`open_regular`]); a file over [`LIST_MAX_BYTES`] is listed
+/// as `too_large` without being read; unreadable files are skipped.
 pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -265,7 +405,15 @@ pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
         let Some(id) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
             continue;
         };
-        if let Ok(loaded) = load(&path) {
+        let Ok((file, len)) = open_regular(&path, false) else {
+            tracing::debug!(path = %path.display(), "not a regular file: skipped");
+            continue;
+        };
+        if len > LIST_MAX_BYTES {
+            let mut s = summarise(&id, &[]);
+            s.status = "too_large".into();
+            out.push(s);
+        } else if let Ok(loaded) = read_records(&path, file.take(LIST_MAX_BYTES)) {
             out.push(summarise(&id, &loaded.records));
         }
     }
@@ -297,6 +445,9 @@ mod tests {
         assert_eq!(loaded.records.len(), 2);
         assert_eq!(loaded.warnings.len(), 1);
         assert!(loaded.warnings[0].contains("line 3 is damaged"));
+        assert_eq!(loaded.damaged, vec![Damaged { line: 3, before: 2 }]);
+        // A torn last line lost only uncommitted work: no hole.
+        assert_eq!(holes(&loaded), vec![]);
 
         // Continuing ends the damaged line first.
         let mut t2 = Transcript::open_append(t.path()).unwrap();
@@ -309,6 +460,45 @@ mod tests {
             (s.status.as_str(), s.steps, s.task.as_str()),
             ("ok", 2, "t")
         );
+    }
+
+    fn lines(text: &str) -> Loaded {
+        read_records(Path::new("t.jsonl"), text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_damaged_line_is_a_hole_only_when_a_later_commit_covers_it() {
+        let start = r#"{"type":"run_started","task":"t"}"#;
+        let msg = r#"{"type":"message"}"#;
+        let step = |n: u32| format!(r#"{{"type":"step_completed","steps":{n}}}"#);
+        let fin = r#"{"type":"finished","outcome":{"status":"ok","steps":3}}"#;
+        // Inside step 2: a hole named by the step that committed it.
+        let text = [start, msg, &step(1), msg, "{bad", &step(2), fin].join("\n");
+        let loaded = lines(&text);
+        assert_eq!(holes(&loaded), vec![Hole { line: 5, step: 2 }]);
+        // Inside the last, uncommitted step, then a continuation started: no hole.
+        let text = [start, &step(1), msg, "{bad", start, msg, &step(2)].join("\n");
+        assert_eq!(holes(&lines(&text)), vec![]);
+        // Covered by the final record.
+        let text = [start, &step(1), "{bad", fin].join("\n");
+        assert_eq!(holes(&lines(&text)), vec![Hole { line: 3, step: 3 }]);
+    }
+
+    #[test]
+    fn records_through_a_step_end_at_its_commit() {
+        let loaded = lines(
+            r#"{"type":"run_started"}
+{"type":"message"}
+{"type":"step_completed","steps":1}
+{"type":"message"}
+{"type":"step_completed","steps":2}
+{"type":"message"}"#,
+        );
+        let r = &loaded.records;
+        assert_eq!(records_through_step(r, 0), Some(2));
+        assert_eq!(records_through_step(r, 1), Some(3));
+        assert_eq!(records_through_step(r, 2), Some(5));
+        assert_eq!(records_through_step(r, 3), None);
     }
 
     #[test]

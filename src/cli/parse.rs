@@ -7,6 +7,9 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 use tagloop::protocol::{ParseReport, Signature, Tag, parse_report};
 
+use super::live::terminal_safe;
+use super::options::usage;
+
 /// Arguments of `tagloop parse`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ParseArgs {
@@ -22,34 +25,24 @@ pub struct ParseArgs {
     pub file: Option<PathBuf>,
 }
 
-/// Exit code for unreadable input or a bad signature.
-const EXIT_USAGE: u8 = 2;
-
-fn usage_error(msg: &str) -> ExitCode {
-    let mut err = anstream::stderr();
-    let red = Style::new().fg_color(Some(AnsiColor::Red.into())).bold();
-    let _ = writeln!(err, "{red}error:{red:#} {msg}");
-    ExitCode::from(EXIT_USAGE)
-}
-
 /// Run `tagloop parse`.
 pub fn run(args: &ParseArgs) -> anyhow::Result<ExitCode> {
     let mut sigs = Vec::new();
     for t in &args.tool {
         match Signature::parse(t) {
             Ok(s) => sigs.push(s),
-            Err(e) => return Ok(usage_error(&e.to_string())),
+            Err(e) => return Err(usage(e)),
         }
     }
     let bytes = match &args.file {
         Some(p) if p.as_os_str() != "-" => match std::fs::read(p) {
             Ok(b) => b,
-            Err(e) => return Ok(usage_error(&format!("cannot read {}: {e}", p.display()))),
+            Err(e) => return Err(usage(format!("cannot read {}: {e}", p.display()))),
         },
         _ => {
             let mut b = Vec::new();
             if let Err(e) = std::io::stdin().lock().read_to_end(&mut b) {
-                return Ok(usage_error(&format!("cannot read stdin: {e}")));
+                return Err(usage(format!("cannot read stdin: {e}")));
             }
             b
         }
@@ -62,7 +55,7 @@ pub fn run(args: &ParseArgs) -> anyhow::Result<ExitCode> {
                 .file
                 .as_ref()
                 .map_or("stdin".to_string(), |p| p.display().to_string());
-            return Ok(usage_error(&format!(
+            return Err(usage(format!(
                 "{from} is not UTF-8 text (invalid byte at offset {at})"
             )));
         }
@@ -87,25 +80,63 @@ fn short(s: &str, max: usize) -> String {
     format!("{t:?}")
 }
 
-/// The readable explanation: what was found, where (byte spans), which leniencies fired.
+/// The styles of the explanation; all plain when colour is off.
+struct Palette {
+    head: Style,
+    good: Style,
+    bad: Style,
+    dim: Style,
+    warn: Style,
+}
+
+impl Palette {
+    fn new(color: bool) -> Self {
+        let paint = |s: Style| if color { s } else { Style::new() };
+        Palette {
+            head: paint(Style::new().bold()),
+            good: paint(Style::new().fg_color(Some(AnsiColor::Green.into())).bold()),
+            bad: paint(Style::new().fg_color(Some(AnsiColor::Red.into())).bold()),
+            dim: paint(Style::new().dimmed()),
+            warn: paint(Style::new().fg_color(Some(AnsiColor::Yellow.into()))),
+        }
+    }
+}
+
+/// The readable explanation: what was found, where (byte spans), which leniencies fired. One
+/// helper per part of the report, in the order they are printed.
 fn explain(w: &mut dyn Write, r: &ParseReport, text: &str, color: bool) -> std::io::Result<()> {
-    let paint = |s: Style| if color { s } else { Style::new() };
-    let head = paint(Style::new().bold());
-    let good = paint(Style::new().fg_color(Some(AnsiColor::Green.into())).bold());
-    let bad = paint(Style::new().fg_color(Some(AnsiColor::Red.into())).bold());
-    let dim = paint(Style::new().dimmed());
-    let warn = paint(Style::new().fg_color(Some(AnsiColor::Yellow.into())));
-    let kind_style = match r.kind {
-        "action" | "final" => good,
-        "error" => bad,
-        _ => warn,
+    let p = Palette::new(color);
+    kind(w, &p, r, text)?;
+    blocks(w, &p, r)?;
+    free_text(w, &p, "thought", &r.thought, 200)?;
+    action(w, &p, r)?;
+    free_text(w, &p, "final answer", &r.final_text, 400)?;
+    error(w, &p, r)?;
+    free_text(w, &p, "discarded", &r.discarded, 200)?;
+    free_text(w, &p, "reasoning", &r.reasoning, 200)?;
+    leniencies(w, &p, r)?;
+    history(w, &p, r)
+}
+
+/// What the turn decided, and how many bytes were read.
+fn kind(w: &mut dyn Write, p: &Palette, r: &ParseReport, text: &str) -> std::io::Result<()> {
+    let Palette { head, dim, .. } = *p;
+    let style = match r.kind {
+        "action" | "final" => p.good,
+        "error" => p.bad,
+        _ => p.warn,
     };
     writeln!(
         w,
-        "{head}kind:{head:#} {kind_style}{}{kind_style:#}  {dim}({} bytes read){dim:#}",
+        "{head}kind:{head:#} {style}{}{style:#}  {dim}({} bytes read){dim:#}",
         r.kind,
         text.len()
-    )?;
+    )
+}
+
+/// Every protocol block with its byte spans.
+fn blocks(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()> {
+    let Palette { head, dim, .. } = *p;
     writeln!(w, "{head}blocks:{head:#}")?;
     if r.turn.blocks.is_empty() {
         writeln!(w, "  {dim}(no protocol tags found){dim:#}")?;
@@ -126,84 +157,121 @@ fn explain(w: &mut dyn Write, r: &ParseReport, text: &str, color: bool) -> std::
             b.span.start, b.span.end, b.body.start, b.body.end
         )?;
     }
-    if let Some(t) = &r.thought {
-        writeln!(w, "{head}thought:{head:#} {}", short(t, 200))?;
+    Ok(())
+}
+
+/// One free text of the turn (thought, final answer, discarded text, reasoning), quoted and cut.
+fn free_text(
+    w: &mut dyn Write,
+    p: &Palette,
+    label: &str,
+    text: &Option<String>,
+    max: usize,
+) -> std::io::Result<()> {
+    let head = p.head;
+    match text {
+        Some(t) => writeln!(w, "{head}{label}:{head:#} {}", short(t, max)),
+        None => Ok(()),
     }
-    if let Some(a) = &r.action {
-        writeln!(w, "{head}tool:{head:#} {good}{}{good:#}", a.tool)?;
-        if a.args.is_empty() {
-            writeln!(w, "  {dim}(no arguments){dim:#}")?;
-        }
-        for (i, arg) in a.args.iter().enumerate() {
-            let name = arg
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("#{} (positional)", i + 1));
-            let v = serde_json::to_string(&arg.value).unwrap_or_default();
-            let shown = if v.chars().count() > 200 {
-                let cut: String = v.chars().take(200).collect();
-                format!("{cut}… ({} bytes)", v.len())
-            } else {
-                v
-            };
-            writeln!(w, "  {name} = {shown}")?;
-        }
+}
+
+/// The tool called and its arguments as JSON (long values cut).
+fn action(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()> {
+    let Palette {
+        head, good, dim, ..
+    } = *p;
+    let Some(a) = &r.action else { return Ok(()) };
+    writeln!(
+        w,
+        "{head}tool:{head:#} {good}{}{good:#}",
+        terminal_safe(&a.tool)
+    )?;
+    if a.args.is_empty() {
+        writeln!(w, "  {dim}(no arguments){dim:#}")?;
     }
-    if let Some(f) = &r.final_text {
-        writeln!(w, "{head}final answer:{head:#} {}", short(f, 400))?;
+    for (i, arg) in a.args.iter().enumerate() {
+        let name = arg
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("#{} (positional)", i + 1));
+        let v = serde_json::to_string(&arg.value).unwrap_or_default();
+        let shown = if v.chars().count() > 200 {
+            let cut: String = v.chars().take(200).collect();
+            format!("{cut}… ({} bytes)", v.len())
+        } else {
+            v
+        };
+        writeln!(w, "  {} = {}", terminal_safe(&name), terminal_safe(&shown))?;
     }
-    if let Some(e) = &r.error {
-        let at = r.turn.action_offset.unwrap_or(0) + e.offset;
+    Ok(())
+}
+
+/// The action's parse error, where it is, and the text around that place.
+fn error(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()> {
+    let Palette { head, bad, dim, .. } = *p;
+    let Some(e) = &r.error else { return Ok(()) };
+    let at = r.turn.action_offset.unwrap_or(0) + e.offset;
+    writeln!(
+        w,
+        "{head}error:{head:#} {bad}{}{bad:#} at offset {} of the action (byte {at} of the turn)",
+        terminal_safe(&e.message),
+        e.offset
+    )?;
+    if let Some(body) = &r.turn.action {
+        let (before, after) = around(body, e.offset, 30);
         writeln!(
             w,
-            "{head}error:{head:#} {bad}{}{bad:#} at offset {} of the action (byte {at} of the turn)",
-            e.message, e.offset
+            "  {dim}near:{dim:#} {}{bad}⟂{bad:#}{}",
+            short(before, 40),
+            short(after, 40)
         )?;
-        if let Some(body) = &r.turn.action {
-            let b = body.as_bytes();
-            let lo = e.offset.saturating_sub(30);
-            let lo = (0..=lo)
-                .rev()
-                .find(|&i| body.is_char_boundary(i))
-                .unwrap_or(0);
-            let hi = (e.offset.min(b.len())..=b.len())
-                .find(|&i| body.is_char_boundary(i))
-                .unwrap_or(b.len());
-            let mid = (e.offset.min(b.len())..=b.len())
-                .find(|&i| body.is_char_boundary(i))
-                .unwrap_or(b.len());
-            let after = (mid + 30).min(b.len());
-            let after = (after..=b.len())
-                .find(|&i| body.is_char_boundary(i))
-                .unwrap_or(b.len());
-            writeln!(
-                w,
-                "  {dim}near:{dim:#} {}{bad}⟂{bad:#}{}",
-                short(&body[lo..hi], 40),
-                short(&body[mid..after], 40)
-            )?;
-        }
-        if r.action_error.as_ref().is_some_and(|e| e.open_string) {
-            writeln!(
-                w,
-                "  {dim}the text ended inside an open string: a stop string may have cut it{dim:#}"
-            )?;
-        }
     }
-    if let Some(d) = &r.discarded {
-        writeln!(w, "{head}discarded:{head:#} {}", short(d, 200))?;
+    if r.action_error.as_ref().is_some_and(|e| e.open_string) {
+        writeln!(
+            w,
+            "  {dim}the text ended inside an open string: a stop string may have cut it{dim:#}"
+        )?;
     }
-    if let Some(rs) = &r.reasoning {
-        writeln!(w, "{head}reasoning:{head:#} {}", short(rs, 200))?;
-    }
+    Ok(())
+}
+
+/// Up to `reach` bytes of `body` before and after `offset`, cut on character boundaries.
+fn around(body: &str, offset: usize, reach: usize) -> (&str, &str) {
+    let boundary_down = |i: usize| {
+        (0..=i)
+            .rev()
+            .find(|&i| body.is_char_boundary(i))
+            .unwrap_or(0)
+    };
+    let boundary_up = |i: usize| {
+        (i.min(body.len())..=body.len())
+            .find(|&i| body.is_char_boundary(i))
+            .unwrap_or(body.len())
+    };
+    let mid = boundary_up(offset);
+    let lo = boundary_down(offset.saturating_sub(reach).min(mid));
+    let hi = boundary_up(mid + reach);
+    (&body[lo..mid], &body[mid..hi])
+}
+
+/// The leniencies the parser used to read the turn.
+fn leniencies(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()> {
+    let Palette {
+        head, dim, warn, ..
+    } = *p;
     if r.warnings.is_empty() {
-        writeln!(w, "{head}leniencies:{head:#} {dim}none{dim:#}")?;
-    } else {
-        writeln!(w, "{head}leniencies:{head:#}")?;
-        for x in &r.warnings {
-            writeln!(w, "  {warn}- {x}{warn:#}")?;
-        }
+        return writeln!(w, "{head}leniencies:{head:#} {dim}none{dim:#}");
     }
+    writeln!(w, "{head}leniencies:{head:#}")?;
+    for x in &r.warnings {
+        writeln!(w, "  {warn}- {}{warn:#}", terminal_safe(x))?;
+    }
+    Ok(())
+}
+
+/// How much of the turn the history keeps.
+fn history(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()> {
+    let dim = p.dim;
     writeln!(
         w,
         "{dim}history keeps bytes 0..{}{}{dim:#}",
@@ -213,6 +281,5 @@ fn explain(w: &mut dyn Write, r: &ParseReport, text: &str, color: bool) -> std::
         } else {
             ""
         }
-    )?;
-    Ok(())
+    )
 }

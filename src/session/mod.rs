@@ -219,9 +219,9 @@ pub fn holes(loaded: &Loaded) -> Vec<Hole> {
     for d in &loaded.damaged {
         let next = loaded.records.iter().skip(d.before).find_map(|r| {
             match r.get("type").and_then(Value::as_str) {
-                Some("step_completed") => Some(Some(
-                    r.get("steps").and_then(Value::as_u64).unwrap_or(0),
-                )),
+                Some("step_completed") => {
+                    Some(Some(r.get("steps").and_then(Value::as_u64).unwrap_or(0)))
+                }
                 Some("finished") => Some(Some(
                     r.get("outcome")
                         .and_then(|o| o.get("steps"))

@@ -2,6 +2,8 @@
 
 mod batch;
 mod config;
+mod eval;
+mod eval_suite;
 mod inspect;
 mod live;
 mod options;
@@ -39,6 +41,8 @@ enum Command {
     Continue(run::ContinueArgs),
     /// Run many tasks from JSON Lines, concurrently; a rerun skips finished ids
     Batch(batch::BatchArgs),
+    /// Run a suite of checked tasks and report pass rate, readable turns, steps, tokens, time
+    Eval(eval::EvalArgs),
     /// Print shell completions
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -81,6 +85,7 @@ pub fn main() -> ExitCode {
             Command::Replay(a) => sessions::replay(a),
             Command::Continue(a) => run::continue_run(a).await,
             Command::Batch(a) => batch::batch(a).await,
+            Command::Eval(a) => eval::eval(a).await,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     shell,

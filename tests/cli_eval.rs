@@ -1,0 +1,140 @@
+//! `tagloop eval SUITE` through the binary with the scripted model: the report, the checks, fresh
+//! workspaces, repeats, the pass-rate gate and bad suites.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A suite folder: a fixture workspace, a script and a suite file.
+fn lab(suite: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("fixture/notes")).unwrap();
+    std::fs::write(d.join("fixture/notes/a.txt"), "alpha\n").unwrap();
+    std::fs::write(
+        d.join("script.txt"),
+        "s\n=== turn ===\n<thought>write</thought><action>write_file(path=\"out.txt\", content=\"answer 42\")</action>\n\
+         === turn ===\nno tags at all\n\
+         === turn ===\n<final_answer>42</final_answer>\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("suite.jsonl"), suite).unwrap();
+    let script = d.join("script.txt");
+    (dir, script)
+}
+
+fn eval(dir: &Path, script: &Path, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("tagloop")
+        .unwrap()
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("XDG_CONFIG_HOME", dir.join("noconf"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .args(["eval", "suite.jsonl", "--model"])
+        .arg(format!("scripted:{}", script.display()))
+        .args(["--session-dir", "sessions", "--allow-write"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+const SUITE: &str = r#"{"id": "eq", "task": "What is 6*7?", "check": {"equals": "42"}, "workspace": "fixture"}
+{"id": "file", "task": "Write out.txt", "check": [{"file": {"path": "out.txt", "contains": "42"}}, {"file": {"path": "notes/a.txt", "contains": "alpha"}}], "workspace": "fixture"}
+{"id": "wrong", "task": "What is 6*8?", "check": {"contains": "48"}, "workspace": "fixture"}
+{"id": "schema", "task": "A number", "check": {"json_schema": {"type": "integer", "minimum": 40}}, "output_schema": {"type": "integer"}, "workspace": "fixture"}
+"#;
+
+#[test]
+fn the_json_report_counts_runs_checks_and_readable_turns() {
+    let (dir, script) = lab(SUITE);
+    let out = eval(dir.path(), &script, &["--json", "--repeat", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tasks"], 8);
+    assert_eq!(report["passed"], 6);
+    assert_eq!(report["pass_rate"], 0.75);
+    // Every run: 3 turns, one of them unreadable (the turn without tags).
+    assert_eq!(report["turns"], 24);
+    let rate = report["readable_turn_rate"].as_f64().unwrap();
+    assert!((rate - 16.0 / 24.0).abs() < 1e-9, "{rate}");
+    assert_eq!(report["steps"], 16);
+    assert!(report["tokens"].as_u64().unwrap() > 0);
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 8);
+    let wrong: Vec<&Value> = results.iter().filter(|r| r["id"] == "wrong").collect();
+    assert_eq!(wrong.len(), 2);
+    for r in wrong {
+        assert_eq!(r["passed"], false);
+        assert_eq!(r["status"], "ok");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains("does not contain \"48\"")
+        );
+        assert_eq!(
+            (r["turns"].as_u64(), r["format_corrections"].as_u64()),
+            (Some(3), Some(1))
+        );
+        // Its transcript was written.
+        let session = r["session"].as_str().unwrap();
+        assert!(
+            dir.path()
+                .join("sessions")
+                .join(format!("{session}.jsonl"))
+                .is_file()
+        );
+    }
+    // Each run had its own copy: the fixture itself was never written.
+    assert!(!dir.path().join("fixture/out.txt").exists());
+    assert!(!dir.path().join("out.txt").exists());
+}
+
+#[test]
+fn the_table_and_the_pass_rate_gate() {
+    let (dir, script) = lab(SUITE);
+    let out = eval(dir.path(), &script, &[]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("4 runs · 3 passed (75%) · readable turns 67% (12 turns)"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("wrong") && l.contains(" no ")),
+        "{table}"
+    );
+    let out = eval(dir.path(), &script, &["--min-pass-rate", "0.8", "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = eval(dir.path(), &script, &["--min-pass-rate", "0.75", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_bad_suite_is_exit_2_naming_the_line_and_runs_nothing() {
+    for (suite, says) in [
+        (
+            "{\"id\": 1, \"task\": \"t\", \"check\": {\"equals\": 1}}\nnot json\n",
+            "line 2",
+        ),
+        (
+            "{\"id\": 1, \"task\": \"t\", \"check\": {\"sounds_like\": \"x\"}}\n",
+            "unknown check kind `sounds_like`",
+        ),
+    ] {
+        let (dir, script) = lab(suite);
+        let out = eval(dir.path(), &script, &["--json"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+        assert!(out.stdout.is_empty());
+        assert!(!dir.path().join("sessions").exists());
+    }
+}

@@ -14,8 +14,24 @@ struct Path {
     path: String,
 }
 
+/// A tool with several documented parameters, so the snapshots show how they are listed.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Note {
+    /// Where to write the note.
+    path: String,
+    /// The text of the note.
+    text: String,
+    /// Add to the end of the file instead of replacing it.
+    append: Option<bool>,
+}
+
 fn tools() -> Registry {
     let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "write_note",
+        "Write a note to a file.",
+        |n: Note| async move { Ok(format!("wrote {} bytes to {}", n.text.len(), n.path)) },
+    )));
     r.add(Arc::new(tool_fn(
         "read_file",
         "Read a file.",

@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod openai;
+pub mod repeat;
 pub mod scripted;
 pub mod stops;
 

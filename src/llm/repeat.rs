@@ -1,0 +1,219 @@
+//! The degeneration guard: notices, while a turn streams, that the model is repeating itself.
+//!
+//! Small models at low temperature fall into loops: the same line, sentence or few words over and
+//! over until the token budget or the context runs out (minutes on a CPU). A repetition is the
+//! tail of the text being *periodic*: the last `span` bytes are one unit of `period` bytes written
+//! again and again. The guard fires when that span reaches [`RepeatGuard::min_span`] bytes and at
+//! least [`RepeatGuard::min_repeats`] whole units, and says where the text should be cut: after
+//! the first unit of the repetition, so the model's history shows what it did once, not fifty
+//! times.
+//!
+//! Legitimate text repeats too (a separator line, table rows in a file being written), so the
+//! thresholds are generous: a unit of 4 bytes must repeat over 512 bytes (128 times), a line of
+//! 80 bytes 8 times. Checking is cheap: it runs only when 64 more bytes have arrived, on the last
+//! 4 KiB, and for ordinary text each candidate period fails at its first comparison.
+
+/// Watches a growing text for a repeating tail.
+#[derive(Debug, Clone)]
+pub struct RepeatGuard {
+    /// Bytes of the text seen so far (the guard keeps no copy; the caller passes the text).
+    checked_at: usize,
+    min_span: usize,
+    min_repeats: usize,
+    max_period: usize,
+}
+
+/// A repetition found at the end of the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repetition {
+    /// The length of the repeating unit, in bytes.
+    pub period: usize,
+    /// Where the repetition starts (a byte offset into the text).
+    pub start: usize,
+    /// Where to cut: after the first unit of the repetition (a char boundary).
+    pub cut: usize,
+    /// How many whole units the repetition holds.
+    pub repeats: usize,
+}
+
+/// How much new text arrives between two checks.
+const CHECK_EVERY: usize = 64;
+/// How much of the tail is looked at.
+const WINDOW: usize = 4096;
+
+impl Default for RepeatGuard {
+    fn default() -> Self {
+        RepeatGuard::new(512, 8, 512)
+    }
+}
+
+impl RepeatGuard {
+    /// A guard that fires when a unit of at most `max_period` bytes repeats over at least
+    /// `min_span` bytes and at least `min_repeats` times.
+    pub fn new(min_span: usize, min_repeats: usize, max_period: usize) -> Self {
+        RepeatGuard {
+            checked_at: 0,
+            min_span: min_span.max(1),
+            min_repeats: min_repeats.max(2),
+            max_period: max_period.clamp(1, WINDOW / 2),
+        }
+    }
+
+    /// The smallest repeating span, in bytes, that fires the guard.
+    pub fn min_span(&self) -> usize {
+        self.min_span
+    }
+
+    /// The fewest whole units that fire the guard.
+    pub fn min_repeats(&self) -> usize {
+        self.min_repeats
+    }
+
+    /// Look at `text` (the whole turn so far, grown since the last call) and report a
+    /// repetition at its end, if there is one. Cheap to call on every chunk.
+    pub fn check(&mut self, text: &str) -> Option<Repetition> {
+        if text.len() < self.checked_at + CHECK_EVERY {
+            return None;
+        }
+        self.checked_at = text.len();
+        self.find(text)
+    }
+
+    /// Look at the end of `text` now, whatever was checked before (for the end of a turn).
+    pub fn find(&self, text: &str) -> Option<Repetition> {
+        let bytes = text.as_bytes();
+        let window = &bytes[bytes.len().saturating_sub(WINDOW)..];
+        let offset = bytes.len() - window.len();
+        let n = window.len();
+        for period in 1..=self.max_period.min(n / 2) {
+            // How far back from the end the text keeps this period.
+            let mut span = period;
+            while span < n && window[n - 1 - span] == window[n - 1 - span + period] {
+                span += 1;
+            }
+            // `span` bytes at the end repeat with `period` (the first unit included).
+            let repeats = span / period;
+            if span >= self.min_span && repeats >= self.min_repeats {
+                let start = offset + n - span;
+                let mut cut = start + period;
+                while !text.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                return Some(Repetition {
+                    period,
+                    start,
+                    cut,
+                    repeats,
+                });
+            }
+            if span > n / 2 {
+                // A longer period cannot cover more than this one already did.
+                break;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(
+        guard: &mut RepeatGuard,
+        pieces: impl IntoIterator<Item = String>,
+    ) -> Option<(String, Repetition)> {
+        let mut text = String::new();
+        for p in pieces {
+            text.push_str(&p);
+            if let Some(r) = guard.check(&text) {
+                return Some((text, r));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_repeated_line_is_cut_after_its_first_copy() {
+        let line = "I will now read the file notes.txt to see what it says.\n";
+        let mut g = RepeatGuard::default();
+        let head = "<thought>Let me think.\n".to_string();
+        let (text, r) = feed(
+            &mut g,
+            std::iter::once(head.clone()).chain(std::iter::repeat_n(line.to_string(), 100)),
+        )
+        .expect("a loop is found");
+        assert_eq!(r.period % line.len(), 0);
+        assert!(r.repeats >= 8, "{r:?}");
+        // Found within a few units of the threshold, not at the end of the stream.
+        assert!(text.len() < head.len() + line.len() * 14, "{}", text.len());
+        // The cut keeps exactly one copy after the text before the loop (the loop may be
+        // recognised starting inside the head when the head ends like the line does).
+        let kept = &text[..r.cut];
+        assert!(kept.starts_with(&head));
+        assert_eq!(kept.matches("notes.txt").count(), 1, "{kept}");
+    }
+
+    #[test]
+    fn short_units_need_a_long_span() {
+        let mut g = RepeatGuard::default();
+        let r = feed(&mut g, std::iter::repeat_n("the ".to_string(), 400))
+            .unwrap()
+            .1;
+        assert_eq!(r.period, 4);
+        assert!(r.repeats * 4 >= 512);
+        // 100 repeats (400 bytes) are not enough.
+        let mut g = RepeatGuard::default();
+        assert_eq!(
+            feed(&mut g, std::iter::repeat_n("the ".to_string(), 100)),
+            None
+        );
+    }
+
+    #[test]
+    fn ordinary_and_structured_text_is_left_alone() {
+        let mut g = RepeatGuard::default();
+        // Numbered lines differ, a separator of 80 dashes is short, a table of distinct rows.
+        let mut text = String::from("<thought>A plan.</thought>\n");
+        text.push_str(&"-".repeat(80));
+        text.push('\n');
+        for i in 0..200 {
+            text.push_str(&format!(
+                "{i}: item number {i} is different from the others\n"
+            ));
+        }
+        for i in 0..50 {
+            text.push_str(&format!("| {i} | {} | ok |\n", i * i));
+        }
+        let mut grown = String::new();
+        for c in text.chars() {
+            grown.push(c);
+            assert_eq!(g.check(&grown), None, "{grown}");
+        }
+        assert_eq!(g.find(&text), None);
+    }
+
+    #[test]
+    fn alternating_lines_and_multibyte_text_are_found_with_a_char_boundary_cut() {
+        let mut g = RepeatGuard::default();
+        let unit = "Ответ: не знаю.\nПопробую ещё раз.\n";
+        let (text, r) = feed(&mut g, std::iter::repeat_n(unit.to_string(), 40)).unwrap();
+        assert_eq!(r.period, unit.len());
+        assert!(text.is_char_boundary(r.cut));
+    }
+
+    #[test]
+    fn a_loop_needs_enough_whole_units() {
+        // A paragraph of distinct words written three times is over 512 bytes but 3 units only.
+        let para: String = (0..40).map(|i| format!("word{i} ")).collect();
+        let g = RepeatGuard::default();
+        let three = para.repeat(3);
+        assert!(three.len() > 512);
+        assert_eq!(g.find(&three), None);
+        let r = g.find(&para.repeat(8)).unwrap();
+        assert_eq!(
+            (r.period, r.repeats, r.start, r.cut),
+            (para.len(), 8, 0, para.len())
+        );
+    }
+}

@@ -138,3 +138,37 @@ fn a_bad_suite_is_exit_2_naming_the_line_and_runs_nothing() {
         assert!(!dir.path().join("sessions").exists());
     }
 }
+
+/// The project's own suite (examples/eval) stays valid: every line reads, every workspace exists,
+/// and a model that answers nothing useful passes none of it.
+#[test]
+fn the_projects_suite_reads_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.txt");
+    std::fs::write(
+        &script,
+        "s\n=== turn ===\n<final_answer>no idea</final_answer>\n",
+    )
+    .unwrap();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval/suite.jsonl");
+    let out = Command::cargo_bin("tagloop")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("noconf"))
+        .arg("eval")
+        .arg(&suite)
+        .arg("--model")
+        .arg(format!("scripted:{}", script.display()))
+        .args(["--no-sessions", "--json", "--allow-write"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["tasks"].as_u64().unwrap() >= 20);
+    assert_eq!(report["passed"], 0);
+    assert_eq!(report["readable_turn_rate"], 1.0);
+}

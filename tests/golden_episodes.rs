@@ -30,7 +30,14 @@ fn tools() -> Registry {
     r.add(Arc::new(tool_fn(
         "write_note",
         "Write a note to a file.",
-        |n: Note| async move { Ok(format!("wrote {} bytes to {}", n.text.len(), n.path)) },
+        |n: Note| async move {
+            let how = if n.append.unwrap_or(false) {
+                "appended"
+            } else {
+                "wrote"
+            };
+            Ok(format!("{how} {} bytes to {}", n.text.len(), n.path))
+        },
     )));
     r.add(Arc::new(tool_fn(
         "read_file",

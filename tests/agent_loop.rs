@@ -323,6 +323,76 @@ async fn a_truncated_turn_is_not_a_syntax_error() {
     assert_eq!(o.final_answer, None);
 }
 
+#[tokio::test]
+async fn a_turn_that_repeats_itself_is_cut_and_nothing_in_it_runs() {
+    // A model stuck in a loop inside an action: the guard cuts the turn long before the end,
+    // the half-written call is not run, and the model is told what happened.
+    let looping = format!(
+        "<thought>Echo it.</thought>\n<action>echo(text=\"{}",
+        "all work and no play. ".repeat(200)
+    );
+    let (sink, events) = collect_events();
+    let o = agent(
+        script(&[
+            &looping,
+            "<thought>Answer.</thought>\n<final_answer>done</final_answer>",
+        ]),
+        |_| {},
+    )
+    .run_with(
+        "t",
+        RunOptions {
+            events: Some(sink),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(o.status, Status::Ok, "{:?}", o.error);
+    assert_eq!(o.steps, 1);
+    let events = events.lock().unwrap();
+    let finishes: Vec<&Finish> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TurnFinished { finish, .. } => Some(finish),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finishes[0], &Finish::Repeated);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Action { .. })),
+        "the cut action must not run"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Correction { kind, .. } if kind == "repetition"))
+    );
+    // The history keeps the turn up to the first repetition, not 200 copies.
+    let kept = &o.messages[2].content;
+    assert!(kept.len() < looping.len() / 4, "{kept}");
+    assert!(observations(&o.messages)[0].contains("kept repeating"));
+}
+
+#[tokio::test]
+async fn the_guard_can_be_turned_off() {
+    let looping = format!(
+        "<thought>Echo it.</thought>\n<action>echo(text=\"{}\")</action>",
+        "all work and no play. ".repeat(200)
+    );
+    let o = agent(
+        script(&[
+            &looping,
+            "<thought>Answer.</thought>\n<final_answer>done</final_answer>",
+        ]),
+        |c| c.keep_repetitions = true,
+    )
+    .run("t")
+    .await;
+    assert_eq!(o.status, Status::Ok);
+    let obs = &observations(&o.messages)[0];
+    assert!(obs.contains("echo: all work and no play. all work"), "{obs}");
+}
+
 fn schema_agent(model: Arc<dyn Model>) -> Agent {
     let role = Role::new("geo", "Answer with the city.")
         .with_output_schema(json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string", "minLength": 2}}}))

@@ -202,10 +202,23 @@ async fn no_stop_in_text_ends_the_turn() {
     }
 }
 
+/// Letters with no repeating pattern (the degeneration guard would cut `"x".repeat(n)`).
+fn aperiodic(len: usize) -> String {
+    let mut x: u64 = 1;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'a' + ((x >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn token_limit_is_length() {
     for (api, stream) in COMBOS {
-        let fake = FakeConfig::turns(["x".repeat(3000)]);
+        let fake = FakeConfig::turns([aperiodic(3000)]);
         let (server, r, d) = one(fake, api, stream, |c| {
             c.token_field = "max_completion_tokens".into()
         })
@@ -590,4 +603,51 @@ async fn wrong_prompt_kind_is_a_config_error() {
         .expect_err("kind");
     assert!(e.to_string().contains("--api completions"), "{e}");
     assert_eq!(server.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_repeating_turn_is_cut_by_the_degeneration_guard() {
+    for (api, stream) in COMBOS {
+        let label = format!("{api:?} stream={stream}");
+        let looping = format!("<thought>{}", "I will read it. ".repeat(100));
+        let mut fake = FakeConfig::turns([looping.clone(), looping]);
+        fake.chunk_bytes = 4096;
+        fake.chunk_delay = Duration::from_millis(5);
+        let server = FakeServer::start(fake).await;
+        let model = OpenAiModel::new(config(&server, api, stream)).expect("model");
+        let mut deltas = String::new();
+        let r = model
+            .turn(&request(api), &mut |d: &str| deltas.push_str(d))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(r.finish, Finish::Repeated, "{label}");
+        // The turn keeps the text up to the first repetition: the thought said once.
+        assert!(r.text.starts_with("<thought>I will read it. "), "{label}");
+        assert!(r.text.len() < 100, "{label}: {}", r.text);
+        // What was already shown is a superset of what is kept.
+        assert!(deltas.starts_with(&r.text), "{label}");
+        // The server sent no count for a dropped stream: an estimate, not zero.
+        assert!(r.usage.completion_tokens > 0, "{label}");
+        if stream {
+            // The request was dropped at once: the server did not finish writing it.
+            for _ in 0..100 {
+                if server.aborted() == 1 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(server.aborted(), 1, "{label}");
+            assert_eq!(server.completed(), 0, "{label}");
+        }
+
+        let mut req = request(api);
+        req.keep_repetitions = true;
+        req.max_tokens = Some(160);
+        let r = model.turn(&req, &mut |_| {}).await.expect("turn");
+        assert_ne!(r.finish, Finish::Repeated, "{label}: the guard was turned off");
+        // It ran on to the token limit (160 tokens of 4 bytes on the fake server), past the
+        // point where the guard fires.
+        assert_eq!(r.finish, Finish::Length, "{label}");
+        assert_eq!(r.text.len(), 640, "{label}");
+    }
 }

@@ -91,7 +91,7 @@ pub enum Event {
     /// The runtime corrected the model (a parse error, an unknown tool, a refused final answer, …).
     Correction {
         /// What kind of correction (`parse_error`, `unknown_tool`, `bad_arguments`, `no_decision`,
-        /// `truncated`, `empty_final`, `invalid_final`, `loop`, `final_only`).
+        /// `truncated`, `repetition`, `empty_final`, `invalid_final`, `loop`, `final_only`).
         kind: String,
         /// The message given to the model.
         message: String,

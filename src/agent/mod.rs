@@ -49,6 +49,12 @@ use crate::tools::Registry;
 /// The API shape the loop builds prompts for (the model layer's own type).
 pub use crate::llm::Api;
 
+/// The default token limit of one model turn. A turn is a short thought and one action or
+/// answer; a model that runs past this is rambling or looping, and on a CPU every token costs
+/// time. Raise it (`--max-tokens`) for actions that write long files; `0` on the command line
+/// sends no limit at all.
+pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+
 /// Settings of the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -58,8 +64,11 @@ pub struct AgentConfig {
     pub max_steps: u32,
     /// Sampling temperature.
     pub temperature: Option<f32>,
-    /// Token limit per turn.
+    /// Token limit per turn ([`DEFAULT_MAX_TOKENS`] by default; `None` sends no limit).
     pub max_tokens: Option<u32>,
+    /// Turn the degeneration guard off (see [`crate::llm::repeat`]): by default a turn that
+    /// keeps repeating itself is cut at once and the model is told so.
+    pub keep_repetitions: bool,
     /// Sampling seed.
     pub seed: Option<i64>,
     /// Extra vendor fields for every request.
@@ -85,7 +94,8 @@ impl Default for AgentConfig {
             api: Api::Chat,
             max_steps: 10,
             temperature: None,
-            max_tokens: None,
+            max_tokens: Some(DEFAULT_MAX_TOKENS),
+            keep_repetitions: false,
             seed: None,
             extra: Map::new(),
             observation_limit: 16 * 1024,

@@ -208,6 +208,7 @@ impl<'a> Run<'a> {
                 temperature: agent.config.temperature,
                 max_tokens: agent.config.max_tokens,
                 seed: agent.config.seed,
+                keep_repetitions: agent.config.keep_repetitions,
                 extra: agent.config.extra.clone(),
             };
             let sink = self.options.events.clone();
@@ -256,6 +257,9 @@ impl<'a> Run<'a> {
 
     /// Read the turn and decide what happens next.
     async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Next {
+        if model_turn.finish == Finish::Repeated {
+            return self.repeated(&model_turn.text, final_only);
+        }
         let mut turn = protocol::read_turn(&model_turn.text);
         if let Some(start) = model_turn.action_start {
             continued_action(&mut turn, &model_turn.text, start);
@@ -517,6 +521,27 @@ impl<'a> Run<'a> {
                 )
             }
         }
+    }
+
+    /// A turn the degeneration guard cut: nothing in it is run (an action in it may be cut
+    /// short); the history keeps what was written up to the first repetition, and the model is
+    /// told plainly what happened.
+    fn repeated(&mut self, text: &str, final_only: bool) -> Next {
+        let kept = text.trim_end().to_string();
+        if let Some(h) = self.history.as_mut() {
+            h.push_turn(&kept);
+        }
+        self.emit(Event::Message {
+            message: crate::llm::Message::new(crate::llm::Role::Assistant, kept),
+        });
+        if final_only {
+            return self.last_chance(&protocol::read_turn(""));
+        }
+        self.steps += 1;
+        self.refusals = 0;
+        let msg = "Your turn was cut off because it kept repeating the same text over and over; nothing in it was run. Do not repeat yourself: write one short thought, then one action or your final answer.";
+        self.correction("repetition", msg);
+        Next::Observe(msg.to_string())
     }
 
     /// Put the kept part of a turn into the history (the closing tag a stop removed restored).

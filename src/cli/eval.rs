@@ -3,7 +3,8 @@
 //!
 //! Every `run` option applies to every task; `--repeat N` runs each task N times. A run passes when
 //! the agent ends `ok` and every check of its task passes. A turn is *readable* when the runtime
-//! did not answer it with a format correction (`parse_error`, `no_decision`, `truncated`): a turn
+//! did not answer it with a format correction (`parse_error`, `no_decision`, `truncated`,
+//! `repetition`): a turn
 //! that names an unknown tool or bad arguments was still read, so it counts as readable.
 //!
 //! Output: a progress bar on stderr, then a table on stdout, or with `--json` exactly one JSON
@@ -93,7 +94,7 @@ struct Report {
 }
 
 /// Kinds of correction that mean the turn could not be read as the protocol.
-const FORMAT_CORRECTIONS: [&str; 3] = ["parse_error", "no_decision", "truncated"];
+const FORMAT_CORRECTIONS: [&str; 4] = ["parse_error", "no_decision", "truncated", "repetition"];
 
 pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     if args.repeat == 0 || args.concurrency == 0 {

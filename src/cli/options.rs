@@ -32,6 +32,7 @@ use super::config::{Sources, resolve_model};
 /// Options of a run. Stored (without the key or MCP command lines) in the session so `continue`
 /// can restore the harmless ones and name the others.
 #[derive(Debug, Clone, Default, Args, Serialize, Deserialize)]
+#[serde(default)] // a session written before a flag existed still restores the others
 pub struct RunOpts {
     /// OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 [env: OPENAI_BASE_URL]
     #[arg(long, value_name = "URL")]
@@ -73,9 +74,12 @@ pub struct RunOpts {
     /// Sampling temperature
     #[arg(long)]
     pub temperature: Option<f32>,
-    /// Token limit per model turn
+    /// Token limit per model turn; 0 sends none [default: 1024]
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
+    /// Let a turn repeat itself: turn off the guard that cuts a turn whose text keeps repeating
+    #[arg(long)]
+    pub keep_repetitions: bool,
     /// Sampling seed
     #[arg(long)]
     pub seed: Option<i64>,
@@ -230,6 +234,7 @@ impl RunOpts {
         self.no_usage |= saved.no_usage;
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
+        self.keep_repetitions |= saved.keep_repetitions;
         (self, notices)
     }
 
@@ -390,7 +395,12 @@ impl Setup {
             api,
             max_steps: opts.max_steps.unwrap_or(10),
             temperature: opts.temperature,
-            max_tokens: opts.max_tokens,
+            max_tokens: match opts.max_tokens {
+                None => Some(tagloop::agent::DEFAULT_MAX_TOKENS),
+                Some(0) => None,
+                Some(n) => Some(n),
+            },
+            keep_repetitions: opts.keep_repetitions,
             seed: opts.seed,
             tool_timeout: Duration::from_secs(opts.tool_timeout.unwrap_or(120)),
             environment,

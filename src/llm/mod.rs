@@ -93,6 +93,9 @@ pub struct TurnRequest {
     pub max_tokens: Option<u32>,
     /// Sampling seed.
     pub seed: Option<i64>,
+    /// Turn the degeneration guard off: by default a turn whose tail repeats itself (see
+    /// [`repeat::RepeatGuard`]) is cut at once and ends as [`Finish::Repeated`].
+    pub keep_repetitions: bool,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
 }
@@ -113,6 +116,9 @@ pub enum Finish {
     Length,
     /// The model ended the turn itself.
     End,
+    /// The degeneration guard cut the turn: its tail repeated one unit of text over and over
+    /// (see [`repeat`]). The text keeps the first unit of the repetition.
+    Repeated,
 }
 
 /// Who cut the text at the stop string.

@@ -43,8 +43,17 @@
 //! # Usage and reasoning
 //!
 //! `stream_options.include_usage` is sent on streamed requests when `include_usage` is on; the
-//! usage chunk is read if it arrives (a turn cut at a client-side stop drops the stream before
-//! it, and reports zero). `reasoning_content` / `reasoning` deltas are collected separately.
+//! usage chunk is read if it arrives. A turn whose stream we dropped (a client-side stop, the
+//! degeneration guard) never gets it: its completion tokens are estimated from the bytes
+//! received (4 bytes a token) and its prompt tokens stay zero. `reasoning_content` /
+//! `reasoning` deltas are collected separately.
+//!
+//! # Degeneration
+//!
+//! Unless the request sets `keep_repetitions`, a [`RepeatGuard`] watches the text as it
+//! arrives; when its tail repeats one unit over and over, the stream is dropped at once (the
+//! server stops generating, as for a stop) and the turn ends as [`Finish::Repeated`], its text
+//! cut after the first unit.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,6 +72,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::truncate;
+use super::repeat::{RepeatGuard, Repetition};
 use super::stops::StopScanner;
 use super::{DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
 
@@ -482,7 +492,7 @@ impl OpenAiModel {
     ) -> Result<TurnResult, AttemptError> {
         let stream = self.cfg.stream;
         let body = self.request_body(req, send_stops, stream)?;
-        let mut state = TurnState::new(&req.stop, started);
+        let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions);
         if stream {
             let opened = match self.cfg.api {
                 Api::Chat => {
@@ -524,7 +534,7 @@ impl OpenAiModel {
                         stop_rejected: false,
                     });
                 }
-                if state.scanner.is_stopped() {
+                if state.scanner.is_stopped() || state.repeated.is_some() {
                     break; // dropping `events` aborts the request: the server stops generating
                 }
             }
@@ -716,11 +726,17 @@ struct TurnState {
     emitted: bool,
     started: Instant,
     first_token: Option<Duration>,
+    /// The degeneration guard, when the request did not turn it off.
+    guard: Option<RepeatGuard>,
+    /// The repetition the guard found; the turn ends there.
+    repeated: Option<Repetition>,
 }
 
 impl TurnState {
-    fn new(stops: &[String], started: Instant) -> Self {
+    fn new(stops: &[String], started: Instant, guard: bool) -> Self {
         TurnState {
+            guard: guard.then(RepeatGuard::default),
+            repeated: None,
             scanner: StopScanner::new(stops),
             reasoning: String::new(),
             usage: Usage::default(),
@@ -786,6 +802,11 @@ impl TurnState {
                 self.emitted = true;
                 on_delta(safe);
             }
+            if self.repeated.is_none()
+                && let Some(guard) = &mut self.guard
+            {
+                self.repeated = guard.check(self.scanner.text());
+            }
         }
         Ok(())
     }
@@ -796,8 +817,31 @@ impl TurnState {
                 url: url.to_owned(),
             });
         }
+        // A stream we cut ourselves (a stop the server ignored, a repetition) never gets the
+        // server's closing count: estimate what it generated rather than report nothing.
+        if self.usage.completion_tokens == 0 && self.received > 0 {
+            self.usage.completion_tokens = (self.received as u64).div_ceil(4);
+        }
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
             (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))
+        } else if let Some(rep) = self.repeated {
+            tracing::warn!(
+                period = rep.period,
+                repeats = rep.repeats,
+                "the turn kept repeating itself: cut at the first repetition"
+            );
+            let mut text = self.scanner.into_text();
+            text.truncate(rep.cut);
+            let reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+            return Ok(TurnResult {
+                text,
+                finish: Finish::Repeated,
+                enforced_by: None,
+                reasoning,
+                usage: self.usage,
+                elapsed: self.started.elapsed(),
+                first_token: self.first_token,
+            });
         } else {
             let held = self.scanner.held().to_owned();
             self.scanner.finish();

@@ -8,9 +8,15 @@
 //! the first unit of the repetition, so the model's history shows what it did once, not fifty
 //! times.
 //!
+//! A loop often counts as it goes (`31: thirty-th line`, `32: thirty-th line`, …), so the tail
+//! is also read with every run of digits as one `#`; such a repetition needs twice as many units
+//! (16), and a unit with words in it (four letters or more), so that rows of numbers are not
+//! taken for a loop.
+//!
 //! Legitimate text repeats too (a separator line, table rows in a file being written), so the
 //! thresholds are generous: a unit of 4 bytes must repeat over 512 bytes (128 times), a line of
-//! 80 bytes 8 times. Checking is cheap: it runs only when 64 more bytes have arrived, on the last
+//! 80 bytes 8 times. Rows that differ only in their numbers and carry words (`12,apples,3`) are
+//! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`. Checking is cheap: it runs only when 64 more bytes have arrived, on the last
 //! 4 KiB, and for ordinary text each candidate period fails at its first comparison.
 
 /// Watches a growing text for a repeating tail.
@@ -82,37 +88,104 @@ impl RepeatGuard {
     /// Look at the end of `text` now, whatever was checked before (for the end of a turn).
     pub fn find(&self, text: &str) -> Option<Repetition> {
         let bytes = text.as_bytes();
-        let window = &bytes[bytes.len().saturating_sub(WINDOW)..];
-        let offset = bytes.len() - window.len();
-        let n = window.len();
-        for period in 1..=self.max_period.min(n / 2) {
-            // How far back from the end the text keeps this period.
-            let mut span = period;
-            while span < n && window[n - 1 - span] == window[n - 1 - span + period] {
-                span += 1;
-            }
-            // `span` bytes at the end repeat with `period` (the first unit included).
-            let repeats = span / period;
-            if span >= self.min_span && repeats >= self.min_repeats {
-                let start = offset + n - span;
-                let mut cut = start + period;
-                while !text.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                return Some(Repetition {
-                    period,
-                    start,
-                    cut,
-                    repeats,
-                });
-            }
-            if span > n / 2 {
-                // A longer period cannot cover more than this one already did.
-                break;
-            }
+        let offset = bytes.len().saturating_sub(WINDOW);
+        let window = &bytes[offset..];
+        let to_text = |i: usize| offset + i;
+        if let Some(t) = periodic_tail(window, self.max_period, self.min_span, self.min_repeats) {
+            return Some(t.repetition(text, to_text));
         }
-        None
+        // The same line with a counter in it ("31: thirty-th line", "32: thirty-th line", …):
+        // every run of digits reads as one `#`, and the unit must hold words, so that a table
+        // of numbers being written is not mistaken for a loop.
+        let (norm, origin) = numbers_as_one(window);
+        let t = periodic_tail(
+            &norm,
+            self.max_period,
+            self.min_span,
+            self.min_repeats.saturating_mul(2),
+        )?;
+        let unit = &norm[norm.len() - t.span..][..t.period];
+        let letters = unit
+            .iter()
+            .filter(|b| b.is_ascii_alphabetic() || **b >= 0x80)
+            .count();
+        (letters >= 4).then(|| t.repetition(text, |i| offset + origin[i]))
     }
+}
+
+/// A periodic tail of a byte string: its last `span` bytes repeat one unit of `period` bytes.
+struct Tail {
+    period: usize,
+    span: usize,
+    repeats: usize,
+    /// The length of the string it was found in.
+    len: usize,
+}
+
+impl Tail {
+    /// Where the repetition starts and where to cut, in `text`, given how a position in the
+    /// searched string maps to one in the text.
+    fn repetition(&self, text: &str, to_text: impl Fn(usize) -> usize) -> Repetition {
+        let first = self.len - self.span;
+        let start = to_text(first);
+        let mut cut = to_text(first + self.period);
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        Repetition {
+            period: cut - start,
+            start,
+            cut,
+            repeats: self.repeats,
+        }
+    }
+}
+
+/// The shortest period at which the end of `s` repeats over at least `min_span` bytes and
+/// `min_repeats` whole units.
+fn periodic_tail(s: &[u8], max_period: usize, min_span: usize, min_repeats: usize) -> Option<Tail> {
+    let n = s.len();
+    for period in 1..=max_period.min(n / 2) {
+        // How far back from the end the text keeps this period.
+        let mut span = period;
+        while span < n && s[n - 1 - span] == s[n - 1 - span + period] {
+            span += 1;
+        }
+        // `span` bytes at the end repeat with `period` (the first unit included).
+        let repeats = span / period;
+        if span >= min_span && repeats >= min_repeats {
+            return Some(Tail {
+                period,
+                span,
+                repeats,
+                len: n,
+            });
+        }
+        if span > n / 2 {
+            // A longer period cannot cover more than this one already did.
+            break;
+        }
+    }
+    None
+}
+
+/// `s` with every run of ASCII digits written as one `#`, and for each byte of the result the
+/// position in `s` it came from.
+fn numbers_as_one(s: &[u8]) -> (Vec<u8>, Vec<usize>) {
+    let mut norm = Vec::with_capacity(s.len());
+    let mut origin = Vec::with_capacity(s.len());
+    for (i, &b) in s.iter().enumerate() {
+        if b.is_ascii_digit() {
+            if i > 0 && s[i - 1].is_ascii_digit() {
+                continue;
+            }
+            norm.push(b'#');
+        } else {
+            norm.push(b);
+        }
+        origin.push(i);
+    }
+    (norm, origin)
 }
 
 #[cfg(test)]
@@ -173,17 +246,20 @@ mod tests {
     #[test]
     fn ordinary_and_structured_text_is_left_alone() {
         let mut g = RepeatGuard::default();
-        // Numbered lines differ, a separator of 80 dashes is short, a table of distinct rows.
+        // Distinct numbered lines, a separator of 80 dashes, a short numbered list, a table of
+        // numbers.
         let mut text = String::from("<thought>A plan.</thought>\n");
         text.push_str(&"-".repeat(80));
         text.push('\n');
+        let words = ["apples", "pears", "plums", "figs", "dates", "limes", "kiwis"];
         for i in 0..200 {
-            text.push_str(&format!(
-                "{i}: item number {i} is different from the others\n"
-            ));
+            text.push_str(&format!("{i}: {} then {}\n", words[i % 7], words[i * i % 5]));
         }
-        for i in 0..50 {
-            text.push_str(&format!("| {i} | {} | ok |\n", i * i));
+        for i in 0..12 {
+            text.push_str(&format!("{i}: item number {i} is like the others\n"));
+        }
+        for i in 0..100 {
+            text.push_str(&format!("| {i} | {} | {} |\n", i * i, i * 7 % 13));
         }
         let mut grown = String::new();
         for c in text.chars() {
@@ -203,9 +279,35 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_that_counts_is_found_and_cut_after_its_first_line() {
+        // What gemma-3-270m wrote at temperature 0, copying the prompt's example observation.
+        let mut text = String::from("\n1: first line\n2: second line\n3: third line\n");
+        let mut g = RepeatGuard::default();
+        let mut found = None;
+        for i in 4..200 {
+            text.push_str(&format!("{i}: thirty-th line\n"));
+            if let Some(r) = g.check(&text) {
+                found = Some(r);
+                break;
+            }
+        }
+        let r = found.expect("the counting loop is found");
+        assert!(r.repeats >= 16, "{r:?}");
+        // One copy is kept (the unit may be recognised starting inside the line before it,
+        // which ends like the repeated line does).
+        let kept = &text[..r.cut];
+        assert!(kept.starts_with("\n1: first line\n2: second line\n3: third"), "{kept}");
+        assert!(kept.contains("4: thirty-th") && !kept.contains("5: thirty"), "{kept}");
+        // Found soon after the threshold (512 bytes of repetition), not at the end.
+        assert!(text.len() < 700, "{}", text.len());
+    }
+
+    #[test]
     fn a_loop_needs_enough_whole_units() {
         // A paragraph of distinct words written three times is over 512 bytes but 3 units only.
-        let para: String = (0..40).map(|i| format!("word{i} ")).collect();
+        let para: String = (0..60u8)
+            .map(|i| format!("w{}{} ", char::from(b'a' + i % 26), char::from(b'a' + i / 26)))
+            .collect();
         let g = RepeatGuard::default();
         let three = para.repeat(3);
         assert!(three.len() > 512);

@@ -31,7 +31,9 @@
 //! cut at the first of the request's stop strings ([`Finish::Stop`], [`Enforcer::Server`]); the
 //! cut text is then streamed in small chunks through the same [`StopScanner`] the HTTP client
 //! uses (so a trailing partial stop such as `</act` is removed too). A turn with no stop in it
-//! ends as [`Finish::End`]. Usage is an estimate: prompt and completion tokens are the byte
+//! ends as [`Finish::End`]. The degeneration guard watches the stream as the HTTP client's does:
+//! a turn whose tail repeats itself ends as [`Finish::Repeated`], cut after the first unit
+//! (unless the request sets `keep_repetitions`). Usage is an estimate: prompt and completion tokens are the byte
 //! lengths divided by 4, rounded up. No sleeps, no network.
 //!
 //! The scripted model supports prefill: when the loop continues a turn, the continuation is
@@ -44,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
+use super::repeat::RepeatGuard;
 use super::stops::StopScanner;
 use super::{DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
 
@@ -212,9 +215,11 @@ impl ScriptedModel {
             (cut, idx.and_then(|i| req.stop.get(i)).cloned())
         };
         let mut scanner = StopScanner::new(&req.stop);
+        let mut guard = (!req.keep_repetitions).then(RepeatGuard::default);
+        let mut repeated = None;
         let mut first_token: Option<Duration> = None;
         let mut rest = sent;
-        while !rest.is_empty() && !scanner.is_stopped() {
+        while !rest.is_empty() && !scanner.is_stopped() && repeated.is_none() {
             let mut end = rest.len().min(CHUNK);
             while !rest.is_char_boundary(end) {
                 end += 1;
@@ -224,15 +229,22 @@ impl ScriptedModel {
                 first_token.get_or_insert_with(|| started.elapsed());
                 on_delta(safe);
             }
+            if let Some(g) = &mut guard {
+                repeated = g.check(scanner.text());
+            }
             rest = &rest[end..];
         }
-        let (finish, enforced_by) = match (scanner.stopped(), server_stop) {
-            (Some(s), _) => (Finish::Stop(s.to_owned()), Some(Enforcer::Client)),
-            (None, Some(s)) => (Finish::Stop(s), Some(Enforcer::Server)),
-            (None, None) => (Finish::End, None),
+        let (finish, enforced_by) = match (scanner.stopped(), repeated, server_stop) {
+            (Some(s), _, _) => (Finish::Stop(s.to_owned()), Some(Enforcer::Client)),
+            (None, Some(_), _) => (Finish::Repeated, None),
+            (None, None, Some(s)) => (Finish::Stop(s), Some(Enforcer::Server)),
+            (None, None, None) => (Finish::End, None),
         };
         scanner.finish();
-        let text = scanner.into_text();
+        let mut text = scanner.into_text();
+        if let Some(rep) = repeated {
+            text.truncate(rep.cut);
+        }
         let prompt_len: usize = match &req.prompt {
             Prompt::Chat(messages) => messages.iter().map(|m| m.content.len()).sum(),
             Prompt::Text(t) => t.len(),

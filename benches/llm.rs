@@ -14,6 +14,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fake_server::{FakeConfig, FakeServer};
 use futures::StreamExt;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::llm::repeat::RepeatGuard;
 use tagloop::llm::stops::StopScanner;
 use tagloop::llm::{Message, Model, Prompt, Role, TurnRequest};
 
@@ -195,5 +196,52 @@ async fn raw_turn(client: &reqwest::Client, url: &str, body: &serde_json::Value)
     text.len()
 }
 
-criterion_group!(benches, bench_scanner, bench_client);
+/// Model-like text that never repeats itself: varied words and numbers, as a long turn.
+fn varied_text(len: usize) -> String {
+    let words = [
+        "file", "line", "read", "the", "config", "port", "answer", "search", "notes", "value",
+        "count", "first", "check", "tool", "result", "next",
+    ];
+    let mut x: u64 = 7;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) as usize
+    };
+    let mut s = String::with_capacity(len + 128);
+    while s.len() < len {
+        let n = 3 + next() % 9;
+        for _ in 0..n {
+            s.push_str(words[next() % words.len()]);
+            s.push(' ');
+        }
+        s.push_str(&format!("{}.\n", next() % 1000));
+    }
+    s
+}
+
+/// The degeneration guard's cost on a turn that never repeats (the common case): 1 MiB in
+/// 16-byte deltas, checked after every delta as the client does.
+fn bench_guard(c: &mut Criterion) {
+    let text = varied_text(1 << 20);
+    let mut g = c.benchmark_group("repeat_guard");
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    let run = || {
+        let mut guard = RepeatGuard::default();
+        let mut grown = String::with_capacity(text.len());
+        let mut found = 0usize;
+        for piece in text.as_bytes().chunks(16) {
+            // ASCII text: every 16-byte piece is a str.
+            grown.push_str(std::str::from_utf8(piece).unwrap_or_default());
+            found += usize::from(guard.check(&grown).is_some());
+        }
+        found
+    };
+    assert_eq!(run(), 0, "the sample text must not look like a loop");
+    g.bench_function("chunk_16B", |b| b.iter(|| black_box(run())));
+    g.finish();
+}
+
+criterion_group!(benches, bench_scanner, bench_client, bench_guard);
 criterion_main!(benches);

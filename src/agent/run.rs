@@ -115,9 +115,14 @@ impl<'a> Run<'a> {
                     .templates
                     .question(&self.task, &self.options.context)
                     .map_err(|e| e.to_string())?;
-                let history =
-                    History::start(agent.config.api, &agent.templates, &agent.system, &question)
-                        .map_err(|e| e.to_string())?;
+                let history = History::start(
+                    agent.config.api,
+                    &agent.templates,
+                    &agent.system_input(),
+                    &agent.system,
+                    &question,
+                )
+                .map_err(|e| e.to_string())?;
                 for m in history.messages() {
                     self.emit(Event::Message { message: m.clone() });
                 }
@@ -129,8 +134,13 @@ impl<'a> Run<'a> {
                 self.requests = r.requests;
                 self.tools_used = r.tools_used;
                 self.usage = r.usage;
-                let mut history = History::restore(agent.config.api, &agent.templates, r.messages)
-                    .map_err(|e| e.to_string())?;
+                let mut history = History::restore(
+                    agent.config.api,
+                    &agent.templates,
+                    &agent.system_input(),
+                    r.messages,
+                )
+                .map_err(|e| e.to_string())?;
                 // The restored messages are already in the transcript: show them to the caller only.
                 if let Some(sink) = &self.options.events {
                     for m in history.messages() {

@@ -97,6 +97,9 @@ impl RepeatGuard {
         // The same line with a counter in it ("31: thirty-th line", "32: thirty-th line", …):
         // every run of digits reads as one `#`, and the unit must hold words, so that a table
         // of numbers being written is not mistaken for a loop.
+        if !window.iter().any(u8::is_ascii_digit) {
+            return None;
+        }
         let (norm, origin) = numbers_as_one(window);
         let t = periodic_tail(
             &norm,
@@ -251,9 +254,15 @@ mod tests {
         let mut text = String::from("<thought>A plan.</thought>\n");
         text.push_str(&"-".repeat(80));
         text.push('\n');
-        let words = ["apples", "pears", "plums", "figs", "dates", "limes", "kiwis"];
+        let words = [
+            "apples", "pears", "plums", "figs", "dates", "limes", "kiwis",
+        ];
         for i in 0..200 {
-            text.push_str(&format!("{i}: {} then {}\n", words[i % 7], words[i * i % 5]));
+            text.push_str(&format!(
+                "{i}: {} then {}\n",
+                words[i % 7],
+                words[i * i % 5]
+            ));
         }
         for i in 0..12 {
             text.push_str(&format!("{i}: item number {i} is like the others\n"));
@@ -296,8 +305,14 @@ mod tests {
         // One copy is kept (the unit may be recognised starting inside the line before it,
         // which ends like the repeated line does).
         let kept = &text[..r.cut];
-        assert!(kept.starts_with("\n1: first line\n2: second line\n3: third"), "{kept}");
-        assert!(kept.contains("4: thirty-th") && !kept.contains("5: thirty"), "{kept}");
+        assert!(
+            kept.starts_with("\n1: first line\n2: second line\n3: third"),
+            "{kept}"
+        );
+        assert!(
+            kept.contains("4: thirty-th") && !kept.contains("5: thirty"),
+            "{kept}"
+        );
         // Found soon after the threshold (512 bytes of repetition), not at the end.
         assert!(text.len() < 700, "{}", text.len());
     }
@@ -306,7 +321,13 @@ mod tests {
     fn a_loop_needs_enough_whole_units() {
         // A paragraph of distinct words written three times is over 512 bytes but 3 units only.
         let para: String = (0..60u8)
-            .map(|i| format!("w{}{} ", char::from(b'a' + i % 26), char::from(b'a' + i / 26)))
+            .map(|i| {
+                format!(
+                    "w{}{} ",
+                    char::from(b'a' + i % 26),
+                    char::from(b'a' + i / 26)
+                )
+            })
             .collect();
         let g = RepeatGuard::default();
         let three = para.repeat(3);

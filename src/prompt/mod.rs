@@ -6,9 +6,11 @@
 //!   parameters (from their JSON Schemas, in declaration order), the role's instructions, the output
 //!   schema when there is one, optional environment facts, and the step budget.
 //! * `question.j2`: the first user message — the task, with the context of a larger workflow.
-//! * `completion.j2`: for `/completions` (base models), the whole run as one text; it ends in an
-//!   opened `<thought>` so the model continues from there. Later turns and observations are
-//!   *appended* to it, never re-rendered.
+//! * `completion.j2`: for `/completions` (base models), the whole run as one text: a compact
+//!   few-shot document (a log of solved tasks, the tools one line each) that ends in the open
+//!   task and an opened `<thought>`, so the model continues from there. It gets the system
+//!   prompt's inputs, the rendered system prompt and the task. Later turns and observations
+//!   are *appended* to it, never re-rendered.
 //!
 //! Rendering is deterministic: the same inputs give the same bytes (no timestamps), so prefix
 //! caches on vLLM and llama.cpp keep working. The built-in templates are compiled into the
@@ -170,6 +172,24 @@ pub struct SystemInput<'a> {
     pub environment: &'a [String],
 }
 
+/// An output schema as the prompts show it: pretty JSON.
+fn pretty(schema: Option<&Value>) -> Option<String> {
+    schema.map(|s| serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string()))
+}
+
+/// The `first_sentence` filter: a description up to the end of its first sentence (a `.`, `!`
+/// or `?` followed by a space or the end, or the first line break), for compact tool lists.
+fn first_sentence(text: &str) -> String {
+    let line = text.trim().lines().next().unwrap_or_default();
+    let bytes = line.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| *n == b' ') {
+            return line[..=i].to_string();
+        }
+    }
+    line.to_string()
+}
+
 /// The prompt templates in use.
 #[derive(Debug)]
 pub struct Templates {
@@ -231,6 +251,7 @@ impl Templates {
                 source,
             })?;
         env.set_syntax(syntax);
+        env.add_filter("first_sentence", |s: String| first_sentence(&s));
         for (name, src) in [
             ("system", system),
             ("question", question),
@@ -257,15 +278,12 @@ impl Templates {
 
     /// The system prompt.
     pub fn system(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
-        let schema = input
-            .output_schema
-            .map(|s| serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string()));
         self.render(
             "system",
             context! {
                 role_name => input.role_name,
                 instructions => input.instructions.trim(),
-                output_schema => schema,
+                output_schema => pretty(input.output_schema),
                 tools => Serde(input.tools),
                 max_steps => input.max_steps,
                 environment => Serde(input.environment),
@@ -281,11 +299,27 @@ impl Templates {
         )
     }
 
-    /// The start of the completions-mode text: system prompt and task, ending in an opened `<thought>`.
-    pub fn completion(&self, system: &str, question: &str) -> Result<String, PromptError> {
+    /// The start of the completions-mode text, ending in an opened `<thought>`: a compact
+    /// few-shot document built from the same inputs as the system prompt, with the rendered
+    /// system prompt (`system`, for templates that want it whole) and the task (`question`).
+    pub fn completion(
+        &self,
+        input: &SystemInput<'_>,
+        system: &str,
+        question: &str,
+    ) -> Result<String, PromptError> {
         self.render(
             "completion",
-            context! { system => system, question => question.trim() },
+            context! {
+                role_name => input.role_name,
+                instructions => input.instructions.trim(),
+                output_schema => pretty(input.output_schema),
+                tools => Serde(input.tools),
+                max_steps => input.max_steps,
+                environment => Serde(input.environment),
+                system => system,
+                question => question.trim(),
+            },
         )
     }
 }

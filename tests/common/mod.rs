@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod fake_server;
+pub mod lab;

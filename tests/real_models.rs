@@ -1,0 +1,232 @@
+//! Real models on a real llama.cpp server: the lab that `scripts/real-models.sh` installs
+//! (SmolLM2-135M-Instruct over chat, gemma-3-270m base over completions).
+//!
+//! These models are tiny and weak on purpose. The tests assert the runtime's invariants, never
+//! what the model writes: stop strings never reach the caller, usage is read from the server,
+//! streamed deltas add up to the turn, the degeneration guard cuts a real repetition early, and
+//! a whole episode ends by itself with an outcome and a complete transcript, whatever the model
+//! does. Skipped when the lab is not installed, except
+//! on CI.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::lab::{Lab, LabModel, LlamaServer};
+use serde_json::Value;
+use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel};
+use tagloop::llm::{Finish, Message, Model, Prompt, Role, TurnRequest};
+
+fn api_of(model: LabModel) -> Api {
+    match model {
+        LabModel::SmolLm2 => Api::Chat,
+        LabModel::Gemma => Api::Completions,
+    }
+}
+
+fn client(server: &LlamaServer, stream: bool) -> OpenAiModel {
+    let mut cfg = OpenAiConfig::new(&server.base_url, "lab");
+    cfg.api = api_of(server.model);
+    cfg.stream = stream;
+    cfg.read_timeout = Duration::from_secs(60);
+    cfg.turn_timeout = Some(Duration::from_secs(120));
+    OpenAiModel::new(cfg).expect("a client")
+}
+
+fn prompt(api: Api) -> Prompt {
+    let ask = "Write two sentences about the sea and the weather.";
+    match api {
+        Api::Chat => Prompt::Chat(vec![
+            Message::new(Role::System, "You are a helpful assistant."),
+            Message::new(Role::User, ask),
+        ]),
+        Api::Completions => Prompt::Text(format!("{ask}\n\nThe sea")),
+    }
+}
+
+#[test]
+fn the_real_server_honours_stops_and_reports_usage_streamed_and_whole() {
+    let Some(lab) = Lab::find() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stops: Vec<String> = vec!["e".into(), "\n\n\n".into()];
+    let mut stopped = 0;
+    for model in [LabModel::SmolLm2, LabModel::Gemma] {
+        let server = lab.start(model);
+        for stream in [true, false] {
+            let c = client(&server, stream);
+            let req = TurnRequest {
+                prompt: prompt(api_of(model)),
+                stop: stops.clone(),
+                max_tokens: Some(48),
+                temperature: Some(0.0),
+                ..Default::default()
+            };
+            let mut deltas = String::new();
+            let r = rt
+                .block_on(c.turn(&req, &mut |d: &str| deltas.push_str(d)))
+                .unwrap_or_else(|e| {
+                    panic!("{model:?} stream={stream}: {e}\n{}", server.log_tail())
+                });
+            let what = format!("{model:?} stream={stream}: {r:?}");
+            // No stop string, or any part of one at the end, reaches the caller.
+            assert!(!r.text.contains('e'), "{what}");
+            // llama.cpp strips the stop and says only `finish_reason: "stop"`, as it does at
+            // the end of text: with two stops sent, which one fired cannot be known, so the
+            // turn may report `End`. A stop named must be one that was sent.
+            if let Finish::Stop(s) = &r.finish {
+                assert!(stops.contains(s), "{what}");
+            }
+            if r.finish != Finish::Length && r.usage.completion_tokens < 48 {
+                stopped += 1;
+            }
+            if stream {
+                assert_eq!(deltas, r.text, "{what}");
+            }
+            // Usage is the server's count, not an estimate.
+            assert!(r.usage.prompt_tokens > 5, "{what}");
+            assert!(r.usage.completion_tokens >= 1, "{what}");
+        }
+    }
+    // English without the letter e for 48 tokens does not happen: a turn that ended early
+    // with no `e` in it was stopped by the server.
+    assert!(stopped >= 3, "stops fired in only {stopped} of 4 turns");
+}
+
+#[test]
+fn the_degeneration_guard_cuts_a_real_repetition_early() {
+    let Some(lab) = Lab::find() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A base model shown the same line many times goes on writing it at temperature 0.
+    let line = "The tide comes in and the tide goes out.\n";
+    let server = lab.start(LabModel::Gemma);
+    let limit = 400;
+    let mut runs = Vec::new();
+    for (stream, keep) in [(true, false), (false, false), (true, true)] {
+        let c = client(&server, stream);
+        let req = TurnRequest {
+            prompt: Prompt::Text(line.repeat(12)),
+            max_tokens: Some(limit),
+            temperature: Some(0.0),
+            keep_repetitions: keep,
+            ..Default::default()
+        };
+        let r = rt
+            .block_on(c.turn(&req, &mut |_: &str| {}))
+            .unwrap_or_else(|e| panic!("stream={stream}: {e}\n{}", server.log_tail()));
+        runs.push((stream, keep, r));
+    }
+    for (stream, keep, r) in &runs {
+        let what = format!("stream={stream} keep={keep}: {:?} {:?}", r.finish, r.usage);
+        if *keep {
+            // Without the guard the model runs to the token limit.
+            assert_eq!(r.finish, Finish::Length, "{what}");
+        } else {
+            assert_eq!(r.finish, Finish::Repeated, "{what}");
+            // The turn keeps at most one unit of the repetition, not the whole of it.
+            assert!(
+                r.text.len() < 2 * 512,
+                "{what}: kept {} bytes",
+                r.text.len()
+            );
+        }
+    }
+    // Streamed, the guard dropped the request long before the limit: fewer tokens generated.
+    let (cut, full) = (&runs[0].2, &runs[2].2);
+    assert!(
+        cut.usage.completion_tokens < full.usage.completion_tokens,
+        "cut {:?} vs full {:?}",
+        cut.usage,
+        full.usage
+    );
+}
+
+/// One `tagloop run` against the server; returns the outcome and the session file's records.
+fn episode(server: &LlamaServer, dir: &Path, task: &str) -> (Value, Vec<Value>, Duration) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval/fixture");
+    let api = match api_of(server.model) {
+        Api::Chat => "chat",
+        Api::Completions => "completions",
+    };
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_tagloop"))
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("noconf"))
+        .env_remove("OPENAI_API_KEY")
+        .args(["run", "--json", "--quiet", "--base-url", &server.base_url])
+        .args(["--model", "lab", "--api", api, "--temperature", "0"])
+        .args(["--max-steps", "4", "--session-dir"])
+        .arg(dir.join("sessions"))
+        .arg("--workspace")
+        .arg(&fixture)
+        .arg(task)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // 0: a valid final answer; 3: the agent stopped without one. Never a crash or a hang.
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{:?}: {stderr}\n{}",
+        out.status,
+        server.log_tail()
+    );
+    let outcome: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no outcome ({e}): {stderr}"));
+    let id = outcome["session"].as_str().expect("a session id");
+    let records: Vec<Value> =
+        std::fs::read_to_string(dir.join("sessions").join(format!("{id}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every transcript line is whole JSON"))
+            .collect();
+    (outcome, records, took)
+}
+
+#[test]
+fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
+    let Some(lab) = Lab::find() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for model in [LabModel::SmolLm2, LabModel::Gemma] {
+        let server = lab.start(model);
+        let (outcome, records, took) =
+            episode(&server, dir.path(), "How many lines does notes.txt have?");
+        let what = format!("{model:?}: {outcome}");
+        assert!(took < Duration::from_secs(90), "{what}: took {took:?}");
+        let status = outcome["status"].as_str().unwrap();
+        assert!(
+            ["ok", "max_steps", "loop_detected", "invalid_final"].contains(&status),
+            "{what}"
+        );
+        // The transcript starts with the run, ends with the same outcome, and every step it
+        // counts was committed.
+        assert_eq!(records.first().unwrap()["type"], "run_started", "{what}");
+        let last = records.last().unwrap();
+        assert_eq!(last["type"], "finished", "{what}");
+        assert_eq!(last["outcome"]["status"], outcome["status"], "{what}");
+        assert_eq!(last["outcome"]["steps"], outcome["steps"], "{what}");
+        let committed = records
+            .iter()
+            .filter(|r| r["type"] == "step_completed")
+            .count();
+        assert_eq!(
+            committed as u64,
+            outcome["steps"].as_u64().unwrap(),
+            "{what}"
+        );
+        assert!(outcome["steps"].as_u64().unwrap() <= 4, "{what}");
+        // Usage came from the server and adds up over the turns.
+        let turns: u64 = records
+            .iter()
+            .filter(|r| r["type"] == "turn_finished")
+            .map(|r| r["usage"]["completion_tokens"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(turns > 0, "{what}");
+        assert_eq!(
+            outcome["usage"]["completion_tokens"].as_u64(),
+            Some(turns),
+            "{what}"
+        );
+    }
+}

@@ -49,6 +49,7 @@ fn prompt(api: Api) -> Prompt {
 #[test]
 fn the_real_server_honours_stops_and_reports_usage_streamed_and_whole() {
     let Some(lab) = Lab::find() else { return };
+    let _alone = Lab::exclusive();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let stops: Vec<String> = vec!["e".into(), "\n\n\n".into()];
     let mut stopped = 0;
@@ -97,6 +98,7 @@ fn the_real_server_honours_stops_and_reports_usage_streamed_and_whole() {
 #[test]
 fn the_degeneration_guard_cuts_a_real_repetition_early() {
     let Some(lab) = Lab::find() else { return };
+    let _alone = Lab::exclusive();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // A base model shown the same line many times goes on writing it at temperature 0.
     let line = "The tide comes in and the tide goes out.\n";
@@ -187,6 +189,7 @@ fn episode(server: &LlamaServer, dir: &Path, task: &str) -> (Value, Vec<Value>, 
 #[test]
 fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
     let Some(lab) = Lab::find() else { return };
+    let _alone = Lab::exclusive();
     let dir = tempfile::tempdir().unwrap();
     for model in [LabModel::SmolLm2, LabModel::Gemma] {
         let server = lab.start(model);
@@ -228,5 +231,90 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
             Some(turns),
             "{what}"
         );
+    }
+}
+
+#[test]
+fn tagloop_eval_on_the_real_server_ends_every_run_in_time() {
+    let Some(lab) = Lab::find() else { return };
+    let _alone = Lab::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval");
+    // Four tasks of the project's suite (reading, counting, no tool, writing), in a suite file
+    // beside a copy of the fixture, so that `"workspace": "fixture"` resolves.
+    let suite: String = std::fs::read_to_string(examples.join("suite.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            [
+                "\"read-port\"",
+                "\"count-notes\"",
+                "\"direct-math\"",
+                "\"write-hello\"",
+            ]
+            .iter()
+            .any(|id| l.contains(id))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(suite.lines().count(), 4, "the suite still has these tasks");
+    copy_dir(&examples.join("fixture"), &dir.path().join("fixture"));
+    let file = dir.path().join("subset.jsonl");
+    std::fs::write(&file, suite).unwrap();
+    for model in [LabModel::SmolLm2, LabModel::Gemma] {
+        let server = lab.start(model);
+        let api = match api_of(model) {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_tagloop"))
+            .current_dir(dir.path())
+            .env("XDG_CONFIG_HOME", dir.path().join("noconf"))
+            .env_remove("OPENAI_API_KEY")
+            .args(["eval", "--json", "--no-sessions", "--allow-write"])
+            .args([
+                "--base-url",
+                &server.base_url,
+                "--model",
+                "lab",
+                "--api",
+                api,
+            ])
+            .args(["--temperature", "0", "--max-steps", "4"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Exit 0 whatever the pass rate (no --min-pass-rate): a real model failing tasks is
+        // not a runtime failure.
+        assert_eq!(out.status.code(), Some(0), "{model:?}: {stderr}");
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{model:?}: not one JSON report ({e}): {stderr}"));
+        assert_eq!(report["tasks"], 4, "{report}");
+        let rate = report["readable_turn_rate"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&rate), "{report}");
+        assert!(report["tokens"].as_u64().unwrap() > 0, "{report}");
+        for r in report["results"].as_array().unwrap() {
+            let what = format!("{model:?}: {r}");
+            assert!(r["seconds"].as_f64().unwrap() < 90.0, "{what}");
+            assert!(r["steps"].as_u64().unwrap() <= 4, "{what}");
+            assert!(
+                r["format_corrections"].as_u64().unwrap() <= r["turns"].as_u64().unwrap(),
+                "{what}"
+            );
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
     }
 }

@@ -34,7 +34,19 @@ pub enum LabModel {
     Gemma,
 }
 
+/// Held by each real-model test while it runs: the machine has two cores, and a test that
+/// measures time (a run must end within 90 s) must not share them with another model server.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Lab {
+    /// Wait until no other real-model test runs; the returned guard keeps the others waiting.
+    pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+        // A test that panicked while holding the lock leaves it poisoned: the lock is still fine.
+        ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The installed lab, or `None` (with a note on stderr) when it is not installed. Panics on
     /// CI, where it must be.
     pub fn find() -> Option<Lab> {

@@ -172,9 +172,21 @@ pub struct SystemInput<'a> {
     pub environment: &'a [String],
 }
 
-/// An output schema as the prompts show it: pretty JSON.
-fn pretty(schema: Option<&Value>) -> Option<String> {
-    schema.map(|s| serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string()))
+impl SystemInput<'_> {
+    /// The template variables of the system prompt (the completions document gets them too).
+    fn context(&self) -> minijinja::Value {
+        let schema = self
+            .output_schema
+            .map(|s| serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string()));
+        context! {
+            role_name => self.role_name,
+            instructions => self.instructions.trim(),
+            output_schema => schema,
+            tools => Serde(self.tools),
+            max_steps => self.max_steps,
+            environment => Serde(self.environment),
+        }
+    }
 }
 
 /// The `first_sentence` filter: a description up to the end of its first sentence (a `.`, `!`
@@ -278,17 +290,7 @@ impl Templates {
 
     /// The system prompt.
     pub fn system(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
-        self.render(
-            "system",
-            context! {
-                role_name => input.role_name,
-                instructions => input.instructions.trim(),
-                output_schema => pretty(input.output_schema),
-                tools => Serde(input.tools),
-                max_steps => input.max_steps,
-                environment => Serde(input.environment),
-            },
-        )
+        self.render("system", input.context())
     }
 
     /// The first user message: the task, with workflow context.
@@ -310,16 +312,7 @@ impl Templates {
     ) -> Result<String, PromptError> {
         self.render(
             "completion",
-            context! {
-                role_name => input.role_name,
-                instructions => input.instructions.trim(),
-                output_schema => pretty(input.output_schema),
-                tools => Serde(input.tools),
-                max_steps => input.max_steps,
-                environment => Serde(input.environment),
-                system => system,
-                question => question.trim(),
-            },
+            context! { system => system, question => question.trim(), ..input.context() },
         )
     }
 }

@@ -21,6 +21,15 @@ pub(crate) struct History {
 }
 
 impl History {
+    /// No messages yet (a run that could not start keeps this).
+    pub(crate) fn empty(api: Api) -> Self {
+        History {
+            api,
+            messages: Vec::new(),
+            text: String::new(),
+        }
+    }
+
     /// Start with the system prompt and the first user message.
     pub(crate) fn start(
         api: Api,

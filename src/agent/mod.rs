@@ -22,6 +22,9 @@
 //! # Ok(()) }
 //! ```
 
+mod act;
+mod correction;
+mod decide;
 mod events;
 mod finalcheck;
 mod history;
@@ -29,6 +32,7 @@ mod loopguard;
 mod outcome;
 mod role;
 mod run;
+mod think;
 
 use std::sync::Arc;
 use std::time::Duration;

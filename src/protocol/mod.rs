@@ -15,10 +15,13 @@ pub mod observe;
 pub mod report;
 pub mod turn;
 
+mod continuation;
+
 pub use action::{
     ActionError, Arg, Call, MAX_DEPTH, Signature, SignatureError, parse_action, parse_action_with,
 };
 pub use bind::{BindError, bind, bind_tool};
+pub use continuation::{Inside, continued_action, stopped_inside};
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, parse_report};
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};

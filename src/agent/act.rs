@@ -1,0 +1,148 @@
+//! Act: parse the action, bind its arguments to the tool, check for loops, run the tool.
+//!
+//! Every way an action can fail (unparseable, unknown tool, arguments that do not fit, the same
+//! call again) becomes a correction the model reads; only a call repeated after the model was
+//! told it is a loop ends the run. A tool's own error or time-out is an observation like any
+//! result.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use tracing::{Instrument, debug, info_span};
+
+use crate::llm::Finish;
+use crate::protocol::{self, Call, Turn};
+use crate::tools::{Tool, ToolError};
+
+use super::Status;
+use super::correction::Correction;
+use super::events::Event;
+use super::loopguard::{CallKey, Check};
+use super::run::{Ending, Run, Step};
+
+impl Run<'_> {
+    /// Parse, bind, check for loops and run the tool; the observation, or the end of the run.
+    pub(super) async fn act(&mut self, turn: &Turn, finish: &Finish) -> Step {
+        let action_text = turn.action.as_deref().unwrap_or_default();
+        let tools = &self.agent.tools;
+        let accept = |c: &Call| {
+            tools
+                .get(&c.tool)
+                .is_some_and(|t| protocol::bind(&c.args, t.parameters()).is_ok())
+        };
+        let call = match protocol::parse_action_with(action_text, &accept) {
+            Ok(c) => c,
+            Err(e) => {
+                self.guard.clear_block();
+                return Ok(self.correct(Correction::ParseError {
+                    message: e.message,
+                    offset: e.offset,
+                    cut: e.open_string.then(|| finish.clone()),
+                }));
+            }
+        };
+        let Some(tool) = tools.get(&call.tool).cloned() else {
+            self.guard.clear_block();
+            let correction = Correction::UnknownTool {
+                closest: tools.closest(&call.tool).map(|c| c.to_string()),
+                names: tools.names().iter().map(|n| n.to_string()).collect(),
+                name: call.tool,
+            };
+            return Ok(self.correct(correction));
+        };
+        let args = match protocol::bind(&call.args, tool.parameters()) {
+            Ok(a) => a,
+            Err(e) => {
+                self.guard.clear_block();
+                return Ok(self.correct(Correction::BadArguments {
+                    tool: call.tool,
+                    error: e.to_string(),
+                }));
+            }
+        };
+        self.emit(Event::Action {
+            tool: call.tool.clone(),
+            args: Value::Object(args.clone()),
+        });
+        let key = CallKey::new(&call.tool, &args);
+        match self.guard.check(&key) {
+            Check::Stop => {
+                return Err(Ending::stop(
+                    Status::LoopDetected,
+                    format!(
+                        "the model repeated the call `{}` after being told it was a loop",
+                        call.tool
+                    ),
+                ));
+            }
+            Check::Blocked { reason, earlier } => {
+                return Ok(self.correct(Correction::Loop { reason, earlier }));
+            }
+            Check::Run => {}
+        }
+        let output = self.run_tool(&call.tool, tool, args).await;
+        self.guard.record(key, output.clone());
+        if !call.warnings.is_empty() {
+            debug!(warnings = ?call.warnings, "leniencies used to read the action");
+        }
+        Ok(output)
+    }
+
+    /// Run a tool with its time limit; the result (or the error) as text for the model.
+    async fn run_tool(
+        &mut self,
+        name: &str,
+        tool: Arc<dyn Tool>,
+        args: Map<String, Value>,
+    ) -> String {
+        self.emit(Event::ToolStarted {
+            tool: name.to_string(),
+        });
+        let started = Instant::now();
+        let config = &self.agent.config;
+        let result = tokio::time::timeout(config.tool_timeout, tool.call(args))
+            .instrument(info_span!("tool", name))
+            .await;
+        let (ok, refused, mut text) = match result {
+            Ok(Ok(out)) => (
+                true,
+                false,
+                protocol::truncate(&out, config.observation_limit).into_owned(),
+            ),
+            Ok(Err(e)) => (
+                false,
+                matches!(e, ToolError::Refused(_)),
+                format!(
+                    "Error from {name}: {}",
+                    protocol::truncate(&e.to_string(), config.observation_limit)
+                ),
+            ),
+            Err(_) => (
+                false,
+                false,
+                format!(
+                    "Error from {name}: timed out after {} s",
+                    config.tool_timeout.as_secs_f32()
+                ),
+            ),
+        };
+        // A secret the caller named (the API key) never reaches the model, the events or the transcript.
+        for secret in config.secrets.iter().filter(|s| s.len() >= 4) {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), "[redacted]");
+            }
+        }
+        // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
+        let used = &mut self.progress.tools_used;
+        if !refused && !used.iter().any(|t| t == name) {
+            used.push(name.to_string());
+        }
+        self.emit(Event::ToolFinished {
+            tool: name.to_string(),
+            ok,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        text
+    }
+}

@@ -1,0 +1,165 @@
+//! Decide: read a model turn and say what happens next.
+//!
+//! A turn is one of: a final answer (checked against the role: accepted, the run ends; refused,
+//! the model is told why), an action (run in `act.rs`), or neither (the model is reminded of the
+//! format). A turn the degeneration guard cut is never acted on. After the step limit only a
+//! final answer is accepted, once.
+
+use serde_json::Value;
+
+use crate::llm::{Finish, Message, Role as MsgRole};
+use crate::protocol::{self, Turn, TurnKind};
+
+use super::Status;
+use super::correction::{Correction, DISCARDED_NOTE};
+use super::events::Event;
+use super::finalcheck::{self, Verdict};
+use super::run::{Ending, Run, Step};
+use super::think::ModelTurn;
+
+impl Run<'_> {
+    /// Read the turn and decide what happens next.
+    pub(super) async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Step {
+        if model_turn.finish == Finish::Repeated {
+            return self.repeated(&model_turn.text, final_only);
+        }
+        let mut turn = protocol::read_turn(&model_turn.text);
+        if let Some(start) = model_turn.action_start {
+            protocol::continued_action(&mut turn, &model_turn.text, start);
+        }
+        self.keep_turn(&model_turn.text, &turn);
+        if let Some(t) = &turn.thought {
+            self.emit(Event::Thought { text: t.clone() });
+        }
+        if final_only {
+            return Err(self.last_chance(&turn));
+        }
+        let observation = match turn.kind {
+            TurnKind::Final => self.final_answer(&turn)?,
+            TurnKind::None => {
+                self.progress.steps += 1;
+                self.refusals = 0;
+                self.correct(if model_turn.finish == Finish::Length {
+                    Correction::Truncated
+                } else {
+                    Correction::NoDecision
+                })
+            }
+            TurnKind::Action => {
+                self.progress.steps += 1;
+                self.refusals = 0;
+                self.act(&turn, &model_turn.finish).await?
+            }
+        };
+        Ok(match turn.discarded {
+            Some(_) => format!("{observation}\n\n{DISCARDED_NOTE}"),
+            None => observation,
+        })
+    }
+
+    /// A final answer: accepted, the run ends; refused, the model is told why (and after
+    /// `max_refusals` refusals in a row the run ends).
+    fn final_answer(&mut self, turn: &Turn) -> Step {
+        let text = turn.final_text.as_deref().unwrap_or_default();
+        match self.check_final(text) {
+            Ok(value) => Err(Ending {
+                status: Status::Ok,
+                answer: Some(value),
+                error: None,
+            }),
+            Err(why) => {
+                self.guard.clear_block();
+                self.refusals += 1;
+                let empty = text.trim().is_empty();
+                let message = self.correct(Correction::Final {
+                    why: why.clone(),
+                    empty,
+                });
+                if self.refusals >= self.agent.config.max_refusals {
+                    return Err(Ending::stop(
+                        Status::InvalidFinal,
+                        format!(
+                            "{} final answers in a row were refused; the last: {why}",
+                            self.refusals
+                        ),
+                    ));
+                }
+                Ok(message)
+            }
+        }
+    }
+
+    /// Check a final answer against the role; an accepted one is announced.
+    fn check_final(&mut self, text: &str) -> Result<Value, String> {
+        match finalcheck::check(text, &self.agent.role) {
+            Verdict::Accepted { value, warnings } => {
+                self.emit(Event::Final {
+                    value: value.clone(),
+                    warnings,
+                });
+                Ok(value)
+            }
+            Verdict::Refused(why) => Err(why),
+        }
+    }
+
+    /// The turn after the step limit: only a final answer is accepted, and the run ends either way.
+    fn last_chance(&mut self, turn: &Turn) -> Ending {
+        let reason = format!("the step limit of {} steps was reached", self.step_limit);
+        if turn.kind != TurnKind::Final {
+            self.correct(Correction::FinalOnly);
+            return Ending::stop(Status::MaxSteps, reason);
+        }
+        match self.check_final(turn.final_text.as_deref().unwrap_or_default()) {
+            Ok(value) => Ending {
+                status: Status::MaxSteps,
+                answer: Some(value),
+                error: Some(reason),
+            },
+            Err(why) => {
+                self.correct(Correction::Final {
+                    why: why.clone(),
+                    empty: false,
+                });
+                Ending::stop(
+                    Status::MaxSteps,
+                    format!("{reason}; the last answer was refused: {why}"),
+                )
+            }
+        }
+    }
+
+    /// A turn the degeneration guard cut: nothing in it is run (an action in it may be cut
+    /// short); the history keeps what was written up to the first repetition, and the model is
+    /// told plainly what happened.
+    fn repeated(&mut self, text: &str, final_only: bool) -> Step {
+        self.remember_turn(text.trim_end().to_string());
+        if final_only {
+            return Err(self.last_chance(&protocol::read_turn("")));
+        }
+        self.progress.steps += 1;
+        self.refusals = 0;
+        Ok(self.correct(Correction::Repetition))
+    }
+
+    /// Put the kept part of a turn into the history (the closing tag a stop removed restored).
+    fn keep_turn(&mut self, text: &str, turn: &Turn) {
+        let end = turn.history_end.min(text.len());
+        let mut kept = text.get(..end).unwrap_or(text).trim_end().to_string();
+        if !turn.deciding_closed {
+            match turn.kind {
+                TurnKind::Action => kept.push_str("</action>"),
+                TurnKind::Final => kept.push_str("</final_answer>"),
+                TurnKind::None => {}
+            }
+        }
+        self.remember_turn(kept);
+    }
+
+    fn remember_turn(&mut self, kept: String) {
+        self.history.push_turn(&kept);
+        self.emit(Event::Message {
+            message: Message::new(MsgRole::Assistant, kept),
+        });
+    }
+}

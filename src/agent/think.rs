@@ -1,0 +1,94 @@
+//! Think: one model turn, continued while a stop string fired where it cannot have ended it.
+//!
+//! A turn is one request, unless the server stopped inside an open string of the action or an
+//! open `<think>` block (see [`protocol::stopped_inside`]); then, where the API can continue an
+//! unfinished turn (completions, or chat with prefill), the stop string is put back and the
+//! model is asked to go on, up to `max_continuations` times.
+
+use std::time::Instant;
+
+use tracing::debug;
+
+use crate::llm::{Finish, LlmError, TurnRequest};
+use crate::protocol::{self, Inside, STOP_SEQUENCES};
+
+use super::Api;
+use super::events::Event;
+use super::run::Run;
+
+/// What one model turn gave, continuations joined.
+pub(crate) struct ModelTurn {
+    /// The turn as the reader sees it.
+    pub(crate) text: String,
+    /// Why the last request of the turn ended.
+    pub(crate) finish: Finish,
+    /// Where the action's body starts when the turn was continued inside one of its strings: the
+    /// body then runs to the end of the turn (the stop strings inside it are content).
+    pub(crate) action_start: Option<usize>,
+}
+
+impl Run<'_> {
+    /// One model turn, with its continuations.
+    pub(super) async fn think(&mut self) -> Result<ModelTurn, LlmError> {
+        let agent = self.agent;
+        let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
+        let mut generated = String::new();
+        let mut continuations = 0;
+        let mut action_start: Option<usize> = None;
+        self.progress.llm_calls += 1;
+        loop {
+            let prompt = if generated.is_empty() {
+                self.history.prompt()
+            } else {
+                self.history.prompt_with_partial(&generated)
+            };
+            let request = TurnRequest {
+                prompt,
+                stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
+                temperature: agent.config.temperature,
+                max_tokens: agent.config.max_tokens,
+                seed: agent.config.seed,
+                keep_repetitions: agent.config.keep_repetitions,
+                extra: agent.config.extra.clone(),
+            };
+            let sink = self.options.events.clone();
+            let mut on_delta = |d: &str| {
+                if let Some(sink) = &sink {
+                    sink(&Event::TextDelta {
+                        text: d.to_string(),
+                    });
+                }
+            };
+            let started = Instant::now();
+            let result = agent.model.turn(&request, &mut on_delta).await?;
+            self.progress.requests += 1;
+            self.progress.usage.add(result.usage);
+            generated.push_str(&result.text);
+            self.emit(Event::TurnFinished {
+                text: result.text.clone(),
+                finish: result.finish.clone(),
+                usage: result.usage,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            });
+            let text = self.history.turn_text(&generated);
+            if let Finish::Stop(stop) = &result.finish
+                && can_continue
+                && continuations < agent.config.max_continuations
+                && let Some(inside) = protocol::stopped_inside(&text, action_start)
+            {
+                debug!(stop = %stop, "stop string inside an open string or <think>: continuing the turn");
+                if let Inside::ActionString(start) = inside {
+                    action_start = Some(start);
+                }
+                generated.push_str(stop);
+                continuations += 1;
+                continue;
+            }
+            return Ok(ModelTurn {
+                text,
+                finish: result.finish,
+                action_start,
+            });
+        }
+    }
+}

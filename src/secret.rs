@@ -72,7 +72,7 @@ impl std::fmt::Display for Secret {
 /// Replaces every secret it holds, and the forms derived from it, with [`REDACTED`].
 ///
 /// Cheap to clone and to share; an empty redactor leaves text untouched (and borrows it).
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Redactor {
     /// Every string to replace, longest first so a longer form wins over a part of it.
     needles: Vec<String>,

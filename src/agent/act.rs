@@ -104,7 +104,7 @@ impl Run<'_> {
         let result = tokio::time::timeout(config.tool_timeout, tool.call(args))
             .instrument(info_span!("tool", name))
             .await;
-        let (ok, refused, mut text) = match result {
+        let (ok, refused, text) = match result {
             Ok(Ok(out)) => (
                 true,
                 false,
@@ -128,11 +128,7 @@ impl Run<'_> {
             ),
         };
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
-        for secret in config.secrets.iter().filter(|s| s.len() >= 4) {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), "[redacted]");
-            }
-        }
+        let text = config.secrets.redact_string(text);
         // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         let used = &mut self.progress.tools_used;
         if !refused && !used.iter().any(|t| t == name) {

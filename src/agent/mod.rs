@@ -23,6 +23,8 @@
 //! ```
 
 mod act;
+mod builder;
+mod config;
 mod correction;
 mod decide;
 mod events;
@@ -35,11 +37,12 @@ mod run;
 mod think;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+pub use builder::AgentBuilder;
+pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use events::{Event, EventSink};
 pub use history::Resume;
 pub use outcome::{Outcome, Status};
@@ -53,65 +56,6 @@ use crate::tools::Registry;
 /// The API shape the loop builds prompts for (the model layer's own type).
 pub use crate::llm::Api;
 
-/// The default token limit of one model turn. A turn is a short thought and one action or
-/// answer; a model that runs past this is rambling or looping, and on a CPU every token costs
-/// time. Raise it (`--max-tokens`) for actions that write long files; `0` on the command line
-/// sends no limit at all.
-pub const DEFAULT_MAX_TOKENS: u32 = 1024;
-
-/// Settings of the loop.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentConfig {
-    /// The API shape.
-    pub api: Api,
-    /// Step limit (SPEC §1.6).
-    pub max_steps: u32,
-    /// Sampling temperature.
-    pub temperature: Option<f32>,
-    /// Token limit per turn ([`DEFAULT_MAX_TOKENS`] by default; `None` sends no limit).
-    pub max_tokens: Option<u32>,
-    /// Turn the degeneration guard off (see [`crate::llm::repeat`]): by default a turn that
-    /// keeps repeating itself is cut at once and the model is told so.
-    pub keep_repetitions: bool,
-    /// Sampling seed.
-    pub seed: Option<i64>,
-    /// Extra vendor fields for every request.
-    pub extra: Map<String, Value>,
-    /// Largest tool output passed to the model, in bytes; more is cut with a marker.
-    pub observation_limit: usize,
-    /// Time limit for one tool call.
-    pub tool_timeout: Duration,
-    /// Final answers refused in a row before the run ends with `invalid_final`.
-    pub max_refusals: u32,
-    /// Continuations of one turn (a stop inside an open string or `<think>`).
-    pub max_continuations: u32,
-    /// Environment facts for the system prompt, one line each.
-    pub environment: Vec<String>,
-    /// Secrets (API keys) replaced by `[redacted]` wherever a tool's output contains them, so a
-    /// tool such as `run_command("env")` cannot pass them to the model, the events or the transcript.
-    pub secrets: Vec<String>,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        AgentConfig {
-            api: Api::Chat,
-            max_steps: 10,
-            temperature: None,
-            max_tokens: Some(DEFAULT_MAX_TOKENS),
-            keep_repetitions: false,
-            seed: None,
-            extra: Map::new(),
-            observation_limit: 16 * 1024,
-            tool_timeout: Duration::from_secs(120),
-            max_refusals: 3,
-            max_continuations: 4,
-            environment: Vec::new(),
-            secrets: Vec::new(),
-        }
-    }
-}
-
 /// Errors while setting up an agent or a run (a run itself ends in an [`Outcome`], whatever happens).
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -121,9 +65,6 @@ pub enum AgentError {
     /// A role could not be made.
     #[error(transparent)]
     Role(#[from] RoleError),
-    /// A transcript could not be read for continuing.
-    #[error("cannot continue: {0}")]
-    Resume(String),
     /// The accepted final answer does not deserialize into the requested Rust type.
     #[error("the final answer does not fit the requested type: {error}")]
     Decode {
@@ -132,79 +73,6 @@ pub enum AgentError {
         /// serde's message.
         error: String,
     },
-}
-
-/// Builds an [`Agent`].
-pub struct AgentBuilder {
-    model: Arc<dyn Model>,
-    tools: Registry,
-    role: Role,
-    templates: Arc<Templates>,
-    config: AgentConfig,
-}
-
-impl AgentBuilder {
-    /// Offer these tools.
-    pub fn tools(mut self, tools: Registry) -> Self {
-        self.tools = tools;
-        self
-    }
-
-    /// Use this role.
-    pub fn role(mut self, role: Role) -> Self {
-        self.role = role;
-        self
-    }
-
-    /// Use these templates.
-    pub fn templates(mut self, templates: Arc<Templates>) -> Self {
-        self.templates = templates;
-        self
-    }
-
-    /// Use these settings.
-    pub fn config(mut self, config: AgentConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Set the step limit.
-    pub fn max_steps(mut self, n: u32) -> Self {
-        self.config.max_steps = n;
-        self
-    }
-
-    /// Set the API shape.
-    pub fn api(mut self, api: Api) -> Self {
-        self.config.api = api;
-        self
-    }
-
-    /// Render the system prompt and make the agent.
-    pub fn build(self) -> Result<Agent, AgentError> {
-        let docs: Vec<ToolDoc> = self
-            .tools
-            .iter()
-            .map(|t| ToolDoc::new(t.name(), t.description(), t.parameters()))
-            .collect();
-        let system = self.templates.system(&SystemInput {
-            role_name: self.role.name(),
-            instructions: self.role.instructions(),
-            output_schema: self.role.output_schema(),
-            tools: &docs,
-            max_steps: self.config.max_steps,
-            environment: &self.config.environment,
-        })?;
-        Ok(Agent {
-            model: self.model,
-            tools: self.tools,
-            tool_docs: docs,
-            role: self.role,
-            templates: self.templates,
-            config: self.config,
-            system,
-        })
-    }
 }
 
 /// One run's inputs beyond the task.
@@ -237,13 +105,7 @@ pub struct Agent {
 impl Agent {
     /// Start building an agent around a model.
     pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
-        AgentBuilder {
-            model,
-            tools: Registry::new(),
-            role: Role::default(),
-            templates: Arc::new(Templates::builtin()),
-            config: AgentConfig::default(),
-        }
+        AgentBuilder::new(model)
     }
 
     /// The rendered system prompt.

@@ -404,7 +404,7 @@ impl Setup {
             seed: opts.seed,
             tool_timeout: Duration::from_secs(opts.tool_timeout.unwrap_or(120)),
             environment,
-            secrets: keys.clone(),
+            secrets: tagloop::secret::Redactor::with(&keys),
             ..AgentConfig::default()
         };
         if config.max_steps == 0 {

@@ -1,0 +1,94 @@
+//! Building an [`Agent`]: the model first, then tools, role, templates and settings; `build`
+//! renders the system prompt once, so every run of the agent starts from the same bytes.
+
+use std::sync::Arc;
+
+use crate::llm::Model;
+use crate::prompt::{SystemInput, Templates, ToolDoc};
+use crate::tools::Registry;
+
+use super::{Agent, AgentConfig, AgentError, Api, Role};
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    model: Arc<dyn Model>,
+    tools: Registry,
+    role: Role,
+    templates: Arc<Templates>,
+    config: AgentConfig,
+}
+
+impl AgentBuilder {
+    /// A builder with no tools, the default role, the built-in templates and default settings.
+    pub(crate) fn new(model: Arc<dyn Model>) -> Self {
+        AgentBuilder {
+            model,
+            tools: Registry::new(),
+            role: Role::default(),
+            templates: Arc::new(Templates::builtin()),
+            config: AgentConfig::default(),
+        }
+    }
+
+    /// Offer these tools.
+    pub fn tools(mut self, tools: Registry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Use this role.
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// Use these templates.
+    pub fn templates(mut self, templates: Arc<Templates>) -> Self {
+        self.templates = templates;
+        self
+    }
+
+    /// Use these settings.
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Set the step limit.
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.config.max_steps = n;
+        self
+    }
+
+    /// Set the API shape.
+    pub fn api(mut self, api: Api) -> Self {
+        self.config.api = api;
+        self
+    }
+
+    /// Render the system prompt and make the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let docs: Vec<ToolDoc> = self
+            .tools
+            .iter()
+            .map(|t| ToolDoc::new(t.name(), t.description(), t.parameters()))
+            .collect();
+        let system = self.templates.system(&SystemInput {
+            role_name: self.role.name(),
+            instructions: self.role.instructions(),
+            output_schema: self.role.output_schema(),
+            tools: &docs,
+            max_steps: self.config.max_steps,
+            environment: &self.config.environment,
+        })?;
+        Ok(Agent {
+            model: self.model,
+            tools: self.tools,
+            tool_docs: docs,
+            role: self.role,
+            templates: self.templates,
+            config: self.config,
+            system,
+        })
+    }
+}

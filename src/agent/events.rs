@@ -17,18 +17,24 @@ pub enum Event {
     /// The run began.
     RunStarted {
         /// The session id (empty when no transcript is written).
+        #[serde(default)]
         session: String,
         /// The task.
         task: String,
         /// The model, as the client describes it (never a key).
+        #[serde(default)]
         model: String,
         /// `chat` or `completions`.
+        #[serde(default)]
         api: String,
         /// The role's name.
+        #[serde(default)]
         role: String,
         /// The step limit.
+        #[serde(default)]
         max_steps: u32,
         /// When (RFC 3339, UTC).
+        #[serde(default)]
         started: String,
         /// Caller-supplied facts for continuing the run (CLI options, never secrets).
         #[serde(default)]

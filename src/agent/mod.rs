@@ -32,6 +32,7 @@ mod finalcheck;
 mod history;
 mod loopguard;
 mod outcome;
+mod resume;
 mod role;
 mod run;
 mod think;
@@ -44,8 +45,8 @@ use serde_json::Value;
 pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use events::{Event, EventSink};
-pub use history::Resume;
 pub use outcome::{Outcome, Status};
+pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};
 
 use crate::llm::{Model, Prompt};

@@ -391,9 +391,10 @@ impl Setup {
         let templates =
             Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
         let context = load_context(opts.context.as_deref()).map_err(usage)?;
+        let defaults = AgentConfig::default();
         let config = AgentConfig {
             api,
-            max_steps: opts.max_steps.unwrap_or(10),
+            max_steps: opts.max_steps.unwrap_or(defaults.max_steps),
             temperature: opts.temperature,
             max_tokens: match opts.max_tokens {
                 None => Some(tagloop::agent::DEFAULT_MAX_TOKENS),
@@ -402,10 +403,12 @@ impl Setup {
             },
             keep_repetitions: opts.keep_repetitions,
             seed: opts.seed,
-            tool_timeout: Duration::from_secs(opts.tool_timeout.unwrap_or(120)),
+            tool_timeout: opts
+                .tool_timeout
+                .map_or(defaults.tool_timeout, Duration::from_secs),
             environment,
             secrets: tagloop::secret::Redactor::with(&keys),
-            ..AgentConfig::default()
+            ..defaults
         };
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));

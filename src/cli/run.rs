@@ -172,11 +172,13 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     }
     // A run that ended in a runtime error (the server went away) goes on like a killed one; a run
     // that ended otherwise needs a new message to go on.
-    if resume.finished.as_deref().is_some_and(|s| s != "error") && args.message.is_none() {
+    if let Some(status) = resume.finished.filter(|s| *s != Status::Error)
+        && args.message.is_none()
+    {
         return Err(usage(format!(
             "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
             args.session,
-            resume.finished.as_deref().unwrap_or("?")
+            status.as_str()
         )));
     }
     resume.message = args.message.clone();

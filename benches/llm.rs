@@ -14,9 +14,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fake_server::{FakeConfig, FakeServer};
 use futures::StreamExt;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::repeat::RepeatGuard;
-use tagloop::llm::stops::StopScanner;
 use tagloop::llm::{Message, Model, Prompt, Role, TurnRequest};
+use tagloop::llm::{RepeatGuard, StopScanner};
 
 fn stops() -> Vec<String> {
     vec![

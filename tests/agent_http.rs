@@ -10,7 +10,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use tagloop::agent::{Agent, Status};
-use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel, Secret};
+use tagloop::llm::Api;
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::secret::Secret;
 use tagloop::tools::{Registry, tool_fn};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -8,7 +8,8 @@ use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use tagloop::agent::{Agent, AgentConfig, Api, Event, EventSink, Resume, Role, RunOptions, Status};
+use tagloop::agent::{Agent, AgentConfig, Event, EventSink, Resume, Role, RunOptions, Status};
+use tagloop::llm::Api;
 use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::llm::{
     DeltaSink, Finish, LlmError, Model, Prompt, Role as MsgRole, TurnRequest, TurnResult, Usage,

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use tagloop::agent::{Agent, Api, Role};
+use tagloop::agent::{Agent, Role};
+use tagloop::llm::Api;
 use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::llm::{Message, Prompt};
 use tagloop::tools::{Registry, tool_fn};

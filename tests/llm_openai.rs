@@ -5,10 +5,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeConfig, FakeServer, StopMode};
-use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel, Secret};
+use tagloop::llm::Api;
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::{
     Enforcer, Finish, LlmError, Message, Model, Prompt, Role, TurnRequest, TurnResult,
 };
+use tagloop::secret::Secret;
 
 const TURN: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")</action>\n<observation>invented by the model</observation>\n<final_answer>made up</final_answer>";
 const CUT: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")";

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::lab::{Lab, LabModel, LlamaServer};
 use serde_json::Value;
-use tagloop::llm::openai::{Api, OpenAiConfig, OpenAiModel};
-use tagloop::llm::{Finish, Message, Model, Prompt, Role, TurnRequest};
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::llm::{Api, Finish, Message, Model, Prompt, Role, TurnRequest};
 
 fn api_of(model: LabModel) -> Api {
     match model {

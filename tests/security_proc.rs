@@ -14,9 +14,8 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use tagloop::tools::confirm::{Confirm, FixedConfirm};
-use tagloop::tools::shell::run_shell;
 use tagloop::tools::{ChildEnv, McpAccess, McpOptions, McpSource, Tool, ToolError};
+use tagloop::tools::{Confirm, FixedConfirm, run_shell};
 
 const OPENAI_KEY: &str = "sk-openai-SECRET-1234567890abcdef";
 const OTHER_KEY: &str = "sk-other-SECRET-0987654321fedcba";

@@ -25,7 +25,7 @@ pub struct AgentConfig {
     pub temperature: Option<f32>,
     /// Token limit per turn ([`DEFAULT_MAX_TOKENS`] by default; `None` sends no limit).
     pub max_tokens: Option<u32>,
-    /// Turn the degeneration guard off (see [`crate::llm::repeat`]): by default a turn that
+    /// Turn the degeneration guard off (see [`crate::llm::RepeatGuard`]): by default a turn that
     /// keeps repeating itself is cut at once and the model is told so.
     pub keep_repetitions: bool,
     /// Sampling seed.

@@ -1,7 +1,7 @@
 //! The think → act → observe loop (SPEC §1.6).
 //!
 //! An [`Agent`] holds a model, the tools, a [`Role`] and the prompt templates. Each run is an
-//! explicit state machine in [`run`](self::run): *think* (one model turn, continued when a stop
+//! explicit state machine in `run.rs`: *think* (one model turn, continued when a stop
 //! string fired inside an open string or `<think>` block), *act* (parse, bind and run the tool),
 //! *observe* (render the observation with the notices that go with it). Everything the runtime says
 //! to the model after the task is one `<observation>` between two model turns.
@@ -54,8 +54,7 @@ use crate::prompt::{ContextItem, PromptError, SystemInput, Templates, ToolDoc};
 use crate::session::Transcript;
 use crate::tools::Registry;
 
-/// The API shape the loop builds prompts for (the model layer's own type).
-pub use crate::llm::Api;
+use crate::llm::Api;
 
 /// Errors while setting up an agent or a run (a run itself ends in an [`Outcome`], whatever happens).
 #[derive(Debug, thiserror::Error)]

@@ -56,7 +56,7 @@ pub fn main() -> ExitCode {
     init_tracing();
     // Before any thread or child exists: /proc/<tagloop>/environ and mem out of reach of the
     // (same-user) children, and every descendant re-parented to tagloop rather than to init.
-    if let Err(e) = tagloop::tools::children::harden_process() {
+    if let Err(e) = tagloop::tools::harden_process() {
         tracing::warn!("cannot protect tagloop's process from its children: {e}");
     }
     // Whatever way main is left (a return, an error, a panic), no descendant stays behind; it is
@@ -74,7 +74,7 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        tagloop::tools::children::spawn_orphan_reaper();
+        tagloop::tools::spawn_orphan_reaper();
         tokio::spawn(exit_on_signal());
         match cli.command {
             Command::Run(a) => run::run(a).await,
@@ -117,7 +117,7 @@ struct KillDescendantsOnExit;
 
 impl Drop for KillDescendantsOnExit {
     fn drop(&mut self) {
-        tagloop::tools::children::kill_all_descendants();
+        tagloop::tools::kill_all_descendants();
     }
 }
 
@@ -141,7 +141,7 @@ async fn exit_on_signal() {
         _ = int.recv() => ("SIGINT", 2),
     };
     tracing::info!("{name} received: stopping every process tagloop started");
-    let _ = tokio::task::spawn_blocking(tagloop::tools::children::kill_all_descendants).await;
+    let _ = tokio::task::spawn_blocking(tagloop::tools::kill_all_descendants).await;
     if number == 2 {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }

@@ -14,18 +14,19 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use tagloop::agent::{Agent, AgentConfig, Api, Role};
+use tagloop::agent::{Agent, AgentConfig, Role};
+use tagloop::llm::Api;
 use tagloop::llm::Model;
-use tagloop::llm::openai::{OpenAiConfig, OpenAiModel, Secret};
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::prompt::{ContextItem, Templates};
 use tagloop::secret::Redactor;
+use tagloop::secret::Secret;
 use tagloop::tools::ChildEnv;
 use tagloop::tools::Registry;
-use tagloop::tools::builtin::{ToolkitOptions, toolkit};
-use tagloop::tools::confirm::TerminalConfirm;
-use tagloop::tools::mcp::{McpAccess, McpOptions, McpSource};
-use tagloop::tools::workspace::Workspace;
+use tagloop::tools::{
+    McpAccess, McpOptions, McpSource, TerminalConfirm, ToolkitOptions, Workspace, toolkit,
+};
 
 use super::config::{Sources, resolve_model};
 
@@ -330,7 +331,7 @@ impl Setup {
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut tools = Registry::new();
         let mut environment = vec![format!("operating system: {}", std::env::consts::OS)];
-        let confirm: Option<Arc<dyn tagloop::tools::confirm::Confirm>> = if opts.confirm {
+        let confirm: Option<Arc<dyn tagloop::tools::Confirm>> = if opts.confirm {
             Some(Arc::new(TerminalConfirm::new()))
         } else {
             None

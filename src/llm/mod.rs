@@ -1,13 +1,13 @@
 //! Model clients: one trait for a model turn, an OpenAI-compatible client for `/chat/completions`
 //! and `/completions`, and a scripted model that replays a file.
 //!
-//! Every client enforces the stop strings on its own side ([`stops`]), whatever the server does.
+//! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
-pub mod error;
+mod error;
 pub mod openai;
-pub mod repeat;
+mod repeat;
 pub mod scripted;
-pub mod stops;
+mod stops;
 
 use std::time::Duration;
 
@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use error::LlmError;
+pub use repeat::{RepeatGuard, Repetition};
+pub use stops::StopScanner;
 
 /// Which endpoint, and so which prompt shape, a model is driven through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -94,7 +96,7 @@ pub struct TurnRequest {
     /// Sampling seed.
     pub seed: Option<i64>,
     /// Turn the degeneration guard off: by default a turn whose tail repeats itself (see
-    /// [`repeat::RepeatGuard`]) is cut at once and ends as [`Finish::Repeated`].
+    /// [`RepeatGuard`]) is cut at once and ends as [`Finish::Repeated`].
     pub keep_repetitions: bool,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
@@ -117,7 +119,7 @@ pub enum Finish {
     /// The model ended the turn itself.
     End,
     /// The degeneration guard cut the turn: its tail repeated one unit of text over and over
-    /// (see [`repeat`]). The text keeps the first unit of the repetition.
+    /// (see [`RepeatGuard`]). The text keeps the first unit of the repetition.
     Repeated,
 }
 

@@ -77,13 +77,10 @@ use super::stops::StopScanner;
 use super::{DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
-pub const MAX_SERVER_STOPS: usize = 4;
+pub(crate) const MAX_SERVER_STOPS: usize = 4;
 
-use crate::secret::Redactor;
-/// The key type, kept here under its old path for callers of the model layer.
-pub use crate::secret::Secret;
-
-pub use super::Api;
+use super::Api;
+use crate::secret::{Redactor, Secret};
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]

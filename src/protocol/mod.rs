@@ -3,19 +3,21 @@
 //!
 //! Everything here is pure: no I/O, no async, byte offsets into the original text.
 //!
-//! * [`turn`] splits a turn into its blocks (SPEC §1.1).
-//! * [`action`] parses the text of an `<action>` block into a call (SPEC §1.2).
-//! * [`bind`] binds a call's arguments to a tool's JSON Schema (SPEC §1.3).
-//! * [`observe`] renders tool output as an observation (SPEC §1.4).
-//! * [`report`] puts the pieces together into the `tagloop parse --json` object (SPEC §2.1).
+//! * `turn.rs`: [`read_turn`] splits a turn into its blocks (SPEC §1.1).
+//! * `action.rs`: [`parse_action`] parses the text of an `<action>` block into a call (SPEC §1.2).
+//! * `bind.rs`: [`bind`] binds a call's arguments to a tool's JSON Schema (SPEC §1.3).
+//! * `observe.rs`: [`render_observation`] renders tool output as an observation (SPEC §1.4).
+//! * `report.rs`: [`parse_report`] puts the pieces together into the `tagloop parse --json`
+//!   object (SPEC §2.1).
+//! * `continuation.rs`: [`stopped_inside`] tells when a stop string fired where it cannot have
+//!   ended the turn (inside an action's string or a `<think>` block).
 
-pub mod action;
-pub mod bind;
-pub mod observe;
-pub mod report;
-pub mod turn;
-
+mod action;
+mod bind;
 mod continuation;
+mod observe;
+mod report;
+mod turn;
 
 pub use action::{
     ActionError, Arg, Call, MAX_DEPTH, Signature, SignatureError, parse_action, parse_action_with,

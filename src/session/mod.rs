@@ -388,7 +388,7 @@ pub fn summarise(id: &str, records: &[Value]) -> Summary {
 }
 
 /// Every session in a directory, newest first. Only regular `.jsonl` files are read (symlinks,
-/// FIFOs and devices are skipped, see [`open_regular`]); a file over [`LIST_MAX_BYTES`] is listed
+/// FIFOs and devices are skipped: the file is checked on its open handle); a file over [`LIST_MAX_BYTES`] is listed
 /// as `too_large` without being read; unreadable files are skipped.
 pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
     let entries = match std::fs::read_dir(dir) {

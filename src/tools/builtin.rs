@@ -106,20 +106,6 @@ impl std::fmt::Debug for ToolkitOptions {
     }
 }
 
-/// The names of the tools that are always offered.
-pub const READ_TOOLS: [&str; 3] = ["read_file", "list_dir", "search_files"];
-/// The names of the tools offered with `allow_write`.
-pub const WRITE_TOOLS: [&str; 6] = [
-    "write_file",
-    "append_file",
-    "edit_file",
-    "make_dir",
-    "move_path",
-    "delete_path",
-];
-/// The name of the tool offered with `allow_shell`.
-pub const SHELL_TOOL: &str = "run_command";
-
 /// The built-in tools for `ws`, gated by `opts`: tools that are not allowed are simply absent, so
 /// the model never sees them.
 pub fn toolkit(ws: Arc<Workspace>, opts: ToolkitOptions) -> Registry {

@@ -176,7 +176,7 @@ fn lock() -> Locked {
 /// the first error the kernel gave.
 ///
 /// It also opts the process into orphan handling: from then on every direct child that was not
-/// spawned through a [`Job`] counts as an orphan of tagloop's commands, and is reaped or killed
+/// spawned through a `Job` counts as an orphan of tagloop's commands, and is reaped or killed
 /// when a command ends. A program that spawns children of its own should not call it.
 pub fn harden_process() -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
@@ -219,11 +219,6 @@ impl Job {
         );
         lock().get().active_jobs.insert(id.clone());
         Job { id }
-    }
-
-    /// The marker value its processes carry in [`JOB_VAR`].
-    pub fn id(&self) -> &str {
-        &self.id
     }
 
     /// Spawn a child of this job: the command gets the job marker and (Linux) the parent-death

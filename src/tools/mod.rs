@@ -1,13 +1,13 @@
 //! Tools: the [`Tool`] trait, a [`Registry`], tools built from closures, the built-in workspace
 //! toolkit and MCP servers as tool sources.
 
-pub mod builtin;
-pub mod children;
-pub mod closure;
-pub mod confirm;
-pub mod mcp;
-pub mod shell;
-pub mod workspace;
+mod builtin;
+mod children;
+mod closure;
+mod confirm;
+mod mcp;
+mod shell;
+mod workspace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +16,11 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use builtin::{Limits, ToolkitOptions, toolkit};
-pub use children::ChildEnv;
+pub use children::{ChildEnv, harden_process, kill_all_descendants, spawn_orphan_reaper};
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
 pub use mcp::{McpAccess, McpError, McpOptions, McpSource};
+pub use shell::run_shell;
 pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
 
 /// Why a tool call failed. The message becomes the observation the model sees.

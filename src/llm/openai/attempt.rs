@@ -1,0 +1,316 @@
+//! One turn as requests: the request body, attempts with retries and backoff, and the
+//! conversion of async-openai's errors into ours (keeping the HTTP status).
+
+use super::errors::*;
+use super::state::*;
+use super::transport::*;
+use super::wire::*;
+use super::*;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use crate::llm::error::truncate;
+use crate::llm::{DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
+
+/// Most stop strings OpenAI accepts; more are enforced on our side only.
+const MAX_SERVER_STOPS: usize = 4;
+
+use crate::llm::Api;
+use crate::secret::Redactor;
+
+impl OpenAiModel {
+    /// Build a client (no request is made yet).
+    pub fn new(mut cfg: OpenAiConfig) -> Result<Self, LlmError> {
+        let base_url = normalize_base_url(&cfg.base_url)?;
+        cfg.base_url = base_url.clone();
+        let http = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .read_timeout(cfg.read_timeout)
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let mut oa = OpenAIConfig::new()
+            .with_api_base(base_url.clone())
+            .with_api_key(cfg.api_key.expose());
+        for (k, v) in &cfg.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
+            oa = oa
+                .with_header(name, v.as_str())
+                .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
+        }
+        let client = Client::with_config(oa).with_http_service(Transport { http });
+        let mut redactor = Redactor::new();
+        redactor.add_secret(&cfg.api_key);
+        Ok(OpenAiModel {
+            cfg,
+            base_url,
+            client,
+            stop_rejected: AtomicBool::new(false),
+            redactor,
+        })
+    }
+
+    /// The settings in use (base URL normalised).
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.cfg
+    }
+
+    /// Whether the server rejected `stop` earlier, so stops are no longer sent.
+    pub fn stop_rejected(&self) -> bool {
+        self.stop_rejected.load(Ordering::Relaxed)
+    }
+
+    /// The JSON body for a request.
+    pub fn request_body(
+        &self,
+        req: &TurnRequest,
+        send_stops: bool,
+        stream: bool,
+    ) -> Result<Value, LlmError> {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.cfg.model.clone()));
+        match (&req.prompt, self.cfg.api) {
+            (Prompt::Chat(messages), Api::Chat) => {
+                let v =
+                    serde_json::to_value(messages).map_err(|e| LlmError::Other(e.to_string()))?;
+                body.insert("messages".into(), v);
+            }
+            (Prompt::Text(text), Api::Completions) => {
+                body.insert("prompt".into(), Value::String(text.clone()));
+            }
+            (Prompt::Text(_), Api::Chat) => {
+                return Err(LlmError::Config(
+                    "a text prompt was given to a chat endpoint; use --api completions".into(),
+                ));
+            }
+            (Prompt::Chat(_), Api::Completions) => {
+                return Err(LlmError::Config(
+                    "chat messages were given to a completions endpoint; use --api chat".into(),
+                ));
+            }
+        }
+        if send_stops {
+            let stops: Vec<Value> = req
+                .stop
+                .iter()
+                .filter(|s| !s.is_empty())
+                .take(MAX_SERVER_STOPS)
+                .map(|s| Value::String(s.clone()))
+                .collect();
+            if !stops.is_empty() {
+                body.insert("stop".into(), Value::Array(stops));
+            }
+        }
+        if let Some(t) = req.temperature {
+            body.insert("temperature".into(), Value::from(f64::from(t)));
+        }
+        if let Some(m) = req.max_tokens {
+            body.insert(self.cfg.token_field.clone(), Value::from(m));
+        }
+        if let Some(s) = req.seed {
+            body.insert("seed".into(), Value::from(s));
+        }
+        body.insert("stream".into(), Value::Bool(stream));
+        if stream && self.cfg.include_usage {
+            body.insert(
+                "stream_options".into(),
+                serde_json::json!({ "include_usage": true }),
+            );
+        }
+        for (k, v) in self.cfg.extra.iter().chain(req.extra.iter()) {
+            body.insert(k.clone(), v.clone());
+        }
+        Ok(Value::Object(body))
+    }
+
+    pub(super) async fn run_turn(
+        &self,
+        req: &TurnRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<TurnResult, LlmError> {
+        let started = Instant::now();
+        let mut backoff = ExponentialBuilder::default()
+            .with_min_delay(self.cfg.retry_min_delay)
+            .with_max_delay(self.cfg.retry_max_delay)
+            .with_max_times(self.cfg.max_retries as usize)
+            .with_jitter()
+            .build();
+        let mut attempts: u32 = 0;
+        loop {
+            attempts += 1;
+            let send_stops = self.cfg.send_stop
+                && !self.stop_rejected()
+                && req.stop.iter().any(|s| !s.is_empty());
+            match self.attempt(req, send_stops, &mut *on_delta, started).await {
+                Ok(r) => return Ok(r),
+                Err(AttemptError {
+                    stop_rejected: true,
+                    err,
+                    ..
+                }) if send_stops => {
+                    tracing::warn!(model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
+                    self.stop_rejected.store(true, Ordering::Relaxed);
+                    attempts -= 1;
+                }
+                Err(AttemptError { err, emitted, .. }) => {
+                    if emitted || !err.is_retryable() {
+                        return Err(err);
+                    }
+                    let Some(delay) = backoff.next() else {
+                        return Err(if attempts > 1 {
+                            LlmError::GaveUp {
+                                attempts,
+                                last: Box::new(err),
+                            }
+                        } else {
+                            err
+                        });
+                    };
+                    let delay = err
+                        .retry_after()
+                        .map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
+                    tracing::warn!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn attempt(
+        &self,
+        req: &TurnRequest,
+        send_stops: bool,
+        on_delta: DeltaSink<'_>,
+        started: Instant,
+    ) -> Result<TurnResult, AttemptError> {
+        let stream = self.cfg.stream;
+        let body = self.request_body(req, send_stops, stream)?;
+        let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions);
+        if stream {
+            let opened = match self.cfg.api {
+                Api::Chat => {
+                    self.client
+                        .chat()
+                        .create_stream_byot::<_, WireChunk>(&body)
+                        .await
+                }
+                Api::Completions => {
+                    self.client
+                        .completions()
+                        .create_stream_byot::<_, WireChunk>(&body)
+                        .await
+                }
+            };
+            let mut events = opened.map_err(|e| self.convert(e, 0))?;
+            let mut last_event = Instant::now();
+            while let Some(item) = events.next().await {
+                let chunk = item.map_err(|e| {
+                    let mut a = self.convert(e, state.received);
+                    // async-openai reduces body errors to text; a failure after a silence as
+                    // long as the read timeout is the read timeout.
+                    if matches!(a.err, LlmError::StreamCut { .. })
+                        && last_event.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
+                    {
+                        a.err = LlmError::ReadTimeout {
+                            url: self.base_url.clone(),
+                            limit: self.cfg.read_timeout,
+                        };
+                    }
+                    a.emitted = state.emitted;
+                    a
+                })?;
+                last_event = Instant::now();
+                if let Err(err) = state.absorb(chunk, &self.base_url, &mut *on_delta) {
+                    return Err(AttemptError {
+                        err,
+                        emitted: state.emitted,
+                        stop_rejected: false,
+                    });
+                }
+                if state.scanner.is_stopped() || state.repeated.is_some() {
+                    break; // dropping `events` aborts the request: the server stops generating
+                }
+            }
+        } else {
+            let answer = match self.cfg.api {
+                Api::Chat => self.client.chat().create_byot::<_, WireChunk>(&body).await,
+                Api::Completions => {
+                    self.client
+                        .completions()
+                        .create_byot::<_, WireChunk>(&body)
+                        .await
+                }
+            };
+            let chunk = answer.map_err(|e| self.convert(e, 0))?;
+            state.absorb(chunk, &self.base_url, &mut *on_delta)?;
+        }
+        state
+            .finish(send_stops.then_some(req.stop.as_slice()), &self.base_url)
+            .map_err(AttemptError::from)
+    }
+
+    /// Turn an async-openai error into ours, keeping the HTTP status.
+    pub(super) fn convert(&self, e: OpenAIError, received: usize) -> AttemptError {
+        let url = self.base_url.clone();
+        let err = match e {
+            OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
+                Ok(f) => {
+                    // The body is the server's text: the key it may echo goes before anything
+                    // is built from it.
+                    let body = self.redactor.redact(&f.body);
+                    let stop_rejected = f.status == 400 && names_stop(&body);
+                    return AttemptError {
+                        err: classify_status(f.status, f.retry_after, &body, &url, &self.cfg.model),
+                        emitted: false,
+                        stop_rejected,
+                    };
+                }
+                Err(other) => match other.downcast::<reqwest::Error>() {
+                    Ok(re) => reqwest_error(&re, &url, self.cfg.read_timeout),
+                    Err(other) => LlmError::Other(other.to_string()),
+                },
+            },
+            OpenAIError::Reqwest(re) => reqwest_error(&re, &url, self.cfg.read_timeout),
+            OpenAIError::ApiError(api) => {
+                let status = api.status_code.as_u16();
+                let message = self.redactor.redact(&api.api_error.message);
+                classify_status(status, None, &message, &url, &self.cfg.model)
+            }
+            OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
+                url,
+                reason: err.to_string(),
+                snippet: truncate(&raw, 200),
+            },
+            OpenAIError::StreamError(se) => {
+                let reason = se.to_string();
+                if reason.contains("timed out") || reason.contains("timeout") {
+                    LlmError::ReadTimeout {
+                        url,
+                        limit: self.cfg.read_timeout,
+                    }
+                } else {
+                    LlmError::StreamCut {
+                        url,
+                        received,
+                        reason: innermost_text(&reason),
+                    }
+                }
+            }
+            OpenAIError::InvalidArgument(s) => LlmError::Config(s),
+            other => LlmError::Other(other.to_string()),
+        };
+        AttemptError {
+            err: err.redacted(&self.redactor),
+            emitted: false,
+            stop_rejected: false,
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The OpenAI-compatible client: `/chat/completions` and `/completions`, streaming or not, on
+//! OpenAI, Ollama, llama.cpp's `llama-server`, vLLM, TGI, LM Studio and gateways in front of them.
+//!
+//! # How it is built
+//!
+//! * **async-openai is the base.** Requests go through its `byot` methods
+//!   (`chat().create_byot`, `create_stream_byot`, and the same on `completions()`), with our own
+//!   request body (a JSON map: the token-limit field name is configurable and vendor fields are
+//!   merged in) and our own lenient response type (`WireChunk`: every field
+//!   `#[serde(default)]`, `finish_reason` a plain string, `reasoning_content`/`reasoning` kept).
+//!   `"stream": true` is set by us (the `byot` feature removes async-openai's own guard). It
+//!   also gives us SSE framing, `[DONE]`, and cancel-on-drop: dropping the stream at the first
+//!   stop aborts the HTTP request, so the server stops generating.
+//! * **We own the HTTP transport below it** (async-openai's `middleware` feature): a small tower
+//!   service over our `reqwest::Client` replaces its default executor. This (a) turns off
+//!   async-openai's built-in retries, which cannot be disabled otherwise, and (b) reads non-2xx
+//!   answers itself, so the HTTP status and `Retry-After` survive error bodies that are not
+//!   OpenAI-shaped (Ollama's `{"error":"…"}`, llama.cpp's integer `code`, HTML from a proxy),
+//!   which async-openai would turn into a status-less deserialisation error.
+//! * **Retries are ours**: exponential backoff with jitter (`backon`'s builder), for connection
+//!   errors, read timeouts, 408, 429 (honouring `Retry-After`, capped) and 5xx, a bounded number
+//!   of times, and only while no text has been passed to the caller (a retry never repeats
+//!   deltas). Other 4xx are never retried.
+//! * **Timeouts**: `connect_timeout` and `read_timeout` (idle time between bytes) on the HTTP
+//!   client, never a whole-request timeout (it would kill long streams), and a wall-clock
+//!   `turn_timeout` around the whole turn, retries included.
+//!
+//! # Stops
+//!
+//! At most four stop strings are sent (`send_stop`); all of them are enforced on our side by a
+//! [`StopScanner`](crate::llm::StopScanner) over the streamed text, so whatever the server does the caller sees the same
+//! thing: the text before the first stop, no partial stop string, and [`Finish::Stop`](crate::llm::Finish::Stop) naming it.
+//!
+//! * Server kept the stop (TGI) or ignored `stop`: the scanner cuts it → [`Enforcer::Client`](crate::llm::Enforcer::Client).
+//! * Server stripped the stop (OpenAI, vLLM, llama.cpp): `finish_reason: "stop"`. Which stop
+//!   fired comes from vLLM's `stop_reason` when present, else from a trailing partial stop the
+//!   server flushed (llama.cpp), else it is inferred as the closing tag of the latest unclosed
+//!   element (`</action>` when an `<action>` is open); when nothing fits, the turn ends as
+//!   [`Finish::End`](crate::llm::Finish::End) → [`Enforcer::Server`](crate::llm::Enforcer::Server) whenever a stop is named.
+//! * Server rejected `stop` (HTTP 400 whose body names `stop`, e.g. OpenAI reasoning models):
+//!   the turn is asked again without stops, and the model remembers it for its lifetime.
+//!
+//! # Usage and reasoning
+//!
+//! `stream_options.include_usage` is sent on streamed requests when `include_usage` is on; the
+//! usage chunk is read if it arrives. A turn whose stream we dropped (a client-side stop, the
+//! degeneration guard) never gets it: its completion tokens are estimated from the bytes
+//! received (4 bytes a token) and its prompt tokens stay zero. `reasoning_content` /
+//! `reasoning` deltas are collected separately.
+//!
+//! # Degeneration
+//!
+//! Unless the request sets `keep_repetitions`, a [`RepeatGuard`](crate::llm::RepeatGuard) watches the text as it
+//! arrives; when its tail repeats one unit over and over, the stream is dropped at once (the
+//! server stops generating, as for a stop) and the turn ends as [`Finish::Repeated`](crate::llm::Finish::Repeated), its text
+//! cut after the first unit.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::{DeltaSink, LlmError, Model, TurnRequest, TurnResult};
+
+use super::Api;
+use crate::secret::{Redactor, Secret};
+
+mod attempt;
+mod errors;
+mod state;
+#[cfg(test)]
+mod tests;
+mod transport;
+mod wire;
+
+/// Settings of an [`OpenAiModel`].
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Base URL including the version path, e.g. `http://127.0.0.1:11434/v1` (trailing `/` and a
+    /// pasted `/chat/completions` are removed).
+    pub base_url: String,
+    /// Bearer key; may be empty for local servers. Never printed.
+    pub api_key: Secret,
+    /// Chat or plain completions.
+    pub api: Api,
+    /// Model name.
+    pub model: String,
+    /// Limit for establishing the connection.
+    pub connect_timeout: Duration,
+    /// Limit for silence between received bytes (not for the whole answer).
+    pub read_timeout: Duration,
+    /// Wall-clock limit for a whole turn, retries included (`None`: no limit).
+    pub turn_timeout: Option<Duration>,
+    /// Retries after the first attempt for transient failures.
+    pub max_retries: u32,
+    /// First backoff delay.
+    pub retry_min_delay: Duration,
+    /// Largest backoff delay.
+    pub retry_max_delay: Duration,
+    /// Largest `Retry-After` honoured.
+    pub retry_after_cap: Duration,
+    /// Stream the answer (SSE).
+    pub stream: bool,
+    /// Send the stop strings to the server (they are enforced on our side anyway).
+    pub send_stop: bool,
+    /// Ask for usage in the stream (`stream_options.include_usage`); some proxies reject it.
+    pub include_usage: bool,
+    /// Chat prompts that end with an assistant message are continued by the server.
+    pub prefill: bool,
+    /// Body field for the token limit (`max_tokens`, or `max_completion_tokens`).
+    pub token_field: String,
+    /// Extra body fields for every request (vendor options); a request's own `extra` wins.
+    pub extra: Map<String, Value>,
+    /// Extra HTTP headers for every request.
+    pub headers: Vec<(String, String)>,
+}
+
+impl OpenAiConfig {
+    /// Defaults for a base URL and a model: chat, streaming, stops sent, usage asked for,
+    /// connect 10 s, read 120 s, turn 600 s, 3 retries from 500 ms up to 8 s, `Retry-After`
+    /// capped at 30 s, token field `max_tokens`.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key: Secret::default(),
+            api: Api::Chat,
+            model: model.into(),
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(120),
+            turn_timeout: Some(Duration::from_secs(600)),
+            max_retries: 3,
+            retry_min_delay: Duration::from_millis(500),
+            retry_max_delay: Duration::from_secs(8),
+            retry_after_cap: Duration::from_secs(30),
+            stream: true,
+            send_stop: true,
+            include_usage: true,
+            prefill: false,
+            token_field: "max_tokens".to_owned(),
+            extra: Map::new(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// Normalise a user-supplied base URL: trim, drop trailing `/` and a pasted endpoint path.
+pub fn normalize_base_url(raw: &str) -> Result<String, LlmError> {
+    let mut s = raw.trim().trim_end_matches('/').to_owned();
+    for suffix in ["/chat/completions", "/completions"] {
+        if let Some(stripped) = s.strip_suffix(suffix) {
+            s = stripped.trim_end_matches('/').to_owned();
+        }
+    }
+    let url = reqwest::Url::parse(&s).map_err(|e| {
+        LlmError::Config(format!(
+            "base URL '{s}' is not a URL ({e}); expected e.g. http://127.0.0.1:11434/v1"
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(LlmError::Config(format!(
+            "base URL '{s}' must start with http:// or https://"
+        )));
+    }
+    Ok(s)
+}
+
+/// A model behind an OpenAI-compatible HTTP API.
+pub struct OpenAiModel {
+    cfg: OpenAiConfig,
+    base_url: String,
+    client: Client<OpenAIConfig>,
+    stop_rejected: AtomicBool,
+    /// The key (and its derived forms), removed from every error built from a server's answer.
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("cfg", &self.cfg)
+            .field("stop_rejected", &self.stop_rejected.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// What went wrong in one attempt, with what the retry loop needs to know.
+struct AttemptError {
+    err: LlmError,
+    /// Text was already passed to the caller: never retry.
+    emitted: bool,
+    /// A 400 naming `stop`.
+    stop_rejected: bool,
+}
+
+impl From<LlmError> for AttemptError {
+    fn from(err: LlmError) -> Self {
+        AttemptError {
+            err,
+            emitted: false,
+            stop_rejected: false,
+        }
+    }
+}
+
+impl Model for OpenAiModel {
+    fn turn<'a>(
+        &'a self,
+        request: &'a TurnRequest,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+        Box::pin(async move {
+            let result = match self.cfg.turn_timeout {
+                Some(limit) => tokio::time::timeout(limit, self.run_turn(request, on_delta))
+                    .await
+                    .unwrap_or(Err(LlmError::TurnTimeout { limit })),
+                None => self.run_turn(request, on_delta).await,
+            };
+            // Errors from inside a 200 answer (a stream's `error` event) are redacted here.
+            result.map_err(|e| e.redacted(&self.redactor))
+        })
+    }
+
+    fn supports_prefill(&self) -> bool {
+        self.cfg.prefill && self.cfg.api == Api::Chat
+    }
+
+    fn describe(&self) -> String {
+        let api = match self.cfg.api {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        };
+        format!("{} ({api}) at {}", self.cfg.model, self.base_url)
+    }
+}

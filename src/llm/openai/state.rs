@@ -1,0 +1,216 @@
+//! The state of one attempt: text through the stop scanner and the degeneration guard, usage,
+//! reasoning, and at the end why the turn finished (including which stop a server that strips
+//! stops stopped at).
+
+use super::wire::*;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::llm::repeat::{RepeatGuard, Repetition};
+use crate::llm::stops::StopScanner;
+use crate::llm::{DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
+
+/// Accumulates one attempt's answer.
+pub(super) struct TurnState {
+    pub(super) scanner: StopScanner,
+    pub(super) reasoning: String,
+    pub(super) usage: Usage,
+    pub(super) finish_reason: Option<String>,
+    pub(super) stop_reason: Option<Value>,
+    pub(super) saw_choice: bool,
+    pub(super) received: usize,
+    pub(super) emitted: bool,
+    pub(super) started: Instant,
+    pub(super) first_token: Option<Duration>,
+    /// The degeneration guard, when the request did not turn it off.
+    pub(super) guard: Option<RepeatGuard>,
+    /// The repetition the guard found; the turn ends there.
+    pub(super) repeated: Option<Repetition>,
+}
+
+impl TurnState {
+    pub(super) fn new(stops: &[String], started: Instant, guard: bool) -> Self {
+        TurnState {
+            guard: guard.then(RepeatGuard::default),
+            repeated: None,
+            scanner: StopScanner::new(stops),
+            reasoning: String::new(),
+            usage: Usage::default(),
+            finish_reason: None,
+            stop_reason: None,
+            saw_choice: false,
+            received: 0,
+            emitted: false,
+            started,
+            first_token: None,
+        }
+    }
+
+    pub(super) fn absorb(
+        &mut self,
+        chunk: WireChunk,
+        url: &str,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), LlmError> {
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+            let message = match &err {
+                Value::String(s) => s.clone(),
+                other => other
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| other.to_string(), str::to_owned),
+            };
+            return Err(LlmError::Server {
+                url: url.to_owned(),
+                message,
+            });
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            };
+        }
+        let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
+            return Ok(());
+        };
+        self.saw_choice = true;
+        let (content, reasoning) = match (choice.delta, choice.message) {
+            (Some(m), _) | (None, Some(m)) => (m.content, m.reasoning_content.or(m.reasoning)),
+            (None, None) => (None, None),
+        };
+        if let Some(r) = reasoning.or(choice.reasoning_content) {
+            self.reasoning.push_str(&r);
+        }
+        if let Some(fr) = choice.finish_reason.filter(|f| !f.is_empty()) {
+            self.finish_reason = Some(fr);
+        }
+        if choice.stop_reason.as_ref().is_some_and(|v| !v.is_null()) {
+            self.stop_reason = choice.stop_reason;
+        }
+        let text = content.or(choice.text).unwrap_or_default();
+        if !text.is_empty() {
+            self.received += text.len();
+            let safe = self.scanner.push(&text);
+            if !safe.is_empty() {
+                self.first_token
+                    .get_or_insert_with(|| self.started.elapsed());
+                self.emitted = true;
+                on_delta(safe);
+            }
+            if self.repeated.is_none()
+                && let Some(guard) = &mut self.guard
+            {
+                self.repeated = guard.check(self.scanner.text());
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(
+        mut self,
+        sent_stops: Option<&[String]>,
+        url: &str,
+    ) -> Result<TurnResult, LlmError> {
+        if !self.saw_choice {
+            return Err(LlmError::EmptyChoices {
+                url: url.to_owned(),
+            });
+        }
+        // A stream we cut ourselves (a stop the server ignored, a repetition) never gets the
+        // server's closing count: estimate what it generated rather than report nothing.
+        if self.usage.completion_tokens == 0 && self.received > 0 {
+            self.usage.completion_tokens = (self.received as u64).div_ceil(4);
+        }
+        let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
+            (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))
+        } else if let Some(rep) = self.repeated {
+            tracing::warn!(
+                period = rep.period,
+                repeats = rep.repeats,
+                "the turn kept repeating itself: cut at the first repetition"
+            );
+            let mut text = self.scanner.into_text();
+            text.truncate(rep.cut);
+            let reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+            return Ok(TurnResult {
+                text,
+                finish: Finish::Repeated,
+                enforced_by: None,
+                reasoning,
+                usage: self.usage,
+                elapsed: self.started.elapsed(),
+                first_token: self.first_token,
+            });
+        } else {
+            let held = self.scanner.held().to_owned();
+            self.scanner.finish();
+            match self.finish_reason.as_deref() {
+                Some("length") => (Finish::Length, None),
+                reason => {
+                    let server_stopped =
+                        sent_stops.is_some() && matches!(reason, Some("stop") | None);
+                    match sent_stops.filter(|_| server_stopped).and_then(|stops| {
+                        which_stop(self.scanner.text(), &held, self.stop_reason.as_ref(), stops)
+                    }) {
+                        Some(stop) => (Finish::Stop(stop), Some(Enforcer::Server)),
+                        None => (Finish::End, None),
+                    }
+                }
+            }
+        };
+        let reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+        Ok(TurnResult {
+            text: self.scanner.into_text(),
+            finish,
+            enforced_by,
+            reasoning,
+            usage: self.usage,
+            elapsed: self.started.elapsed(),
+            first_token: self.first_token,
+        })
+    }
+}
+
+/// Which of the sent stops a server that stripped it stopped at (see the module docs).
+pub(super) fn which_stop(
+    text: &str,
+    held: &str,
+    stop_reason: Option<&Value>,
+    stops: &[String],
+) -> Option<String> {
+    if let Some(Value::String(s)) = stop_reason
+        && stops.iter().any(|x| x == s)
+    {
+        return Some(s.clone());
+    }
+    if !held.is_empty()
+        && let Some(s) = stops.iter().find(|s| s.starts_with(held))
+    {
+        return Some(s.clone());
+    }
+    // The closing tag of the latest unclosed element.
+    let mut best: Option<(usize, &String)> = None;
+    for stop in stops {
+        let Some(name) = stop.strip_prefix("</").and_then(|s| s.strip_suffix('>')) else {
+            continue;
+        };
+        let open = format!("<{name}");
+        let last_open = text.rmatch_indices(&open).map(|(i, _)| i).find(|&i| {
+            matches!(
+                text.as_bytes().get(i + open.len()),
+                Some(b'>' | b' ' | b'\n' | b'\t' | b'\r')
+            )
+        });
+        let last_close = text.rfind(stop.as_str());
+        if let Some(o) = last_open
+            && last_close.is_none_or(|c| c < o)
+            && best.is_none_or(|(b, _)| o > b)
+        {
+            best = Some((o, stop));
+        }
+    }
+    best.map(|(_, s)| s.clone())
+}

@@ -1,0 +1,100 @@
+//! Unit tests of the client's pure parts (the HTTP behaviour is tested in tests/llm_openai.rs).
+
+use super::errors::*;
+use super::state::*;
+use super::*;
+use crate::llm::*;
+use crate::secret::*;
+
+#[test]
+fn base_url_is_normalised() {
+    assert_eq!(
+        normalize_base_url(" http://h:1/v1/ ").unwrap(),
+        "http://h:1/v1"
+    );
+    assert_eq!(
+        normalize_base_url("http://h/v1/chat/completions").unwrap(),
+        "http://h/v1"
+    );
+    assert!(normalize_base_url("localhost:11434").is_err());
+    assert!(normalize_base_url("ftp://x").is_err());
+}
+
+#[test]
+fn secret_is_never_printed() {
+    let mut cfg = OpenAiConfig::new("http://h/v1", "m");
+    cfg.api_key = Secret::new("sk-very-secret");
+    let dbg = format!("{cfg:?}");
+    assert!(!dbg.contains("sk-very-secret"), "{dbg}");
+    let model = OpenAiModel::new(cfg).unwrap();
+    assert!(!format!("{model:?}").contains("sk-very"));
+    assert!(!model.describe().contains("sk-very"));
+}
+
+#[test]
+fn body_has_at_most_four_stops_and_token_field() {
+    let mut cfg = OpenAiConfig::new("http://h/v1", "m");
+    cfg.token_field = "max_completion_tokens".into();
+    let model = OpenAiModel::new(cfg).unwrap();
+    let req = TurnRequest {
+        prompt: Prompt::Chat(vec![super::super::Message::new(
+            super::super::Role::User,
+            "hi",
+        )]),
+        stop: (0..6).map(|i| format!("s{i}")).collect(),
+        max_tokens: Some(7),
+        ..Default::default()
+    };
+    let b = model.request_body(&req, true, true).unwrap();
+    assert_eq!(b["stop"].as_array().unwrap().len(), 4);
+    assert_eq!(b["max_completion_tokens"], 7);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"]["include_usage"], true);
+    let b = model.request_body(&req, false, false).unwrap();
+    assert!(b.get("stop").is_none());
+    assert!(b.get("stream_options").is_none());
+}
+
+#[test]
+fn infers_stripped_stop() {
+    let stops: Vec<String> = vec![
+        "</action>".into(),
+        "<observation>".into(),
+        "</final_answer>".into(),
+    ];
+    assert_eq!(
+        which_stop("<thought>x</thought><action>f()", "", None, &stops).as_deref(),
+        Some("</action>")
+    );
+    assert_eq!(
+        which_stop("<final_answer>42", "", None, &stops).as_deref(),
+        Some("</final_answer>")
+    );
+    assert_eq!(which_stop("plain", "", None, &stops), None);
+    assert_eq!(
+        which_stop("x", "</fin", None, &stops).as_deref(),
+        Some("</final_answer>")
+    );
+    let sr = Value::String("<observation>".into());
+    assert_eq!(
+        which_stop("x", "", Some(&sr), &stops).as_deref(),
+        Some("<observation>")
+    );
+}
+
+#[test]
+fn error_bodies_keep_their_message() {
+    assert_eq!(
+        error_message(r#"{"error":"model 'x' not found"}"#),
+        "model 'x' not found"
+    );
+    assert_eq!(
+        error_message(r#"{"error":{"code":400,"message":"bad"}}"#),
+        "bad"
+    );
+    assert_eq!(error_message("<html>oops</html>"), "<html>oops</html>");
+    assert!(names_stop(
+        r#"{"error":{"message":"Unsupported parameter: 'stop' is not supported with this model.","param":"stop"}}"#
+    ));
+    assert!(!names_stop(r#"{"error":"context length exceeded"}"#));
+}

@@ -1,0 +1,167 @@
+//! `read_file`: a file's text exactly as it is, read with a bounded buffer (a long line shows
+//! its beginning), cut at a line boundary with a note saying where to read on.
+
+use super::*;
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::tools::ToolError;
+use crate::tools::workspace::{Access, Workspace};
+
+/// `read_file(path, start_line?, end_line?)`.
+pub(super) async fn read_file(
+    ctx: Arc<Ctx>,
+    args: Map<String, Value>,
+) -> Result<String, ToolError> {
+    let path = req_str(&args, "path")?;
+    let start = opt_pos_int(&args, "start_line")?;
+    let end = opt_pos_int(&args, "end_line")?;
+    not_a_folder_path(&path)?;
+    blocking(move || read_text(&ctx.ws, &ctx.limits, &path, start, end)).await
+}
+
+pub(super) fn read_text(
+    ws: &Workspace,
+    limits: &Limits,
+    path: &str,
+    start: Option<u64>,
+    end: Option<u64>,
+) -> Result<String, ToolError> {
+    let target = ws.resolve(path, Access::Read)?;
+    let shown = ws.display(&target);
+    let file = ws.open_read(&target)?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::Failed(format!("`{shown}`: {e}")))?;
+    if meta.is_dir() {
+        return Err(ToolError::Failed(format!(
+            "`{shown}` is a folder; use list_dir to see what it contains"
+        )));
+    }
+    if let (Some(s), Some(e)) = (start, end)
+        && e < s
+    {
+        return Err(ToolError::Failed(format!(
+            "end_line ({e}) is before start_line ({s})"
+        )));
+    }
+    let io = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    {
+        let head = reader.fill_buf().map_err(io)?;
+        if head.iter().take(8192).any(|&b| b == 0) {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` looks like a binary file ({} bytes); read_file shows text only",
+                meta.len()
+            )));
+        }
+    }
+    let cap = limits.read_max_bytes;
+    let whole = start.is_none() && end.is_none();
+    let start = start.unwrap_or(1);
+    let mut out: Vec<u8> = Vec::new();
+    let mut line_no: u64 = 0;
+    // The last line shown, and whether it was itself cut (longer than what was left of the cap).
+    let mut cut_after: Option<(u64, bool)> = None;
+    loop {
+        let keep = if line_no + 1 < start {
+            0
+        } else {
+            cap - out.len()
+        };
+        let before = out.len();
+        let Some(line) = read_line_capped(&mut reader, &mut out, keep).map_err(io)? else {
+            break;
+        };
+        line_no += 1;
+        if line_no < start {
+            continue;
+        }
+        if let Some(e) = end
+            && line_no > e
+        {
+            out.truncate(before);
+            break;
+        }
+        if line.len > line.kept as u64 {
+            if before == 0 {
+                // A single line longer than the cap: show its beginning, say it was cut.
+                cut_after = Some((line_no, true));
+            } else {
+                out.truncate(before);
+                cut_after = Some((line_no - 1, false));
+            }
+            break;
+        }
+    }
+    if line_no == 0 {
+        return Ok("(empty file)".to_string());
+    }
+    if line_no < start && cut_after.is_none() {
+        return Err(ToolError::Failed(format!(
+            "start_line {start} is past the end of `{shown}` ({line_no} lines)"
+        )));
+    }
+    let shown_bytes = out.len();
+    let mut text = into_text(out);
+    match cut_after {
+        None => {}
+        Some((last, true)) => text.push_str(&format!(
+            "\n[… cut: line {last} of `{shown}` is longer than {cap} bytes; this shows its first {shown_bytes} bytes and the rest of that line cannot be shown. Read on with start_line={}.]",
+            last + 1
+        )),
+        Some((last, false)) if whole => text.push_str(&format!(
+            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{last}). Read on with start_line={}.]",
+            meta.len(),
+            last + 1
+        )),
+        Some((last, false)) => text.push_str(&format!(
+            "\n[… cut at {cap} bytes: this shows lines {start}-{last}. Read on with start_line={}.]",
+            last + 1
+        )),
+    }
+    Ok(text)
+}
+
+/// One line as [`read_line_capped`] saw it: its full length and how many bytes were kept.
+pub(super) struct LineRead {
+    len: u64,
+    kept: usize,
+}
+
+/// Read one line (up to and including `\n`) from `reader`, appending at most `keep` of its bytes
+/// to `out` and skipping the rest, so that memory stays bounded whatever the line's length.
+/// `None` at the end of the file.
+pub(super) fn read_line_capped(
+    reader: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<Option<LineRead>> {
+    let mut line = LineRead { len: 0, kept: 0 };
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((line.len > 0).then_some(line));
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let take = chunk.len().min(keep - line.kept);
+        out.extend_from_slice(&chunk[..take]);
+        line.kept += take;
+        line.len += chunk.len() as u64;
+        let used = chunk.len();
+        reader.consume(used);
+        if done {
+            return Ok(Some(line));
+        }
+    }
+}
+
+/// Bytes as text without a copy when they are valid UTF-8 (invalid sequences become U+FFFD).
+pub(super) fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}

@@ -1,0 +1,21 @@
+//! Unit tests of the grammar's pieces (the behaviour: tests/protocol_*.rs and the corpus).
+
+use super::*;
+use serde_json::json;
+
+#[test]
+fn escapes() {
+    assert_eq!(unescape(r"a\nb\t\\\x"), "a\nb\t\\\\x");
+    assert_eq!(unescape(r"\ud83d\ude00"), "😀");
+    assert_eq!(unescape(r"\ud83d"), r"\ud83d");
+    assert_eq!(unescape(r"\u4e2d"), "中");
+    assert_eq!(unescape("\\"), "\\");
+}
+
+#[test]
+fn basic() {
+    let c = parse_action(r#"f(a=1, b="x", c=[1, {k: 'v'}], d=None,)"#).unwrap();
+    assert_eq!(c.tool, "f");
+    assert_eq!(c.args.len(), 4);
+    assert_eq!(c.args[2].value, json!([1, {"k": "v"}]));
+}

@@ -31,7 +31,8 @@ use tagloop::agent::{Role, RunOptions, Status};
 use tagloop::prompt::ContextItem;
 use tagloop::session::{self, Transcript};
 
-use super::options::{RunOpts, Setup, usage};
+use super::options::{RunOpts, usage};
+use super::setup::Setup;
 
 /// `tagloop batch`.
 #[derive(Debug, Args)]
@@ -128,7 +129,7 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
             }
             Some(obj @ Value::Object(_)) => {
                 let role =
-                    super::options::inline_role(&obj).with_context(|| format!("task {key}"))?;
+                    super::setup::inline_role(&obj).with_context(|| format!("task {key}"))?;
                 (Some(role), Some(("role_inline", obj)))
             }
             Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),

@@ -28,7 +28,8 @@ use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite};
 use super::live::terminal_safe;
-use super::options::{RunOpts, Setup, usage};
+use super::options::{RunOpts, usage};
+use super::setup::Setup;
 
 /// `tagloop eval`.
 #[derive(Debug, Args)]

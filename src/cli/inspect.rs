@@ -8,8 +8,9 @@ use serde_json::json;
 
 use tagloop::llm::Prompt;
 
-use super::options::{RunOpts, Setup};
+use super::options::RunOpts;
 use super::run::read_task;
+use super::setup::Setup;
 
 /// `tagloop prompt`.
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@ mod options;
 mod parse;
 mod run;
 mod sessions;
+mod setup;
 
 use std::process::ExitCode;
 

@@ -14,7 +14,8 @@ use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
 use super::live::{Live, terminal_safe};
-use super::options::{RunOpts, Setup, usage};
+use super::options::{RunOpts, usage};
+use super::setup::Setup;
 
 /// Output options of a run.
 #[derive(Debug, Clone, Default, Args)]

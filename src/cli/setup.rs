@@ -1,0 +1,378 @@
+//! From options to the pieces of a run: the model client (with the key only for the base URL
+//! it was configured with), the role, the tools (built-in toolkit under its gates, MCP servers),
+//! the templates, the context and the agent's settings.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use tagloop::agent::{Agent, AgentConfig, Role};
+use tagloop::llm::Api;
+use tagloop::llm::Model;
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::prompt::{ContextItem, Templates};
+use tagloop::secret::Redactor;
+use tagloop::secret::Secret;
+use tagloop::tools::ChildEnv;
+use tagloop::tools::Registry;
+use tagloop::tools::{
+    McpAccess, McpOptions, McpSource, TerminalConfirm, ToolkitOptions, Workspace, toolkit,
+};
+
+use super::config::{Sources, resolve_model};
+
+use super::options::{RunOpts, usage};
+
+/// Everything a run needs, built from the options.
+pub struct Setup {
+    pub model: ModelSpec,
+    pub role: Role,
+    pub tools: Registry,
+    pub templates: Arc<Templates>,
+    pub config: AgentConfig,
+    pub context: Vec<ContextItem>,
+    /// MCP servers to shut down at the end.
+    pub mcp: Vec<McpSource>,
+    /// Every key the configuration holds: removed from the outcome, events and transcript.
+    pub redactor: Redactor,
+}
+
+/// A model, or a script to replay (a fresh cursor per run).
+#[derive(Clone)]
+pub enum ModelSpec {
+    Shared(Arc<dyn Model>),
+    Scripted(Arc<Script>),
+}
+
+impl ModelSpec {
+    /// The model for one run, starting `skip` turns into a script.
+    pub fn instance(&self, skip: usize) -> Arc<dyn Model> {
+        match self {
+            ModelSpec::Shared(m) => m.clone(),
+            ModelSpec::Scripted(s) => Arc::new(ScriptedModel::starting_at(s.clone(), skip)),
+        }
+    }
+}
+
+impl Setup {
+    /// Resolve the options and start what they ask for (MCP servers included).
+    pub async fn build(opts: &RunOpts, need_model: bool) -> Result<Setup> {
+        let sources = Sources::load(opts.config.as_deref()).map_err(usage)?;
+        let role = load_role(opts).map_err(usage)?;
+        let api = match opts.api.clone().or_else(|| sources.var("TAGLOOP_API")) {
+            Some(a) => parse_api(&a).map_err(usage)?,
+            None => Api::Chat,
+        };
+        let (model, api, keys) = if need_model || opts.model.is_some() {
+            build_model(opts, &sources, role.name(), api).map_err(usage)?
+        } else {
+            (ModelSpec::Shared(Arc::new(NoModel)), api, Vec::new())
+        };
+        let child_env = child_env(&sources, &keys);
+        let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let mut tools = Registry::new();
+        let mut environment = vec![format!("operating system: {}", std::env::consts::OS)];
+        let confirm: Option<Arc<dyn tagloop::tools::Confirm>> = if opts.confirm {
+            Some(Arc::new(TerminalConfirm::new()))
+        } else {
+            None
+        };
+        if !opts.no_builtin_tools {
+            let ws = Workspace::new(&workspace_root)
+                .map_err(|e| usage(format!("--workspace {}: {e}", workspace_root.display())))?;
+            environment.push(format!(
+                "workspace: {} (paths are relative to it)",
+                ws.root().display()
+            ));
+            tools.extend(toolkit(
+                Arc::new(ws),
+                ToolkitOptions {
+                    allow_write: opts.allow_write,
+                    allow_shell: opts.allow_shell,
+                    confirm: confirm.clone(),
+                    child_env: child_env.clone(),
+                    ..Default::default()
+                },
+            ));
+        }
+        let mut mcp = Vec::new();
+        // MCP servers get the same environment as commands, plus what --mcp-env names.
+        let mut mcp_env = child_env.clone();
+        for name in &opts.mcp_env {
+            match sources.var(name) {
+                Some(v) => mcp_env = mcp_env.set(name.clone(), v),
+                None => tracing::warn!("--mcp-env {name}: the variable is not set"),
+            }
+        }
+        let servers = opts
+            .mcp
+            .iter()
+            .map(|c| ("--mcp", c, McpAccess::Annotations))
+            .chain(
+                opts.mcp_read_only
+                    .iter()
+                    .map(|c| ("--mcp-read-only", c, McpAccess::ReadOnly)),
+            );
+        for (flag, cmd, access) in servers {
+            let mcp_opts = McpOptions {
+                env: mcp_env.clone(),
+                access,
+                allow_write: opts.allow_write,
+                confirm: confirm.clone(),
+                ..McpOptions::default()
+            };
+            let source = McpSource::start_with(cmd, mcp_opts)
+                .await
+                .with_context(|| format!("{flag} {cmd:?}"))
+                .map_err(usage)?;
+            for t in source.tools() {
+                tools.add(t);
+            }
+            mcp.push(source);
+        }
+        let templates =
+            Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
+        let context = load_context(opts.context.as_deref()).map_err(usage)?;
+        let defaults = AgentConfig::default();
+        let config = AgentConfig {
+            api,
+            max_steps: opts.max_steps.unwrap_or(defaults.max_steps),
+            temperature: opts.temperature,
+            max_tokens: match opts.max_tokens {
+                None => Some(tagloop::agent::DEFAULT_MAX_TOKENS),
+                Some(0) => None,
+                Some(n) => Some(n),
+            },
+            keep_repetitions: opts.keep_repetitions,
+            seed: opts.seed,
+            tool_timeout: opts
+                .tool_timeout
+                .map_or(defaults.tool_timeout, Duration::from_secs),
+            environment,
+            secrets: tagloop::secret::Redactor::with(&keys),
+            ..defaults
+        };
+        if config.max_steps == 0 {
+            return Err(usage("--max-steps must be at least 1"));
+        }
+        Ok(Setup {
+            model,
+            role,
+            tools,
+            templates,
+            config,
+            context,
+            mcp,
+            redactor: Redactor::with(&keys),
+        })
+    }
+
+    /// An agent for one run.
+    pub fn agent(&self, model: Arc<dyn Model>) -> Result<Agent> {
+        self.agent_for(model, None)
+    }
+
+    /// An agent for one run, with another role than the options' own.
+    pub fn agent_for(&self, model: Arc<dyn Model>, role: Option<Role>) -> Result<Agent> {
+        Agent::builder(model)
+            .tools(self.tools.clone())
+            .role(role.unwrap_or_else(|| self.role.clone()))
+            .templates(self.templates.clone())
+            .config(self.config.clone())
+            .build()
+            .map_err(usage)
+    }
+
+    /// The options as a session records them: with the MCP servers' names, never their commands.
+    pub fn record(&self, opts: &RunOpts) -> serde_json::Value {
+        let mut opts = opts.clone();
+        opts.mcp_servers = self.mcp.iter().map(|m| m.name().to_string()).collect();
+        serde_json::to_value(&opts).unwrap_or_default()
+    }
+
+    /// Stop the MCP servers.
+    pub async fn shutdown(&self) {
+        for m in &self.mcp {
+            m.shutdown().await;
+        }
+    }
+}
+
+/// The environment of every child (commands, MCP servers): without the variables that hold a key
+/// tagloop knows of (each provider's `api_key_env`, the OpenAI variables) and without any variable
+/// whose value contains one of those keys or any key the configuration holds.
+fn child_env(sources: &Sources, known_keys: &[String]) -> ChildEnv {
+    let mut env = ChildEnv::new();
+    for name in ["OPENAI_API_KEY", "OPENAI_ADMIN_KEY"] {
+        if let Some(v) = sources.var(name) {
+            env = env.secret(v);
+        }
+    }
+    for provider in sources.file.providers.values() {
+        if let Some(name) = &provider.api_key_env {
+            if let Some(v) = sources.var(name) {
+                env = env.secret(v);
+            }
+            env = env.remove(name.clone());
+        }
+        if let Some(k) = &provider.api_key {
+            env = env.secret(k.clone());
+        }
+    }
+    for k in known_keys {
+        env = env.secret(k.clone());
+    }
+    env
+}
+
+fn parse_api(s: &str) -> Result<Api> {
+    match s {
+        "chat" => Ok(Api::Chat),
+        "completions" => Ok(Api::Completions),
+        other => bail!("unknown API `{other}`: use chat or completions"),
+    }
+}
+
+/// A role from its inline JSON shape `{"name", "instructions", "output_schema"}`.
+pub fn inline_role(obj: &serde_json::Value) -> Result<Role> {
+    let name = obj
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("a helpful assistant");
+    let instructions = obj
+        .get("instructions")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let role = Role::new(name, instructions);
+    Ok(match obj.get("output_schema") {
+        Some(schema) => role.with_output_schema(schema.clone())?,
+        None => role,
+    })
+}
+
+fn load_role(opts: &RunOpts) -> Result<Role> {
+    let role = match (&opts.role, &opts.output_schema, &opts.role_inline) {
+        (Some(r), _, _) => Role::load(r)?,
+        (None, _, Some(inline)) => inline_role(inline)?,
+        (None, Some(s), None) => Role::load_schema(s)?,
+        (None, None, None) => Role::default(),
+    };
+    match (&opts.role, &opts.output_schema) {
+        (Some(_), Some(s)) => {
+            let schema: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(s)
+                    .with_context(|| format!("cannot read {}", s.display()))?,
+            )
+            .with_context(|| format!("{} is not JSON", s.display()))?;
+            Ok(role.with_output_schema(schema)?)
+        }
+        _ => Ok(role),
+    }
+}
+
+fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
+    let Some(path) = path else { return Ok(vec![]) };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --context {}", path.display()))?;
+    if let Ok(items) = serde_json::from_str::<Vec<ContextItem>>(&text) {
+        return Ok(items);
+    }
+    if let Ok(map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text) {
+        return Ok(map
+            .into_iter()
+            .map(|(name, v)| ContextItem {
+                name,
+                content: v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            })
+            .collect());
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "context".into());
+    Ok(vec![ContextItem {
+        name,
+        content: text,
+    }])
+}
+
+/// The model, the API shape, and every key the configuration holds (to redact them all).
+fn build_model(
+    opts: &RunOpts,
+    sources: &Sources,
+    role: &str,
+    api: Api,
+) -> Result<(ModelSpec, Api, Vec<String>)> {
+    let target = resolve_model(
+        sources,
+        opts.model.as_deref(),
+        opts.base_url.as_deref(),
+        opts.api_key.as_deref(),
+        Some(role),
+    )?;
+    if let Some(why) = &target.withheld {
+        eprintln!("warning: {why}");
+    }
+    let keys = target.known_keys.clone();
+    let api = match (&opts.api, &target.api) {
+        (None, Some(a)) => parse_api(a)?,
+        _ => api,
+    };
+    if let Some(path) = target.model.strip_prefix("scripted:") {
+        let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
+        return Ok((ModelSpec::Scripted(script), api, keys));
+    }
+    let Some(base_url) = target.base_url.clone() else {
+        bail!(
+            "model `{}` needs a server: pass --base-url (e.g. http://127.0.0.1:11434/v1 for Ollama), set OPENAI_BASE_URL, or use --model scripted:PATH",
+            target.model
+        );
+    };
+    let mut cfg = OpenAiConfig::new(base_url, target.model.clone());
+    cfg.api_key = Secret::new(target.api_key.clone().unwrap_or_default());
+    cfg.api = api;
+    cfg.prefill = opts.prefill;
+    cfg.send_stop = !opts.no_server_stop;
+    if let Some(t) = opts.turn_timeout {
+        cfg.turn_timeout = Some(Duration::from_secs(t));
+    }
+    if let Some(t) = opts.read_timeout {
+        cfg.read_timeout = Duration::from_secs(t);
+    }
+    if let Some(f) = &opts.token_field {
+        cfg.token_field = f.clone();
+    }
+    cfg.include_usage = !opts.no_usage;
+    if let Some(extra) = &opts.extra {
+        match serde_json::from_str::<serde_json::Value>(extra) {
+            Ok(serde_json::Value::Object(map)) => cfg.extra = map,
+            _ => bail!("--extra must be a JSON object, e.g. '{{\"top_k\": 20}}'"),
+        }
+    }
+    let model = OpenAiModel::new(cfg)?;
+    Ok((ModelSpec::Shared(Arc::new(model)), api, keys))
+}
+
+/// The model of commands that never call one (`tools`, `prompt`).
+struct NoModel;
+
+impl Model for NoModel {
+    fn turn<'a>(
+        &'a self,
+        _request: &'a tagloop::llm::TurnRequest,
+        _on_delta: tagloop::llm::DeltaSink<'a>,
+    ) -> futures::future::BoxFuture<'a, Result<tagloop::llm::TurnResult, tagloop::llm::LlmError>>
+    {
+        Box::pin(async { Err(tagloop::llm::LlmError::Other("no model configured".into())) })
+    }
+
+    fn describe(&self) -> String {
+        "none".into()
+    }
+}

@@ -1152,3 +1152,47 @@ fn a_batch_resumes_over_a_line_cut_inside_a_character() {
         "task 1 was run again, task 0 was not"
     );
 }
+
+#[test]
+fn the_session_folder_can_come_from_dot_env_for_run_and_sessions() {
+    let env = Env::new();
+    let model = env.script("s", &["<final_answer>done</final_answer>"]);
+    std::fs::write(env.path(".env"), "TAGLOOP_SESSION_DIR=from-dotenv\n").unwrap();
+    let out = env
+        .run(&model, &["--json", "--quiet", "hi"])
+        .env_remove("TAGLOOP_SESSION_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = outcome(&out.stdout)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        env.path("from-dotenv")
+            .join(format!("{id}.jsonl"))
+            .is_file()
+    );
+    // `sessions` looks in the same place.
+    let list = env
+        .cmd()
+        .env_remove("TAGLOOP_SESSION_DIR")
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains(&id));
+    // The environment wins over .env, as for every other variable.
+    let out = env
+        .run(&model, &["--json", "--quiet", "hi"])
+        .output()
+        .unwrap();
+    let id = outcome(&out.stdout)["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(env.path("sessions").join(format!("{id}.jsonl")).is_file());
+}

@@ -31,7 +31,7 @@ use tagloop::agent::{Role, RunOptions, Status};
 use tagloop::prompt::ContextItem;
 use tagloop::session::{self, Transcript};
 
-use super::options::{RunOpts, usage};
+use super::options::{RunOpts, SessionArgs, usage};
 use super::setup::Setup;
 
 /// `tagloop batch`.
@@ -45,12 +45,8 @@ pub struct BatchArgs {
     /// Tasks run at once
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
-    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
-    /// Write no transcripts
-    #[arg(long)]
-    pub no_sessions: bool,
+    #[command(flatten)]
+    pub sessions: SessionArgs,
     #[command(flatten)]
     pub opts: RunOpts,
 }
@@ -216,12 +212,7 @@ pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot write {}", args.out.display()))
         .map_err(usage)?;
     let out = Arc::new(Mutex::new(out));
-    let session_dir = (!args.no_sessions).then(|| {
-        args.session_dir
-            .clone()
-            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
-            .unwrap_or_else(session::default_dir)
-    });
+    let session_dir = args.sessions.dir();
     let total = todo.len() as u64;
     let bar = ProgressBar::new(total);
     bar.set_style(

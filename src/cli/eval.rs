@@ -28,7 +28,7 @@ use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite};
 use super::live::terminal_safe;
-use super::options::{RunOpts, usage};
+use super::options::{RunOpts, SessionArgs, usage};
 use super::setup::Setup;
 
 /// `tagloop eval`.
@@ -48,12 +48,8 @@ pub struct EvalArgs {
     /// Exit 3 when the pass rate (0 to 1) is below this
     #[arg(long, value_name = "R")]
     pub min_pass_rate: Option<f64>,
-    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
-    /// Write no transcripts
-    #[arg(long)]
-    pub no_sessions: bool,
+    #[command(flatten)]
+    pub sessions: SessionArgs,
     #[command(flatten)]
     pub opts: RunOpts,
 }
@@ -110,12 +106,7 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     let tasks = read_suite(&args.suite).map_err(usage)?;
     let opts = args.opts.clone().absolutize();
     let setup = Arc::new(Setup::build(&opts, true).await?);
-    let session_dir = (!args.no_sessions).then(|| {
-        args.session_dir
-            .clone()
-            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
-            .unwrap_or_else(session::default_dir)
-    });
+    let session_dir = args.sessions.dir();
     let runs: Vec<(Arc<EvalTask>, u32)> = tasks
         .into_iter()
         .map(Arc::new)

@@ -37,10 +37,7 @@ pub struct OutputOpts {
 impl OutputOpts {
     /// The session directory.
     pub fn session_dir(&self) -> PathBuf {
-        self.session_dir
-            .clone()
-            .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
-            .unwrap_or_else(session::default_dir)
+        super::options::session_dir(self.session_dir.as_deref())
     }
 }
 

@@ -39,9 +39,7 @@ pub struct ReplayArgs {
 }
 
 fn dir(d: &Option<PathBuf>) -> PathBuf {
-    d.clone()
-        .or_else(|| std::env::var_os("TAGLOOP_SESSION_DIR").map(PathBuf::from))
-        .unwrap_or_else(session::default_dir)
+    super::options::session_dir(d.as_deref())
 }
 
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {

@@ -1,7 +1,7 @@
 //! Model-layer speed: the stop scanner's throughput, and the OpenAI client's own cost per streamed
 //! turn next to a raw reqwest request + naive SSE read against the same fake server, same run.
 //!
-//! `cargo bench --bench llm` (see BENCHMARKS-llm.md).
+//! `cargo bench --bench llm` (figures and how to read them: BENCHMARKS.md, "Model layer").
 
 #[path = "../tests/common/fake_server.rs"]
 mod fake_server;

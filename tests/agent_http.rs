@@ -99,7 +99,7 @@ async fn chat_and_completions_end_to_end_under_every_stop_behaviour() {
                     "{what}: {}",
                     turn.content
                 );
-                // What was sent: the SPEC's stop strings (unless the server rejected them).
+                // What was sent: the protocol's stop strings (unless the server rejected them).
                 let reqs = server.requests();
                 assert!(reqs.len() >= 2, "{what}");
                 let path = if api == Api::Chat {

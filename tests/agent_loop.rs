@@ -1,4 +1,4 @@
-//! The agent loop, driven by the scripted model (no network): every behaviour of SPEC §1.6 and
+//! The agent loop, driven by the scripted model (no network): every behaviour of docs/protocol.md §1.6 and
 //! issue 4, one test each.
 
 use std::sync::{Arc, Mutex};
@@ -141,7 +141,7 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     ]);
     let o = agent(model, |_| {}).run("t").await;
     assert_eq!(o.status, Status::Ok);
-    // Inside an observation a protocol tag is neutralised (SPEC §1.4).
+    // Inside an observation a protocol tag is neutralised (docs/protocol.md §1.4).
     assert_eq!(
         observations(&o.messages)[0],
         "<observation>\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"

@@ -1,4 +1,4 @@
-//! `tagloop parse` from outside: the JSON shape and field order, exit codes (SPEC §2.1).
+//! `tagloop parse` from outside: the JSON shape and field order, exit codes (docs/protocol.md §2.1).
 
 use assert_cmd::Command;
 use pretty_assertions::assert_eq;

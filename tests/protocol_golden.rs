@@ -1,5 +1,5 @@
 //! Golden tests: every case in `tests/golden/cases/*.txt` (the shared corpus copied in, plus one or
-//! more cases per SPEC §1.1–1.2 rule) is read with `parse_report` and compared with its committed
+//! more cases per docs/protocol.md §1.1–1.2 rule) is read with `parse_report` and compared with its committed
 //! insta snapshot. A `NAME.tools` file next to a case holds `--tool` signatures, one per line.
 //!
 //! The shared corpus itself is also run, when it sits beside the repository (`../shared`), and

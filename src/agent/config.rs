@@ -19,7 +19,7 @@ pub const DEFAULT_MAX_TOKENS: u32 = 1024;
 pub struct AgentConfig {
     /// The API shape.
     pub api: Api,
-    /// Step limit (SPEC §1.6).
+    /// Step limit (docs/protocol.md §1.6).
     pub max_steps: u32,
     /// Sampling temperature.
     pub temperature: Option<f32>,

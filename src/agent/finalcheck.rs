@@ -1,4 +1,4 @@
-//! Checking a final answer against the role (SPEC §1.5).
+//! Checking a final answer against the role (docs/protocol.md §1.5).
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Loop detection (SPEC §1.6): the same call a third time in a row, or one that completes an
+//! Loop detection (docs/protocol.md §1.6): the same call a third time in a row, or one that completes an
 //! A/B/A/B cycle, is not run again.
 
 use serde_json::{Map, Value};

@@ -1,4 +1,4 @@
-//! The think → act → observe loop (SPEC §1.6).
+//! The think → act → observe loop (docs/protocol.md §1.6).
 //!
 //! An [`Agent`] holds a model, the tools, a [`Role`] and the prompt templates. Each run is an
 //! explicit state machine in `run.rs`: *think* (one model turn, continued when a stop

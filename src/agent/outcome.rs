@@ -1,4 +1,4 @@
-//! The outcome of a run (SPEC §2.2).
+//! The outcome of a run (docs/protocol.md §2.2).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,7 +34,7 @@ impl Status {
     }
 }
 
-/// What a run produced. Serialises to exactly the SPEC §2.2 object; the transcript is kept
+/// What a run produced. Serialises to exactly the docs/protocol.md §2.2 object; the transcript is kept
 /// beside it for library callers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome<T = Value> {

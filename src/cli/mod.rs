@@ -51,7 +51,7 @@ enum Command {
     },
 }
 
-/// Run the command line and map errors to SPEC exit codes: 2 for usage and configuration, 1 for
+/// Run the command line and map errors to the exit codes of docs/protocol.md §2.2: 2 for usage and configuration, 1 for
 /// runtime failures.
 pub fn main() -> ExitCode {
     init_tracing();

@@ -1,4 +1,4 @@
-//! `tagloop parse [--json] [--tool SIGNATURE]... [FILE]` (SPEC §2.1).
+//! `tagloop parse [--json] [--tool SIGNATURE]... [FILE]` (docs/protocol.md §2.1).
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use super::options::usage;
 /// Arguments of `tagloop parse`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ParseArgs {
-    /// Print exactly one JSON object (the SPEC §2.1 shape) instead of an explanation.
+    /// Print exactly one JSON object (the docs/protocol.md §2.1 shape) instead of an explanation.
     #[arg(long)]
     pub json: bool,
     /// Declare a tool's parameters, e.g. 'write_file(path, content)' (repeatable); used to choose

@@ -349,7 +349,7 @@ pub fn print_outcome(outcome: &Outcome, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// SPEC §2.2 exit codes.
+/// docs/protocol.md §2.2 exit codes.
 pub fn exit_code(outcome: &Outcome) -> ExitCode {
     match outcome.status {
         Status::Ok => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! Binding a call's arguments to a tool's parameters (SPEC §1.3).
+//! Binding a call's arguments to a tool's parameters (docs/protocol.md §1.3).
 //!
 //! Positional arguments bind in declared order (the order of `properties`), named ones by name.
 //! A lone object argument is spread into named arguments unless the tool takes exactly one

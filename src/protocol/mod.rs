@@ -3,12 +3,12 @@
 //!
 //! Everything here is pure: no I/O, no async, byte offsets into the original text.
 //!
-//! * `turn.rs`: [`read_turn`] splits a turn into its blocks (SPEC §1.1).
-//! * `action.rs`: [`parse_action`] parses the text of an `<action>` block into a call (SPEC §1.2).
-//! * `bind.rs`: [`bind`] binds a call's arguments to a tool's JSON Schema (SPEC §1.3).
-//! * `observe.rs`: [`render_observation`] renders tool output as an observation (SPEC §1.4).
+//! * `turn.rs`: [`read_turn`] splits a turn into its blocks (docs/protocol.md §1.1).
+//! * `action.rs`: [`parse_action`] parses the text of an `<action>` block into a call (docs/protocol.md §1.2).
+//! * `bind.rs`: [`bind`] binds a call's arguments to a tool's JSON Schema (docs/protocol.md §1.3).
+//! * `observe.rs`: [`render_observation`] renders tool output as an observation (docs/protocol.md §1.4).
 //! * `report.rs`: [`parse_report`] puts the pieces together into the `tagloop parse --json`
-//!   object (SPEC §2.1).
+//!   object (docs/protocol.md §2.1).
 //! * `continuation.rs`: [`stopped_inside`] tells when a stop string fired where it cannot have
 //!   ended the turn (inside an action's string or a `<think>` block).
 
@@ -28,5 +28,5 @@ pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, parse_report};
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};
 
-/// The stop strings the runtime sends to the server and enforces itself (SPEC §1.6).
+/// The stop strings the runtime sends to the server and enforces itself (docs/protocol.md §1.6).
 pub const STOP_SEQUENCES: [&str; 3] = ["</action>", "<observation>", "</final_answer>"];

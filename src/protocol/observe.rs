@@ -1,4 +1,4 @@
-//! Rendering tool output as an observation (SPEC §1.4).
+//! Rendering tool output as an observation (docs/protocol.md §1.4).
 //!
 //! Only a `<` that starts a protocol tag (`<` + optional `/` + think, thought, action, observation,
 //! final_answer or question, any case) is changed, to `&lt;`; every other byte is kept.

@@ -1,4 +1,4 @@
-//! The `tagloop parse --json` object (SPEC §2.1).
+//! The `tagloop parse --json` object (docs/protocol.md §2.1).
 
 use super::action::{ActionError, Arg, Call, Signature, parse_action_with};
 use super::turn::{Turn, TurnKind, read_turn};
@@ -21,7 +21,7 @@ pub struct ReportError {
     pub offset: usize,
 }
 
-/// The JSON object `tagloop parse --json` prints; the fields serialize in the SPEC's order.
+/// The JSON object `tagloop parse --json` prints; the fields serialize in the order of docs/protocol.md §2.1.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ParseReport {
     /// `action`, `final`, `none` or `error`.
@@ -50,7 +50,7 @@ pub struct ParseReport {
 }
 
 /// Read a turn and parse its action, as `tagloop parse` does. With signatures, the earliest
-/// reading of the action that binds to its tool's signature wins (SPEC §1.2).
+/// reading of the action that binds to its tool's signature wins (docs/protocol.md §1.2).
 ///
 /// ```
 /// use tagloop::protocol::parse_report;

@@ -1,8 +1,8 @@
-//! Reading one model turn (SPEC §1.1): a hand-written, case-insensitive scan for the protocol tags.
+//! Reading one model turn (docs/protocol.md §1.1): a hand-written, case-insensitive scan for the protocol tags.
 //!
 //! Model text is not XML: a bare `<` in prose or code is content, so no XML reader is used here.
 //!
-//! The order of work is fixed by the SPEC: `<think>` blocks are removed first, then a markdown
+//! The order of work is fixed by the protocol (docs/protocol.md §1.1): `<think>` blocks are removed first, then a markdown
 //! fence around the whole turn is unwrapped, then the remaining text is split into blocks. Removed
 //! pieces are *masked*, never copied out, so every span still points into the original text.
 
@@ -295,7 +295,7 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Remove `<think>` blocks (SPEC §1.1.1); returns the reasoning pieces and their blocks.
+/// Remove `<think>` blocks (docs/protocol.md §1.1.1); returns the reasoning pieces and their blocks.
 fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> {
     let mut pieces: Vec<String> = Vec::new();
     let first = scan.find(0, |t, _| t == Tag::Think)?;
@@ -369,7 +369,7 @@ fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> 
     Some(joined.join("\n\n"))
 }
 
-/// Unwrap a markdown code fence around the whole (live) turn (SPEC §1.1.2). Returns true if one was removed.
+/// Unwrap a markdown code fence around the whole (live) turn (docs/protocol.md §1.1.2). Returns true if one was removed.
 fn unwrap_fence(scan: &mut Scan<'_>) -> bool {
     let (s, e) = scan.trimmed(0, scan.end);
     if e <= s || !scan.text[s..e].starts_with("```") {
@@ -561,7 +561,7 @@ pub fn read_turn(text: &str) -> Turn {
     turn
 }
 
-/// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (SPEC §1.1.4).
+/// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (docs/protocol.md §1.1.4).
 fn unwrap_cdata(s: &str) -> &str {
     if let Some(inner) = s
         .strip_prefix("<![CDATA[")

@@ -1,4 +1,4 @@
-//! The action grammar (SPEC §1.2), written with nom 8.
+//! The action grammar (docs/protocol.md §1.2), written with nom 8.
 //!
 //! The structure (tool name, parentheses, argument names, numbers, keywords, punctuation) is read
 //! with nom combinators over a custom error type, [`PErr`], that keeps the *furthest* point reached

@@ -104,7 +104,7 @@ pub(super) fn search(
     }
 }
 
-/// Remove one layer of markdown around the whole call (SPEC §1.1.9).
+/// Remove one layer of markdown around the whole call (docs/protocol.md §1.1.9).
 pub(super) fn strip_markdown(text: &str) -> (&str, Vec<String>) {
     let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
     let mut warnings = Vec::new();

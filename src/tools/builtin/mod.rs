@@ -1,4 +1,4 @@
-//! The built-in workspace toolkit (SPEC §3): reading, listing and searching always; writing only
+//! The built-in workspace toolkit (docs/protocol.md §3): reading, listing and searching always; writing only
 //! with `allow_write`; `run_command` only with `allow_shell`. Every path goes through
 //! [`Workspace::resolve`], so nothing outside the workspace can be read or written.
 //!

@@ -3,7 +3,7 @@
 //! [`McpSource::start`] runs a server from a command line, initialises the session, lists the
 //! server's tools and offers each as a tagloop [`Tool`] named `SERVER.TOOL`: SERVER is the name the
 //! server gives in its initialisation (or the command's file name), TOOL the server's tool name;
-//! in both, characters outside `[A-Za-z0-9_]` become `_` (SPEC §3). The parameters are the
+//! in both, characters outside `[A-Za-z0-9_]` become `_` (docs/protocol.md §3). The parameters are the
 //! server's own input schema, property order kept.
 //!
 //! Failure handling: a server that cannot be started, does not initialise in time, or answers

@@ -1,6 +1,8 @@
 //! The agent loop, driven by the scripted model (no network): every behaviour of docs/protocol.md §1.6 and
 //! issue 4, one test each.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,22 +12,14 @@ use serde_json::{Value, json};
 
 use tagloop::agent::{Agent, AgentConfig, Event, EventSink, Resume, Role, RunOptions, Status};
 use tagloop::llm::Api;
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::scripted::ScriptedModel;
 use tagloop::llm::{
     DeltaSink, Finish, LlmError, Model, Prompt, Role as MsgRole, TurnRequest, TurnResult, Usage,
 };
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
 fn script(turns: &[&str]) -> Arc<ScriptedModel> {
-    let mut text = String::new();
-    for t in turns {
-        text.push_str("=== turn ===\n");
-        text.push_str(t);
-        text.push('\n');
-    }
-    Arc::new(ScriptedModel::new(Arc::new(
-        Script::parse(&text).expect("script parses"),
-    )))
+    common::script::model(turns)
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -633,18 +627,7 @@ async fn a_run_cut_short_resumes_from_its_last_complete_step() {
         .unwrap();
     let resume = Resume::from_records(&records[..cut]).unwrap();
     assert_eq!((resume.steps, resume.requests), (1, 1));
-    let model = Arc::new(ScriptedModel::starting_at(
-        Arc::new(
-            Script::parse(
-                &turns
-                    .iter()
-                    .map(|t| format!("=== turn ===\n{t}\n"))
-                    .collect::<String>(),
-            )
-            .unwrap(),
-        ),
-        resume.requests as usize,
-    ));
+    let model = common::script::model_from(&turns, resume.requests as usize);
     let resumed = agent(model, |_| {})
         .run_with(
             "t",

@@ -26,14 +26,7 @@ impl Env {
         self.dir.path().join(p)
     }
     fn script(&self, name: &str, turns: &[&str]) -> String {
-        let mut text = String::from("test script\n");
-        for t in turns {
-            text.push_str("=== turn ===\n");
-            text.push_str(t);
-            text.push('\n');
-        }
-        std::fs::write(self.path(name), text).unwrap();
-        format!("scripted:{}", self.path(name).display())
+        common::script::file(&self.path(name), turns)
     }
     fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("tagloop").unwrap();

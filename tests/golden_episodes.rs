@@ -1,11 +1,13 @@
 //! Golden transcripts: whole episodes on the scripted model, snapshotted as the model saw them.
 //! A change to the prompt, the observations or the history shape shows up here as a diff.
 
+mod common;
+
 use std::sync::Arc;
 
 use tagloop::agent::{Agent, Role};
 use tagloop::llm::Api;
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::scripted::ScriptedModel;
 use tagloop::llm::{Message, Prompt};
 use tagloop::tools::{Registry, tool_fn};
 
@@ -58,11 +60,7 @@ fn tools() -> Registry {
 }
 
 fn model(turns: &[&str]) -> Arc<ScriptedModel> {
-    let text: String = turns
-        .iter()
-        .map(|t| format!("=== turn ===\n{t}\n"))
-        .collect();
-    Arc::new(ScriptedModel::new(Arc::new(Script::parse(&text).unwrap())))
+    common::script::model(turns)
 }
 
 fn transcript(messages: &[Message]) -> String {

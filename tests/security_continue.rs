@@ -2,6 +2,8 @@
 //! the file says (no command started, no gate opened, no workspace moved), and a session never
 //! stores an MCP command line.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -233,14 +235,7 @@ fn a_damaged_line_in_the_middle_is_refused_and_from_step_forks_before_it() {
         "<thought>again</thought><action>read_file(path=\"a.txt\")</action>",
         "<final_answer>done</final_answer>",
     ];
-    let mut text = String::from("s\n");
-    for t in turns {
-        text.push_str("=== turn ===\n");
-        text.push_str(t);
-        text.push('\n');
-    }
-    std::fs::write(env.path("script.txt"), text).unwrap();
-    let model = format!("scripted:{}", env.path("script.txt").display());
+    let model = common::script::file(&env.path("script.txt"), &turns);
     env.cmd()
         .args(["run", "--model", &model, "look twice"])
         .assert()

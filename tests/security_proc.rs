@@ -5,6 +5,8 @@
 //! Processes are found by pids the commands write into their workspace; "gone" means the pid no
 //! longer exists or is a zombie (a zombie runs nothing; init in a container may be slow to reap).
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
@@ -113,15 +115,7 @@ fn cleanup(pid: u32) {
 }
 
 fn script(dir: &Path, turns: &[&str]) -> String {
-    let mut text = String::from("test script\n");
-    for t in turns {
-        text.push_str("=== turn ===\n");
-        text.push_str(t);
-        text.push('\n');
-    }
-    let path = dir.join("script.txt");
-    std::fs::write(&path, text).expect("script");
-    format!("scripted:{}", path.display())
+    common::script::file(&dir.join("script.txt"), turns)
 }
 
 /// A scratch directory with `ws/` and `sessions/`, open to every user (the /proc test runs

@@ -2,6 +2,8 @@
 //! terminal escapes written by a model or a tool, hostile files in the session directory, and
 //! batch inputs that `run` would refuse. Each test reproduces the attack through the binary.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,14 +29,7 @@ impl Env {
         self.dir.path().join(p)
     }
     fn script(&self, turns: &[&str]) -> String {
-        let mut text = String::from("test script\n");
-        for t in turns {
-            text.push_str("=== turn ===\n");
-            text.push_str(t);
-            text.push('\n');
-        }
-        std::fs::write(self.path("script.txt"), text).unwrap();
-        format!("scripted:{}", self.path("script.txt").display())
+        common::script::file(&self.path("script.txt"), turns)
     }
     fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("tagloop").unwrap();

@@ -3,3 +3,4 @@
 
 pub mod fake_server;
 pub mod lab;
+pub mod script;

@@ -75,19 +75,7 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
         discarded: turn.discarded.clone(),
         reasoning: turn.reasoning.clone(),
         warnings: turn.warnings.clone(),
-        turn: Turn {
-            kind: TurnKind::None,
-            thought: None,
-            reasoning: None,
-            action: None,
-            action_offset: None,
-            final_text: None,
-            discarded: None,
-            warnings: Vec::new(),
-            blocks: Vec::new(),
-            history_end: 0,
-            deciding_closed: false,
-        },
+        turn: Turn::default(),
         action_error: None,
     };
     match turn.kind {

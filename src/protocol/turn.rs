@@ -71,8 +71,20 @@ pub struct Block {
     pub closed: bool,
 }
 
+impl Block {
+    /// A block of `tag` spanning `span`, its body (trimmed) at `body`.
+    fn at(tag: Tag, (start, end): (usize, usize), (s, e): (usize, usize), closed: bool) -> Block {
+        Block {
+            tag,
+            span: Span { start, end },
+            body: Span { start: s, end: e },
+            closed,
+        }
+    }
+}
+
 /// What a turn decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnKind {
     /// The turn ends in an `<action>` block.
@@ -80,11 +92,12 @@ pub enum TurnKind {
     /// The turn ends in a `<final_answer>` block.
     Final,
     /// Neither: the runtime sends a format reminder.
+    #[default]
     None,
 }
 
 /// The result of reading a turn. Text fields are copies; spans point into the original text.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Turn {
     /// What the turn decided.
     pub kind: TurnKind,
@@ -295,6 +308,22 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// Take one `<think>` block out of the turn: its body (trimmed) becomes a piece of reasoning, the
+/// whole block is masked from the rest of the reading and recorded.
+fn take_think(
+    scan: &mut Scan<'_>,
+    (start, end): (usize, usize),
+    (body_start, body_end): (usize, usize),
+    closed: bool,
+    pieces: &mut Vec<String>,
+    blocks: &mut Vec<Block>,
+) {
+    let (s, e) = trim_range(scan.text, body_start, body_end);
+    pieces.push(scan.text[s..e].to_string());
+    blocks.push(Block::at(Tag::Think, (start, end), (s, e), closed));
+    scan.add_mask(start, end);
+}
+
 /// Remove `<think>` blocks (docs/protocol.md §1.1.1); returns the reasoning pieces and their blocks.
 fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> {
     let mut pieces: Vec<String> = Vec::new();
@@ -302,18 +331,14 @@ fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> 
     let mut pos = 0;
     if first.closing {
         // Templates put `<think>` in the prompt: a lone `</think>` makes everything before it reasoning.
-        let (s, e) = trim_range(scan.text, 0, first.start);
-        pieces.push(scan.text[s..e].to_string());
-        blocks.push(Block {
-            tag: Tag::Think,
-            span: Span {
-                start: 0,
-                end: first.end,
-            },
-            body: Span { start: s, end: e },
-            closed: true,
-        });
-        scan.add_mask(0, first.end);
+        take_think(
+            scan,
+            (0, first.end),
+            (0, first.start),
+            true,
+            &mut pieces,
+            blocks,
+        );
         pos = first.end;
     }
     let mut no_more_close = false;
@@ -325,36 +350,16 @@ fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Option<String> 
         };
         match close {
             Some(close) => {
-                let (s, e) = trim_range(scan.text, open.end, close.start);
-                pieces.push(scan.text[s..e].to_string());
-                blocks.push(Block {
-                    tag: Tag::Think,
-                    span: Span {
-                        start: open.start,
-                        end: close.end,
-                    },
-                    body: Span { start: s, end: e },
-                    closed: true,
-                });
-                scan.add_mask(open.start, close.end);
+                let (span, body) = ((open.start, close.end), (open.end, close.start));
+                take_think(scan, span, body, true, &mut pieces, blocks);
                 pos = close.end;
             }
             None => {
                 no_more_close = true;
                 if scan.is_blank(0, open.start) {
                     // An unclosed leading `<think>` runs to the end of the turn.
-                    let (s, e) = trim_range(scan.text, open.end, scan.end);
-                    pieces.push(scan.text[s..e].to_string());
-                    blocks.push(Block {
-                        tag: Tag::Think,
-                        span: Span {
-                            start: open.start,
-                            end: scan.end,
-                        },
-                        body: Span { start: s, end: e },
-                        closed: false,
-                    });
-                    scan.add_mask(open.start, scan.end);
+                    let (span, body) = ((open.start, scan.end), (open.end, scan.end));
+                    take_think(scan, span, body, false, &mut pieces, blocks);
                     break;
                 }
                 // Not leading and never closed: it is just text.
@@ -434,17 +439,9 @@ pub fn read_turn(text: &str) -> Turn {
 
     let mut thoughts: Vec<String> = Vec::new();
     let mut turn = Turn {
-        kind: TurnKind::None,
-        thought: None,
         reasoning,
-        action: None,
-        action_offset: None,
-        final_text: None,
-        discarded: None,
-        warnings: Vec::new(),
-        blocks: Vec::new(),
         history_end: end,
-        deciding_closed: false,
+        ..Turn::default()
     };
 
     let mut pos = 0;
@@ -471,15 +468,12 @@ pub fn read_turn(text: &str) -> Turn {
                 };
                 let (s, e) = scan.trimmed(open.end, body_end);
                 thoughts.push(scan.live(s, e));
-                blocks.push(Block {
-                    tag: Tag::Thought,
-                    span: Span {
-                        start: open.start,
-                        end: span_end,
-                    },
-                    body: Span { start: s, end: e },
+                blocks.push(Block::at(
+                    Tag::Thought,
+                    (open.start, span_end),
+                    (s, e),
                     closed,
-                });
+                ));
                 pos = span_end;
             }
             Tag::Action | Tag::FinalAnswer => {
@@ -495,15 +489,7 @@ pub fn read_turn(text: &str) -> Turn {
                 };
                 let (s, e) = scan.trimmed(open.end, body_end);
                 let body = scan.live(s, e);
-                blocks.push(Block {
-                    tag: open.tag,
-                    span: Span {
-                        start: open.start,
-                        end: span_end,
-                    },
-                    body: Span { start: s, end: e },
-                    closed,
-                });
+                blocks.push(Block::at(open.tag, (open.start, span_end), (s, e), closed));
                 if open.tag == Tag::Action {
                     turn.kind = TurnKind::Action;
                     turn.action = Some(body);
@@ -525,15 +511,7 @@ pub fn read_turn(text: &str) -> Turn {
                     None => (scan.end, scan.end, false),
                 };
                 let (s, e) = scan.trimmed(open.end, body_end);
-                blocks.push(Block {
-                    tag: open.tag,
-                    span: Span {
-                        start: open.start,
-                        end: span_end,
-                    },
-                    body: Span { start: s, end: e },
-                    closed,
-                });
+                blocks.push(Block::at(open.tag, (open.start, span_end), (s, e), closed));
                 turn.history_end = open.start;
                 discard_from = Some(open.start);
                 break;

@@ -5,16 +5,11 @@ use super::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
-
 use crate::tools::ToolError;
 use crate::tools::shell::run_shell;
 
 /// `run_command(command, timeout_s?)`.
-pub(super) async fn run_command(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn run_command(ctx: Arc<Ctx>, args: Args) -> Reply {
     let command = req_str(&args, "command")?;
     if command.trim().is_empty() {
         return Err(ToolError::Failed("the command is empty".to_string()));

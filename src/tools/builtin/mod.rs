@@ -268,11 +268,12 @@ fn not_a_folder_path(path: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-async fn dispatch(
-    kind: Kind,
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+/// The arguments of a call, as bound to the tool's schema.
+type Args = Map<String, Value>;
+/// What a tool call gives back: the text the model reads, or why it failed.
+type Reply = Result<String, ToolError>;
+
+async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Args) -> Reply {
     match kind {
         Kind::ReadFile => read::read_file(ctx, args).await,
         Kind::ListDir => search::list_dir(ctx, args).await,

@@ -5,16 +5,11 @@ use super::*;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use crate::tools::ToolError;
 use crate::tools::workspace::{Access, Workspace};
 
 /// `read_file(path, start_line?, end_line?)`.
-pub(super) async fn read_file(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn read_file(ctx: Arc<Ctx>, args: Args) -> Reply {
     let path = req_str(&args, "path")?;
     let start = opt_pos_int(&args, "start_line")?;
     let end = opt_pos_int(&args, "end_line")?;

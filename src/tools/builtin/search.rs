@@ -7,23 +7,19 @@ use std::sync::Arc;
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
-use serde_json::{Map, Value};
 
 use crate::tools::ToolError;
 use crate::tools::workspace::{Access, Workspace, is_protected_name};
 
 /// `list_dir(path?, recursive?)`.
-pub(super) async fn list_dir(ctx: Arc<Ctx>, args: Map<String, Value>) -> Result<String, ToolError> {
+pub(super) async fn list_dir(ctx: Arc<Ctx>, args: Args) -> Reply {
     let path = opt_str(&args, "path")?.unwrap_or_else(|| ".".to_string());
     let recursive = opt_bool(&args, "recursive")?;
     blocking(move || list_folder(&ctx.ws, &ctx.limits, &path, recursive)).await
 }
 
 /// `search_files(pattern, path?)`.
-pub(super) async fn search_files(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn search_files(ctx: Arc<Ctx>, args: Args) -> Reply {
     let pattern = req_str(&args, "pattern")?;
     let path = opt_str(&args, "path")?.unwrap_or_else(|| ".".to_string());
     blocking(move || search_in(&ctx.ws, &ctx.limits, &pattern, &path)).await

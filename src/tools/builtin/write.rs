@@ -4,25 +4,27 @@
 use super::*;
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use serde_json::{Map, Value};
 
 use crate::tools::ToolError;
 use crate::tools::workspace::{Access, Workspace};
 
-/// `write_file(path, content)`: create or replace a file atomically.
-pub(super) async fn write_file(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
-    let path = req_str(&args, "path")?;
-    let content = req_str(&args, "content")?;
+/// What a `write_file` or an `append_file` call asks for: the content, the resolved file, the
+/// file as the model names it, and how long it is now (`None` when it does not exist yet).
+fn file_write(ctx: &Ctx, args: &Args) -> Result<(String, PathBuf, String, Option<u64>), ToolError> {
+    let path = req_str(args, "path")?;
+    let content = req_str(args, "content")?;
     not_a_folder_path(&path)?;
     let target = ctx.ws.resolve(&path, Access::Write)?;
     let shown = ctx.ws.display(&target);
     let existing = existing_file_len(&target, &shown)?;
+    Ok((content, target, shown, existing))
+}
+
+/// `write_file(path, content)`: create or replace a file atomically.
+pub(super) async fn write_file(ctx: Arc<Ctx>, args: Args) -> Reply {
+    let (content, target, shown, existing) = file_write(&ctx, &args)?;
     let what = match existing {
         Some(n) => format!(
             "replace `{shown}` ({n} bytes) with {} bytes:",
@@ -49,16 +51,8 @@ pub(super) async fn write_file(
 }
 
 /// `append_file(path, content)`: append in place, without reading the file.
-pub(super) async fn append_file(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
-    let path = req_str(&args, "path")?;
-    let content = req_str(&args, "content")?;
-    not_a_folder_path(&path)?;
-    let target = ctx.ws.resolve(&path, Access::Write)?;
-    let shown = ctx.ws.display(&target);
-    let existing = existing_file_len(&target, &shown)?;
+pub(super) async fn append_file(ctx: Arc<Ctx>, args: Args) -> Reply {
+    let (content, target, shown, existing) = file_write(&ctx, &args)?;
     ask(
         &ctx,
         format!(
@@ -84,10 +78,7 @@ pub(super) async fn append_file(
 }
 
 /// `edit_file(path, old, new)`: replace the one occurrence of `old`.
-pub(super) async fn edit_file(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn edit_file(ctx: Arc<Ctx>, args: Args) -> Reply {
     let path = req_str(&args, "path")?;
     let old = req_str(&args, "old")?;
     let new = req_str(&args, "new")?;
@@ -120,7 +111,7 @@ pub(super) async fn edit_file(
 }
 
 /// `make_dir(path)`.
-pub(super) async fn make_dir(ctx: Arc<Ctx>, args: Map<String, Value>) -> Result<String, ToolError> {
+pub(super) async fn make_dir(ctx: Arc<Ctx>, args: Args) -> Reply {
     let path = req_str(&args, "path")?;
     let target = ctx.ws.resolve(&path, Access::Write)?;
     let shown = ctx.ws.display(&target);
@@ -142,10 +133,7 @@ pub(super) async fn make_dir(ctx: Arc<Ctx>, args: Map<String, Value>) -> Result<
 }
 
 /// `move_path(from, to)`: never over an existing target.
-pub(super) async fn move_path(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn move_path(ctx: Arc<Ctx>, args: Args) -> Reply {
     let from = req_str(&args, "from")?;
     let to = req_str(&args, "to")?;
     let src = ctx.ws.resolve(&from, Access::Entry)?;
@@ -176,10 +164,7 @@ pub(super) async fn move_path(
 }
 
 /// `delete_path(path)`: a file, a link (not its target) or a folder with its contents.
-pub(super) async fn delete_path(
-    ctx: Arc<Ctx>,
-    args: Map<String, Value>,
-) -> Result<String, ToolError> {
+pub(super) async fn delete_path(ctx: Arc<Ctx>, args: Args) -> Reply {
     let path = req_str(&args, "path")?;
     let target = ctx.ws.resolve(&path, Access::Entry)?;
     let shown = ctx.ws.display(&target);

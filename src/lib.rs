@@ -28,6 +28,8 @@ pub mod secret;
 pub mod session;
 pub mod tools;
 
+mod text;
+
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

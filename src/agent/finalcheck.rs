@@ -40,7 +40,7 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
     if body.len() != text.len() {
         warnings.push("markdown fence around the JSON final answer removed".to_string());
     }
-    let body = strip_cdata(body);
+    let body = crate::protocol::unwrap_cdata(body).trim();
     let value = match serde_json::from_str::<Value>(body) {
         Ok(v) => v,
         Err(strict) => match serde_json::from_str::<Value>(&loosen_json(body)) {
@@ -79,7 +79,7 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
     let mut msg = String::from("Your final answer does not match the required JSON Schema:\n");
     for e in errors.iter().take(MAX_LISTED_ERRORS) {
         msg.push_str("- ");
-        msg.push_str(&truncate_chars(e, 300));
+        msg.push_str(&crate::text::clip_chars(e, 300));
         msg.push('\n');
     }
     if total > MAX_LISTED_ERRORS {
@@ -87,13 +87,6 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
     }
     msg.push_str("Fix these and give the final answer again.");
     Verdict::Refused(msg)
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// Remove one surrounding markdown code fence (```` ``` ```` or ```` ```json ````).
@@ -111,13 +104,6 @@ fn strip_fence(text: &str) -> &str {
         }
         _ => body.trim(),
     }
-}
-
-fn strip_cdata(text: &str) -> &str {
-    text.strip_prefix("<![CDATA[")
-        .and_then(|t| t.strip_suffix("]]>"))
-        .map(str::trim)
-        .unwrap_or(text)
 }
 
 /// Rewrite almost-JSON into JSON: single-quoted strings become double-quoted, trailing commas

@@ -26,6 +26,7 @@ pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, parse_report};
+pub(crate) use turn::unwrap_cdata;
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};
 
 /// The stop strings the runtime sends to the server and enforces itself (docs/protocol.md §1.6).

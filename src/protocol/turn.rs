@@ -540,7 +540,7 @@ pub fn read_turn(text: &str) -> Turn {
 }
 
 /// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (docs/protocol.md §1.1.4).
-fn unwrap_cdata(s: &str) -> &str {
+pub(crate) fn unwrap_cdata(s: &str) -> &str {
     if let Some(inner) = s
         .strip_prefix("<![CDATA[")
         .and_then(|r| r.strip_suffix("]]>"))

@@ -17,8 +17,8 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::llm::error::truncate;
 use crate::llm::{DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
+use crate::text::clip_bytes;
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 const MAX_SERVER_STOPS: usize = 4;
@@ -287,7 +287,7 @@ impl OpenAiModel {
             OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
                 url,
                 reason: err.to_string(),
-                snippet: truncate(&raw, 200),
+                snippet: clip_bytes(&raw, 200),
             },
             OpenAIError::StreamError(se) => {
                 let reason = se.to_string();

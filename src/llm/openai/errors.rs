@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::llm::LlmError;
-use crate::llm::error::truncate;
+use crate::text::clip_bytes;
 
 pub(super) fn innermost_text(s: &str) -> String {
     s.trim_start_matches("EventStream error: ").to_owned()
@@ -37,7 +37,7 @@ pub(super) fn error_message(body: &str) -> String {
             }
         }
     }
-    truncate(body.trim(), 300)
+    clip_bytes(body.trim(), 300)
 }
 
 pub(super) fn classify_status(

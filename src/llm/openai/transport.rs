@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
 
-use crate::llm::error::truncate;
+use crate::text::clip_bytes;
 
 /// A non-2xx HTTP answer, read by our transport before async-openai can lose its status.
 #[derive(Debug)]
@@ -22,7 +22,7 @@ pub(super) struct HttpFailure {
 
 impl std::fmt::Display for HttpFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP {}: {}", self.status, truncate(&self.body, 200))
+        write!(f, "HTTP {}: {}", self.status, clip_bytes(&self.body, 200))
     }
 }
 

@@ -87,13 +87,6 @@ pub(super) fn list_folder(
     Ok(out)
 }
 
-pub(super) fn cut_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
 pub(super) fn search_in(
     ws: &Workspace,
     limits: &Limits,
@@ -150,7 +143,7 @@ pub(super) fn search_in(
                 let text = line.trim_end_matches(['\n', '\r']);
                 hits.push(format!(
                     "{rel}:{lnum}: {}",
-                    cut_chars(text, limits.search_max_line_chars)
+                    crate::text::clip_chars(text, limits.search_max_line_chars)
                 ));
                 Ok(true)
             }),

@@ -1,7 +1,6 @@
 //! Unit tests of the toolkit's pure helpers (the tools themselves: tests/tools_builtin.rs).
 
 use super::kinds::*;
-use super::search::*;
 use super::write::*;
 use super::*;
 
@@ -26,10 +25,4 @@ fn schemas_keep_spec_order() {
     let p = Kind::EditFile.parameters();
     let keys: Vec<&String> = p["properties"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["path", "old", "new"]);
-}
-
-#[test]
-fn cut_chars_marks_cut() {
-    assert_eq!(cut_chars("héllo", 2), "hé…");
-    assert_eq!(cut_chars("hi", 5), "hi");
 }

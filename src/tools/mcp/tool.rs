@@ -88,11 +88,11 @@ pub(super) fn preview(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..end], text.len())
+    format!(
+        "{} ({} bytes)",
+        crate::text::clip_bytes(text, max),
+        text.len()
+    )
 }
 
 /// The observation for a tool result: text blocks joined by newlines, other blocks described;

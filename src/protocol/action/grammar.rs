@@ -36,36 +36,13 @@ impl<'r> Ctx<'r, '_> {
         let after_tool = ECtx::AfterTool(addr(tool).0, tool.len());
         let (i, _) = ws(i)?;
         let (i, _) = expect(char('(').parse(i), i, Exp::LPAREN, after_tool)?;
-        let (mut i, _) = ws(i)?;
-        let mut args: Vec<Arg> = Vec::new();
-        if let Ok((r, _)) = char::<&str, PErr>(')').parse(i) {
-            i = r;
-        } else {
-            loop {
-                let idx = args.len();
-                let (r, (name, value)) = self.arg(i, idx)?;
-                args.push(Arg {
-                    name: name.map(str::to_string),
-                    value,
-                });
-                let (r, _) = ws(r)?;
-                let after = ECtx::AfterValue(name.map(addr), idx);
-                let (r, sep) = expect(one_of(",)").parse(r), r, Exp::COMMA | Exp::RPAREN, after)?;
-                if sep == ')' {
-                    i = r;
-                    break;
-                }
-                let (r, _) = ws(r)?;
-                if let Ok((r, _)) = char::<&str, PErr>(')').parse(r) {
-                    i = r;
-                    break;
-                }
-                if r.is_empty() {
-                    return fail(r, Exp::ARG | Exp::RPAREN, after);
-                }
-                i = r;
-            }
-        }
+        let more = Some(Exp::ARG | Exp::RPAREN);
+        let (i, args) = self.list(i, ')', Exp::RPAREN, more, |i, idx| {
+            let (r, (name, value)) = self.arg(i, idx)?;
+            let name_at = name.map(addr);
+            let name = name.map(str::to_string);
+            Ok((r, (Arg { name, value }, ECtx::AfterValue(name_at, idx))))
+        })?;
         let (i, _) = ws(i)?;
         if !i.is_empty() {
             if self.loose {
@@ -131,48 +108,26 @@ impl<'r> Ctx<'r, '_> {
         }
     }
 
+    /// `array := "[" [ value ("," value)* [","] ] "]"`
     pub(super) fn array(&self, i: &'r str, depth: usize) -> Res<'r, Value> {
         if depth > MAX_DEPTH {
             return Err(nom::Err::Failure(PErr::at(i, Exp::DEPTH, ECtx::InList)));
         }
         let (i, _) = char('[').parse(i)?;
-        let (mut i, _) = ws(i)?;
-        let mut items = Vec::new();
-        if let Ok((r, _)) = char::<&str, PErr>(']').parse(i) {
-            return Ok((r, Value::Array(items)));
-        }
-        loop {
+        let (i, items) = self.list(i, ']', Exp::RBRACKET, None, |i, _| {
             let (r, v) = self.value(i, depth, Place::ListItem, ECtx::InList)?;
-            items.push(v);
-            let (r, _) = ws(r)?;
-            let (r, sep) = expect(
-                one_of(",]").parse(r),
-                r,
-                Exp::COMMA | Exp::RBRACKET,
-                ECtx::InList,
-            )?;
-            if sep == ']' {
-                return Ok((r, Value::Array(items)));
-            }
-            let (r, _) = ws(r)?;
-            if let Ok((r, _)) = char::<&str, PErr>(']').parse(r) {
-                return Ok((r, Value::Array(items)));
-            }
-            i = r;
-        }
+            Ok((r, (v, ECtx::InList)))
+        })?;
+        Ok((i, Value::Array(items)))
     }
 
+    /// `object := "{" [ key ":" value ("," key ":" value)* [","] ] "}"`, `key := string | argname`
     pub(super) fn object(&self, i: &'r str, depth: usize) -> Res<'r, Value> {
         if depth > MAX_DEPTH {
             return Err(nom::Err::Failure(PErr::at(i, Exp::DEPTH, ECtx::InObject)));
         }
         let (i, _) = char('{').parse(i)?;
-        let (mut i, _) = ws(i)?;
-        let mut map = Map::new();
-        if let Ok((r, _)) = char::<&str, PErr>('}').parse(i) {
-            return Ok((r, Value::Object(map)));
-        }
-        loop {
+        let (i, entries) = self.list(i, '}', Exp::RBRACE, None, |i, _| {
             let (r, key) = match i.as_bytes().first() {
                 Some(b'"' | b'\'') => {
                     let (r, k) = self.string(i, Place::ObjKey, ECtx::InObject)?;
@@ -187,20 +142,50 @@ impl<'r> Ctx<'r, '_> {
             let (r, _) = expect(char(':').parse(r), r, Exp::COLON, ECtx::InObject)?;
             let (r, _) = ws(r)?;
             let (r, v) = self.value(r, depth, Place::ObjValue, ECtx::InObject)?;
+            Ok((r, ((key, v), ECtx::InObject)))
+        })?;
+        let mut map = Map::new();
+        for (key, v) in entries {
             map.insert(key, v);
+        }
+        Ok((i, Value::Object(map)))
+    }
+
+    /// The one list shape of the grammar, after its opening bracket:
+    /// `ws [ item ( ws "," ws item )* ws [","] ] ws close`, for call arguments, arrays and objects
+    /// alike. `item` reads one item (given its index) and says where the parser is after it, for
+    /// the error when neither `,` nor `close` follows. With `more`, a `,` at the very end of the
+    /// input is an error expecting `more` (a call cut off after a comma).
+    fn list<T>(
+        &self,
+        i: &'r str,
+        close: char,
+        close_exp: Exp,
+        more: Option<Exp>,
+        mut item: impl FnMut(&'r str, usize) -> Res<'r, (T, ECtx)>,
+    ) -> Res<'r, Vec<T>> {
+        let seps = [',', close];
+        let (mut i, _) = ws(i)?;
+        let mut items = Vec::new();
+        if let Ok((r, _)) = char::<&str, PErr>(close).parse(i) {
+            return Ok((r, items));
+        }
+        loop {
+            let (r, (v, after)) = item(i, items.len())?;
+            items.push(v);
             let (r, _) = ws(r)?;
-            let (r, sep) = expect(
-                one_of(",}").parse(r),
-                r,
-                Exp::COMMA | Exp::RBRACE,
-                ECtx::InObject,
-            )?;
-            if sep == '}' {
-                return Ok((r, Value::Object(map)));
+            let (r, sep) = expect(one_of(&seps[..]).parse(r), r, Exp::COMMA | close_exp, after)?;
+            if sep == close {
+                return Ok((r, items));
             }
             let (r, _) = ws(r)?;
-            if let Ok((r, _)) = char::<&str, PErr>('}').parse(r) {
-                return Ok((r, Value::Object(map)));
+            if let Ok((r, _)) = char::<&str, PErr>(close).parse(r) {
+                return Ok((r, items));
+            }
+            if let Some(exp) = more
+                && r.is_empty()
+            {
+                return fail(r, exp, after);
             }
             i = r;
         }

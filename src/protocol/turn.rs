@@ -449,76 +449,22 @@ pub fn read_turn(text: &str) -> Turn {
     while let Some(open) = scan.find(pos, |t, c| !c && t != Tag::Think) {
         match open.tag {
             Tag::Thought => {
-                let close = scan.find(open.end, |t, c| t == Tag::Thought && c);
-                let (body_end, span_end, closed) = match close {
-                    Some(c) => (c.start, c.end, true),
-                    None => {
-                        let stop = scan.find(open.end, |t, c| {
-                            !c && matches!(
-                                t,
-                                Tag::Action | Tag::FinalAnswer | Tag::Observation | Tag::Question
-                            )
-                        });
-                        let stop = stop.map_or(scan.end, |f| f.start);
-                        if stop < scan.end {
-                            warnings.push("unclosed <thought> ended at the next tag".to_string());
-                        }
-                        (stop, stop, false)
-                    }
-                };
-                let (s, e) = scan.trimmed(open.end, body_end);
-                thoughts.push(scan.live(s, e));
-                blocks.push(Block::at(
-                    Tag::Thought,
-                    (open.start, span_end),
-                    (s, e),
-                    closed,
-                ));
-                pos = span_end;
+                pos = read_thought(&scan, &open, &mut thoughts, &mut blocks, &mut warnings);
             }
             Tag::Action | Tag::FinalAnswer => {
-                let close = scan.find(open.end, |t, c| t == open.tag && c);
-                let (body_end, span_end, closed) = match close {
-                    Some(c) => (c.start, c.end, true),
-                    None if open.tag == Tag::Action => {
-                        let obs = scan.find(open.end, |t, c| t == Tag::Observation && !c);
-                        let stop = obs.map_or(scan.end, |f| f.start);
-                        (stop, stop, false)
-                    }
-                    None => (scan.end, scan.end, false),
-                };
-                let (s, e) = scan.trimmed(open.end, body_end);
-                let body = scan.live(s, e);
-                blocks.push(Block::at(open.tag, (open.start, span_end), (s, e), closed));
-                if open.tag == Tag::Action {
-                    turn.kind = TurnKind::Action;
-                    turn.action = Some(body);
-                    turn.action_offset = Some(s);
-                } else {
-                    turn.kind = TurnKind::Final;
-                    turn.final_text = Some(unwrap_cdata(&body).to_string());
-                }
-                turn.deciding_closed = closed;
-                turn.history_end = if closed { span_end } else { e.max(open.end) };
-                discard_from = Some(span_end);
+                discard_from = Some(read_decision(&scan, &open, &mut turn, &mut blocks));
                 break;
             }
             Tag::Observation | Tag::Question => {
                 // The model wrote what only the runtime writes: the turn ends here.
-                let close = scan.find(open.end, |t, c| t == open.tag && c);
-                let (body_end, span_end, closed) = match close {
-                    Some(c) => (c.start, c.end, true),
-                    None => (scan.end, scan.end, false),
-                };
+                let (body_end, span_end, closed) = closed_or_open(&scan, &open, scan.end);
                 let (s, e) = scan.trimmed(open.end, body_end);
                 blocks.push(Block::at(open.tag, (open.start, span_end), (s, e), closed));
                 turn.history_end = open.start;
                 discard_from = Some(open.start);
                 break;
             }
-            Tag::Think => {
-                pos = open.end;
-            }
+            Tag::Think => pos = open.end,
         }
     }
 
@@ -537,6 +483,73 @@ pub fn read_turn(text: &str) -> Turn {
     turn.blocks = blocks;
     turn.warnings = warnings;
     turn
+}
+
+/// Where the block opened at `open` ends: at its closing tag (body end, block end, closed), or,
+/// when it has none, at `stop` (open).
+fn closed_or_open(scan: &Scan<'_>, open: &Found, stop: usize) -> (usize, usize, bool) {
+    match scan.find(open.end, |t, c| t == open.tag && c) {
+        Some(c) => (c.start, c.end, true),
+        None => (stop, stop, false),
+    }
+}
+
+/// A `<thought>` block: its text joins the thoughts. One that is never closed ends at the next
+/// tag that decides or ends the turn (docs/protocol.md §1.1.5). Returns where reading goes on.
+fn read_thought(
+    scan: &Scan<'_>,
+    open: &Found,
+    thoughts: &mut Vec<String>,
+    blocks: &mut Vec<Block>,
+    warnings: &mut Vec<String>,
+) -> usize {
+    let next_tag = scan.find(open.end, |t, c| {
+        !c && matches!(
+            t,
+            Tag::Action | Tag::FinalAnswer | Tag::Observation | Tag::Question
+        )
+    });
+    let stop = next_tag.map_or(scan.end, |f| f.start);
+    let (body_end, span_end, closed) = closed_or_open(scan, open, stop);
+    if !closed && stop < scan.end {
+        warnings.push("unclosed <thought> ended at the next tag".to_string());
+    }
+    let (s, e) = scan.trimmed(open.end, body_end);
+    thoughts.push(scan.live(s, e));
+    blocks.push(Block::at(
+        Tag::Thought,
+        (open.start, span_end),
+        (s, e),
+        closed,
+    ));
+    span_end
+}
+
+/// The deciding `<action>` or `<final_answer>` block (docs/protocol.md §1.1.6): an action with no
+/// closing tag also ends where the model starts its own `<observation>`. Returns where the
+/// discarded rest of the turn starts.
+fn read_decision(scan: &Scan<'_>, open: &Found, turn: &mut Turn, blocks: &mut Vec<Block>) -> usize {
+    let stop = if open.tag == Tag::Action {
+        let obs = scan.find(open.end, |t, c| t == Tag::Observation && !c);
+        obs.map_or(scan.end, |f| f.start)
+    } else {
+        scan.end
+    };
+    let (body_end, span_end, closed) = closed_or_open(scan, open, stop);
+    let (s, e) = scan.trimmed(open.end, body_end);
+    let body = scan.live(s, e);
+    blocks.push(Block::at(open.tag, (open.start, span_end), (s, e), closed));
+    if open.tag == Tag::Action {
+        turn.kind = TurnKind::Action;
+        turn.action = Some(body);
+        turn.action_offset = Some(s);
+    } else {
+        turn.kind = TurnKind::Final;
+        turn.final_text = Some(unwrap_cdata(&body).to_string());
+    }
+    turn.deciding_closed = closed;
+    turn.history_end = if closed { span_end } else { e.max(open.end) };
+    span_end
 }
 
 /// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (docs/protocol.md §1.1.4).

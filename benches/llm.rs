@@ -67,10 +67,10 @@ fn bench_scanner(c: &mut Criterion) {
     g.finish();
 }
 
-/// 200 tokens of 4 characters.
+/// 200 tokens of 4 characters, with no repeating pattern (the degeneration guard would cut a
+/// turn that repeats itself).
 fn turn_text() -> String {
-    let words = "look file then read more ";
-    words.chars().cycle().take(800).collect()
+    varied_text(1000).chars().take(800).collect()
 }
 
 fn bench_client(c: &mut Criterion) {

@@ -16,14 +16,20 @@
 //! Legitimate text repeats too (a separator line, table rows in a file being written), so the
 //! thresholds are generous: a unit of 4 bytes must repeat over 512 bytes (128 times), a line of
 //! 80 bytes 8 times. Rows that differ only in their numbers and carry words (`12,apples,3`) are
-//! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`. Checking is cheap: it runs only when 64 more bytes have arrived, on the last
-//! 4 KiB, and for ordinary text each candidate period fails at its first comparison.
+//! //! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`.
+//!
+//! Checking is cheap: it runs only when 64 more bytes have arrived, on the last 4 KiB, for
+//! ordinary text each candidate period fails at its first comparison, and the digits-as-one
+//! reading reuses the guard's buffers (see `benches/llm.rs`, `repeat_guard`).
 
 /// Watches a growing text for a repeating tail.
 #[derive(Debug, Clone)]
 pub struct RepeatGuard {
     /// Bytes of the text seen so far (the guard keeps no copy; the caller passes the text).
     checked_at: usize,
+    /// Reused buffers for the digits-as-one reading of the window.
+    norm: Vec<u8>,
+    origin: Vec<usize>,
     min_span: usize,
     min_repeats: usize,
     max_period: usize,
@@ -59,6 +65,8 @@ impl RepeatGuard {
     pub fn new(min_span: usize, min_repeats: usize, max_period: usize) -> Self {
         RepeatGuard {
             checked_at: 0,
+            norm: Vec::new(),
+            origin: Vec::new(),
             min_span: min_span.max(1),
             min_repeats: min_repeats.max(2),
             max_period: max_period.clamp(1, WINDOW / 2),
@@ -82,11 +90,26 @@ impl RepeatGuard {
             return None;
         }
         self.checked_at = text.len();
-        self.find(text)
+        let (mut norm, mut origin) = (
+            std::mem::take(&mut self.norm),
+            std::mem::take(&mut self.origin),
+        );
+        let found = self.find_with(text, &mut norm, &mut origin);
+        (self.norm, self.origin) = (norm, origin);
+        found
     }
 
     /// Look at the end of `text` now, whatever was checked before (for the end of a turn).
     pub fn find(&self, text: &str) -> Option<Repetition> {
+        self.find_with(text, &mut Vec::new(), &mut Vec::new())
+    }
+
+    fn find_with(
+        &self,
+        text: &str,
+        norm: &mut Vec<u8>,
+        origin: &mut Vec<usize>,
+    ) -> Option<Repetition> {
         let bytes = text.as_bytes();
         let offset = bytes.len().saturating_sub(WINDOW);
         let window = &bytes[offset..];
@@ -100,9 +123,9 @@ impl RepeatGuard {
         if !window.iter().any(u8::is_ascii_digit) {
             return None;
         }
-        let (norm, origin) = numbers_as_one(window);
+        numbers_as_one(window, norm, origin);
         let t = periodic_tail(
-            &norm,
+            norm,
             self.max_period,
             self.min_span,
             self.min_repeats.saturating_mul(2),
@@ -172,11 +195,11 @@ fn periodic_tail(s: &[u8], max_period: usize, min_span: usize, min_repeats: usiz
     None
 }
 
-/// `s` with every run of ASCII digits written as one `#`, and for each byte of the result the
-/// position in `s` it came from.
-fn numbers_as_one(s: &[u8]) -> (Vec<u8>, Vec<usize>) {
-    let mut norm = Vec::with_capacity(s.len());
-    let mut origin = Vec::with_capacity(s.len());
+/// `s` with every run of ASCII digits written as one `#` (into `norm`), and for each byte of it
+/// the position in `s` it came from (into `origin`); both buffers are cleared first.
+fn numbers_as_one(s: &[u8], norm: &mut Vec<u8>, origin: &mut Vec<usize>) {
+    norm.clear();
+    origin.clear();
     for (i, &b) in s.iter().enumerate() {
         if b.is_ascii_digit() {
             if i > 0 && s[i - 1].is_ascii_digit() {
@@ -188,7 +211,6 @@ fn numbers_as_one(s: &[u8]) -> (Vec<u8>, Vec<usize>) {
         }
         origin.push(i);
     }
-    (norm, origin)
 }
 
 #[cfg(test)]

@@ -208,6 +208,52 @@ pub struct Hole {
     pub step: u64,
 }
 
+/// What this module reads of a transcript record: the kinds that start a run or commit
+/// progress, with the fields it needs (every other kind, and a record that does not fit, is
+/// `Other`). The agent writes the records; reading them here keeps `session` below `agent`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Record {
+    RunStarted {
+        #[serde(default)]
+        task: String,
+        #[serde(default)]
+        started: String,
+    },
+    StepCompleted {
+        steps: Option<u64>,
+    },
+    Finished {
+        #[serde(default)]
+        outcome: Ended,
+    },
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// What this module reads of a `finished` record's outcome.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Ended {
+    status: Option<String>,
+    steps: Option<u64>,
+}
+
+impl Record {
+    fn read(value: &Value) -> Record {
+        <Record as serde::Deserialize>::deserialize(value).unwrap_or_default()
+    }
+
+    /// The step a commit record commits (a `finished` record commits the last one).
+    fn committed_step(&self) -> Option<u64> {
+        match self {
+            Record::StepCompleted { steps } => Some(steps.unwrap_or(0)),
+            Record::Finished { outcome } => Some(outcome.steps.unwrap_or(0)),
+            _ => None,
+        }
+    }
+}
+
 /// The damaged lines of `loaded` that leave a hole in its committed history, in file order.
 ///
 /// A damaged line is a hole when the next record that commits or starts a run after it is a
@@ -218,18 +264,10 @@ pub fn holes(loaded: &Loaded) -> Vec<Hole> {
     let mut out = Vec::new();
     for d in &loaded.damaged {
         let next = loaded.records.iter().skip(d.before).find_map(|r| {
-            match r.get("type").and_then(Value::as_str) {
-                Some("step_completed") => {
-                    Some(Some(r.get("steps").and_then(Value::as_u64).unwrap_or(0)))
-                }
-                Some("finished") => Some(Some(
-                    r.get("outcome")
-                        .and_then(|o| o.get("steps"))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0),
-                )),
-                Some("run_started") => Some(None),
-                _ => None,
+            let record = Record::read(r);
+            match record {
+                Record::RunStarted { .. } => Some(None),
+                _ => record.committed_step().map(Some),
             }
         });
         if let Some(Some(step)) = next {
@@ -246,20 +284,19 @@ pub fn holes(loaded: &Loaded) -> Vec<Hole> {
 /// the first `step_completed` record of that step. Step 0 is the start: the records before the
 /// first step was committed. `None` when no step `step` was committed.
 pub fn records_through_step(records: &[Value], step: u64) -> Option<usize> {
-    let is_type = |r: &Value, t: &str| r.get("type").and_then(Value::as_str) == Some(t);
     if step == 0 {
         return Some(
             records
                 .iter()
-                .position(|r| is_type(r, "step_completed") || is_type(r, "finished"))
+                .position(|r| Record::read(r).committed_step().is_some())
                 .unwrap_or(records.len()),
         );
     }
     records
         .iter()
-        .position(|r| {
-            is_type(r, "step_completed") && r.get("steps").and_then(Value::as_u64) == Some(step)
-        })
+        .position(
+            |r| matches!(Record::read(r), Record::StepCompleted { steps: Some(s) } if s == step),
+        )
         .map(|i| i + 1)
 }
 
@@ -350,38 +387,20 @@ pub fn summarise(id: &str, records: &[Value]) -> Summary {
         started: String::new(),
     };
     for r in records {
-        match r.get("type").and_then(Value::as_str) {
-            Some("run_started") => {
+        match Record::read(r) {
+            Record::RunStarted { task, started } => {
                 if s.started.is_empty() {
-                    s.started = r
-                        .get("started")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    s.task = r
-                        .get("task")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
+                    s.started = started;
+                    s.task = task;
                 }
                 s.status = "incomplete".into();
             }
-            Some("step_completed") => {
-                s.steps = r.get("steps").and_then(Value::as_u64).unwrap_or(s.steps)
+            Record::StepCompleted { steps } => s.steps = steps.unwrap_or(s.steps),
+            Record::Finished { outcome } => {
+                s.status = outcome.status.unwrap_or_else(|| "error".into());
+                s.steps = outcome.steps.unwrap_or(s.steps);
             }
-            Some("finished") => {
-                let o = r.get("outcome");
-                s.status = o
-                    .and_then(|o| o.get("status"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string();
-                s.steps = o
-                    .and_then(|o| o.get("steps"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(s.steps);
-            }
-            _ => {}
+            Record::Other => {}
         }
     }
     s

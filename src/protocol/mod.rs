@@ -4,7 +4,7 @@
 //! Everything here is pure: no I/O, no async, byte offsets into the original text.
 //!
 //! * `turn.rs`: [`read_turn`] splits a turn into its blocks (docs/protocol.md §1.1).
-//! * `action.rs`: [`parse_action`] parses the text of an `<action>` block into a call (docs/protocol.md §1.2).
+//! * `action/`: [`parse_action`] parses the text of an `<action>` block into a call (docs/protocol.md §1.2).
 //! * `bind.rs`: [`bind`] binds a call's arguments to a tool's JSON Schema (docs/protocol.md §1.3).
 //! * `observe.rs`: [`render_observation`] renders tool output as an observation (docs/protocol.md §1.4).
 //! * `report.rs`: [`parse_report`] puts the pieces together into the `tagloop parse --json`

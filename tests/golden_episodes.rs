@@ -167,3 +167,27 @@ fn completions_document_without_tools_with_a_schema_role() {
     assert!(text.ends_with("<thought>"));
     insta::assert_snapshot!(text);
 }
+
+/// `tagloop prompt` renders without a model: the preview is exactly what an agent built from the
+/// same pieces sends, in both API shapes.
+#[test]
+fn the_preview_is_what_the_agent_sends() {
+    for api in [Api::Chat, Api::Completions] {
+        let config = tagloop::agent::AgentConfig {
+            api,
+            max_steps: 4,
+            ..Default::default()
+        };
+        let templates = tagloop::prompt::Templates::builtin();
+        let preview =
+            tagloop::agent::preview(&tools(), &Role::default(), &templates, &config, "Hi", &[])
+                .unwrap();
+        let agent = Agent::builder(model(&[]))
+            .tools(tools())
+            .config(config)
+            .build()
+            .unwrap();
+        assert_eq!(preview.system, agent.system_prompt());
+        assert_eq!(preview.first, agent.first_prompt("Hi", &[]).unwrap());
+    }
+}

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use crate::llm::Model;
-use crate::prompt::{SystemInput, Templates, ToolDoc};
+use crate::prompt::Templates;
 use crate::tools::Registry;
 
+use super::preview::{system_input, tool_docs};
 use super::{Agent, AgentConfig, AgentError, Api, Role};
 
 /// Builds an [`Agent`].
@@ -68,19 +69,10 @@ impl AgentBuilder {
 
     /// Render the system prompt and make the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
-        let docs: Vec<ToolDoc> = self
-            .tools
-            .iter()
-            .map(|t| ToolDoc::new(t.name(), t.description(), t.parameters()))
-            .collect();
-        let system = self.templates.system(&SystemInput {
-            role_name: self.role.name(),
-            instructions: self.role.instructions(),
-            output_schema: self.role.output_schema(),
-            tools: &docs,
-            max_steps: self.config.max_steps,
-            environment: &self.config.environment,
-        })?;
+        let docs = tool_docs(&self.tools);
+        let system = self
+            .templates
+            .system(&system_input(&self.role, &docs, &self.config))?;
         Ok(Agent {
             model: self.model,
             tools: self.tools,

@@ -32,6 +32,7 @@ mod finalcheck;
 mod history;
 mod loopguard;
 mod outcome;
+mod preview;
 mod resume;
 mod role;
 mod run;
@@ -46,6 +47,7 @@ pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use events::{Event, EventSink};
 pub use outcome::{Outcome, Status};
+pub use preview::{Preview, preview};
 pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};
 
@@ -143,14 +145,7 @@ impl Agent {
 
     /// What the prompt templates are rendered from.
     pub(crate) fn system_input(&self) -> SystemInput<'_> {
-        SystemInput {
-            role_name: self.role.name(),
-            instructions: self.role.instructions(),
-            output_schema: self.role.output_schema(),
-            tools: &self.tool_docs,
-            max_steps: self.config.max_steps,
-            environment: &self.config.environment,
-        }
+        preview::system_input(&self.role, &self.tool_docs, &self.config)
     }
 
     /// Run a task to its end; the final answer is text, or JSON when the role has a schema.

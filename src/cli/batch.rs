@@ -289,7 +289,7 @@ async fn run_task(
     meta: Value,
     out: &Mutex<std::fs::File>,
 ) -> Result<(Status, u64)> {
-    let model = setup.model.instance(0);
+    let model = setup.model(0)?;
     let mut meta = meta;
     if let (Some((field, value)), Some(obj)) = (&task.role_meta, meta.as_object_mut()) {
         obj.insert(field.to_string(), value.clone());

@@ -211,7 +211,7 @@ async fn run_checked(
             opts.workspace.clone().unwrap_or_else(|| PathBuf::from(".")),
         ),
     };
-    let agent = setup.agent_for(setup.model.instance(0), task.role.clone())?;
+    let agent = setup.agent_for(setup.model(0)?, task.role.clone())?;
     let turns = Arc::new(AtomicU32::new(0));
     let format = Arc::new(AtomicU32::new(0));
     let (t, f) = (turns.clone(), format.clone());

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use tagloop::agent::Preview;
 use tagloop::llm::Prompt;
 
 use super::options::RunOpts;
@@ -36,21 +37,34 @@ pub struct ToolsArgs {
 
 pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
     let setup = Setup::build(&args.opts, false).await?;
-    let agent = setup.agent(setup.model.instance(0))?;
     let task = match args.task.as_deref() {
         Some(t) => read_task(Some(t))?,
         None => String::new(),
     };
-    let result = match agent.first_prompt(&task, &setup.context) {
-        Ok(Prompt::Text(text)) => {
+    let rendered = tagloop::agent::preview(
+        &setup.tools,
+        &setup.role,
+        &setup.templates,
+        &setup.config,
+        &task,
+        &setup.context,
+    );
+    let result = match rendered {
+        Ok(Preview {
+            first: Prompt::Text(text),
+            ..
+        }) => {
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Ok(Prompt::Chat(messages)) => {
+        Ok(Preview {
+            system,
+            first: Prompt::Chat(messages),
+        }) => {
             if args.messages {
                 println!("{}", serde_json::to_string_pretty(&messages)?);
             } else {
-                print!("{}", agent.system_prompt());
+                print!("{system}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -107,7 +107,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         })
         .map_err(usage)?;
     let meta = setup.record(&opts);
-    let model = setup.model.instance(0);
+    let model = setup.model(0)?;
     let result = execute(
         &setup, model, &task, transcript, meta, None, &args.out, events,
     )
@@ -223,7 +223,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
         }
     };
     let meta = setup.record(&opts);
-    let model = setup.model.instance(resume.requests as usize);
+    let model = setup.model(resume.requests as usize)?;
     let task = resume.task.clone();
     let result = execute(
         &setup,

@@ -28,7 +28,8 @@ use super::options::{RunOpts, usage};
 
 /// Everything a run needs, built from the options.
 pub struct Setup {
-    pub model: ModelSpec,
+    /// The model; `None` for the commands that never call one (`tools`, `prompt`).
+    pub model: Option<ModelSpec>,
     pub role: Role,
     pub tools: Registry,
     pub templates: Arc<Templates>,
@@ -67,9 +68,11 @@ impl Setup {
             None => Api::Chat,
         };
         let (model, api, keys) = if need_model || opts.model.is_some() {
-            build_model(opts, &sources, role.name(), api).map_err(usage)?
+            let (model, api, keys) =
+                build_model(opts, &sources, role.name(), api).map_err(usage)?;
+            (Some(model), api, keys)
         } else {
-            (ModelSpec::Shared(Arc::new(NoModel)), api, Vec::new())
+            (None, api, Vec::new())
         };
         let child_env = child_env(&sources, &keys);
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -168,6 +171,14 @@ impl Setup {
             mcp,
             redactor: Redactor::with(&keys),
         })
+    }
+
+    /// The model for one run, starting `skip` turns into a script.
+    pub fn model(&self, skip: usize) -> Result<Arc<dyn Model>> {
+        self.model
+            .as_ref()
+            .map(|m| m.instance(skip))
+            .ok_or_else(|| usage("no model: give --model (or TAGLOOP_MODEL)"))
     }
 
     /// An agent for one run.
@@ -357,22 +368,4 @@ fn build_model(
     }
     let model = OpenAiModel::new(cfg)?;
     Ok((ModelSpec::Shared(Arc::new(model)), api, keys))
-}
-
-/// The model of commands that never call one (`tools`, `prompt`).
-struct NoModel;
-
-impl Model for NoModel {
-    fn turn<'a>(
-        &'a self,
-        _request: &'a tagloop::llm::TurnRequest,
-        _on_delta: tagloop::llm::DeltaSink<'a>,
-    ) -> futures::future::BoxFuture<'a, Result<tagloop::llm::TurnResult, tagloop::llm::LlmError>>
-    {
-        Box::pin(async { Err(tagloop::llm::LlmError::Other("no model configured".into())) })
-    }
-
-    fn describe(&self) -> String {
-        "none".into()
-    }
 }

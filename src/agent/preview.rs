@@ -1,0 +1,60 @@
+//! What the model would receive, rendered without a model (`tagloop prompt`, or a check of a
+//! prompt before a run). An agent built from the same pieces sends exactly this.
+
+use crate::llm::Prompt;
+use crate::prompt::{ContextItem, SystemInput, Templates, ToolDoc};
+use crate::tools::Registry;
+
+use super::history::History;
+use super::{AgentConfig, AgentError, Role};
+
+/// The prompts of a run's first turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// The system prompt.
+    pub system: String,
+    /// The first request's prompt: the messages (chat) or the whole text (completions).
+    pub first: Prompt,
+}
+
+/// Render the system prompt and the first prompt an agent with these pieces would send for
+/// `task`.
+pub fn preview(
+    tools: &Registry,
+    role: &Role,
+    templates: &Templates,
+    config: &AgentConfig,
+    task: &str,
+    context: &[ContextItem],
+) -> Result<Preview, AgentError> {
+    let docs = tool_docs(tools);
+    let input = system_input(role, &docs, config);
+    let system = templates.system(&input)?;
+    let question = templates.question(task, context)?;
+    let first = History::start(config.api, templates, &input, &system, &question)?.prompt();
+    Ok(Preview { system, first })
+}
+
+/// The tools as the prompts describe them.
+pub(super) fn tool_docs(tools: &Registry) -> Vec<ToolDoc> {
+    tools
+        .iter()
+        .map(|t| ToolDoc::new(t.name(), t.description(), t.parameters()))
+        .collect()
+}
+
+/// What the prompt templates are rendered from.
+pub(super) fn system_input<'a>(
+    role: &'a Role,
+    docs: &'a [ToolDoc],
+    config: &'a AgentConfig,
+) -> SystemInput<'a> {
+    SystemInput {
+        role_name: role.name(),
+        instructions: role.instructions(),
+        output_schema: role.output_schema(),
+        tools: docs,
+        max_steps: config.max_steps,
+        environment: &config.environment,
+    }
+}

@@ -111,7 +111,7 @@ fn bench_loop_only(c: &mut Criterion) {
         group.bench_function(format!("{steps}_steps_10_tools"), |b| {
             b.iter(|| {
                 let o = rt.block_on(agent.run("Look at every file."));
-                assert_eq!(o.steps as usize, steps);
+                assert_eq!(o.progress.steps as usize, steps);
                 black_box(o)
             })
         });
@@ -136,7 +136,7 @@ fn bench_steps(c: &mut Criterion) {
                     .build()
                     .expect("agent");
                 let o = rt.block_on(agent.run("Look at every file."));
-                assert_eq!(o.steps as usize, steps);
+                assert_eq!(o.progress.steps as usize, steps);
                 black_box(o)
             })
         });

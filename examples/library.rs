@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!(
         "status: {:?}, steps: {}, model calls: {}",
-        outcome.status, outcome.steps, outcome.llm_calls
+        outcome.status, outcome.progress.steps, outcome.progress.llm_calls
     );
     if let Some(trip) = outcome.final_answer {
         println!(

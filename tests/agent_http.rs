@@ -80,8 +80,12 @@ async fn chat_and_completions_end_to_end_under_every_stop_behaviour() {
                     Some(json!("Paris has 2102650 people.")),
                     "{what}"
                 );
-                assert_eq!((o.steps, o.llm_calls), (1, 2), "{what}");
-                assert_eq!(o.tools_used, vec!["population".to_string()], "{what}");
+                assert_eq!((o.progress.steps, o.progress.llm_calls), (1, 2), "{what}");
+                assert_eq!(
+                    o.progress.tools_used,
+                    vec!["population".to_string()],
+                    "{what}"
+                );
                 // The invented observation never reached the history; the real one did.
                 let all: String = o.messages.iter().map(|m| m.content.as_str()).collect();
                 assert!(

@@ -105,9 +105,9 @@ async fn a_tool_call_then_a_final_answer() {
     let o = agent(model, |_| {}).run("say hi").await;
     assert_eq!(o.status, Status::Ok);
     assert_eq!(o.final_answer, Some(json!("hi back")));
-    assert_eq!((o.steps, o.llm_calls), (1, 2));
-    assert_eq!(o.tools_used, vec!["echo".to_string()]);
-    assert!(o.usage.prompt_tokens > 0 && o.usage.completion_tokens > 0);
+    assert_eq!((o.progress.steps, o.progress.llm_calls), (1, 2));
+    assert_eq!(o.progress.tools_used, vec!["echo".to_string()]);
+    assert!(o.progress.usage.prompt_tokens > 0 && o.progress.usage.completion_tokens > 0);
     // The closing tag that the stop removed is back in the history.
     assert_eq!(
         o.messages[2].content,
@@ -140,8 +140,11 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
         observations(&o.messages)[0],
         "<observation>\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"
     );
-    assert_eq!(o.llm_calls, 2, "a continuation is not a new model call");
-    assert_eq!(o.steps, 1);
+    assert_eq!(
+        o.progress.llm_calls, 2,
+        "a continuation is not a new model call"
+    );
+    assert_eq!(o.progress.steps, 1);
 }
 
 #[tokio::test]
@@ -175,8 +178,12 @@ async fn parse_errors_unknown_tools_and_bad_arguments_are_observations() {
     ]);
     let o = agent(model, |_| {}).run("t").await;
     assert_eq!(o.status, Status::Ok);
-    assert_eq!(o.steps, 4);
-    assert!(o.tools_used.is_empty(), "no tool ran: {:?}", o.tools_used);
+    assert_eq!(o.progress.steps, 4);
+    assert!(
+        o.progress.tools_used.is_empty(),
+        "no tool ran: {:?}",
+        o.progress.tools_used
+    );
     let obs = observations(&o.messages);
     assert!(
         obs[0].contains("could not be parsed") && obs[0].contains("at byte"),
@@ -275,7 +282,7 @@ async fn a_turn_without_a_decision_gets_a_format_reminder_and_discarded_text_is_
             .iter()
             .any(|m| m.role == MsgRole::Assistant && m.content.contains("made up"))
     );
-    assert_eq!(o.steps, 2);
+    assert_eq!(o.progress.steps, 2);
 }
 
 /// A model that always stops at the token limit.
@@ -343,7 +350,7 @@ async fn a_turn_that_repeats_itself_is_cut_and_nothing_in_it_runs() {
     )
     .await;
     assert_eq!(o.status, Status::Ok, "{:?}", o.error);
-    assert_eq!(o.steps, 1);
+    assert_eq!(o.progress.steps, 1);
     let events = events.lock().unwrap();
     let finishes: Vec<&Finish> = events
         .iter()
@@ -415,7 +422,7 @@ async fn an_invalid_final_answer_is_corrected() {
         "{}",
         obs[1]
     );
-    assert_eq!(o.steps, 0, "refused final answers are not steps");
+    assert_eq!(o.progress.steps, 0, "refused final answers are not steps");
 }
 
 #[tokio::test]
@@ -450,7 +457,7 @@ async fn typed_results_and_single_turn_structured_calls() {
             steps: vec!["a".into(), "b".into()]
         })
     );
-    assert_eq!((o.steps, o.llm_calls), (0, 1));
+    assert_eq!((o.progress.steps, o.progress.llm_calls), (0, 1));
 }
 
 #[tokio::test]
@@ -533,7 +540,7 @@ async fn the_step_limit_asks_once_more_for_a_final_answer() {
     t.push("<action>add(a=9, b=9)</action>");
     let o = agent(script(&t), |c| c.max_steps = 2).run("t").await;
     assert_eq!((o.status, o.final_answer), (Status::MaxSteps, None));
-    assert_eq!(o.tools_used, vec!["add".to_string()]);
+    assert_eq!(o.progress.tools_used, vec!["add".to_string()]);
 }
 
 #[tokio::test]
@@ -626,7 +633,7 @@ async fn a_run_cut_short_resumes_from_its_last_complete_step() {
         .rposition(|r| r["type"] == "step_completed")
         .unwrap();
     let resume = Resume::from_records(&records[..cut]).unwrap();
-    assert_eq!((resume.steps, resume.requests), (1, 1));
+    assert_eq!((resume.progress.steps, resume.requests), (1, 1));
     let model = common::script::model_from(&turns, resume.requests as usize);
     let resumed = agent(model, |_| {})
         .run_with(
@@ -639,10 +646,10 @@ async fn a_run_cut_short_resumes_from_its_last_complete_step() {
         .await;
     assert_eq!(resumed.status, Status::Ok);
     assert_eq!(
-        (resumed.steps, resumed.llm_calls),
-        (full.steps, full.llm_calls)
+        (resumed.progress.steps, resumed.progress.llm_calls),
+        (full.progress.steps, full.progress.llm_calls)
     );
-    assert_eq!(resumed.tools_used, full.tools_used);
+    assert_eq!(resumed.progress.tools_used, full.progress.tools_used);
     assert_eq!(resumed.messages, full.messages, "no step lost or repeated");
 }
 
@@ -706,12 +713,14 @@ fn outcome_serialises_to_the_spec_shape() {
     let o = tagloop::agent::Outcome::<Value> {
         status: Status::MaxSteps,
         final_answer: None,
-        steps: 4,
-        llm_calls: 5,
-        tools_used: vec!["read_file".into()],
-        usage: Usage {
-            prompt_tokens: 1,
-            completion_tokens: 2,
+        progress: tagloop::agent::Progress {
+            steps: 4,
+            llm_calls: 5,
+            tools_used: vec!["read_file".into()],
+            usage: Usage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
+            },
         },
         session: Some("s".into()),
         error: None,
@@ -721,5 +730,11 @@ fn outcome_serialises_to_the_spec_shape() {
         serde_json::to_value(&o).unwrap(),
         json!({"status": "max_steps", "final": null, "steps": 4, "llm_calls": 5, "tools_used": ["read_file"],
                "usage": {"prompt_tokens": 1, "completion_tokens": 2}, "session": "s", "error": null})
+    );
+    // The fields keep the contract's order (the progress is flattened in place).
+    assert!(
+        serde_json::to_string(&o).unwrap().starts_with(
+            r#"{"status":"max_steps","final":null,"steps":4,"llm_calls":5,"tools_used""#
+        )
     );
 }

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use crate::llm::{Finish, Message, Usage};
 
+use super::Progress;
+
 /// One thing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -109,14 +111,9 @@ pub enum Event {
     },
     /// A step completed; everything before this record can be restored when continuing.
     StepCompleted {
-        /// Steps taken so far.
-        steps: u32,
-        /// Model requests so far.
-        llm_calls: u32,
-        /// Tools used so far.
-        tools_used: Vec<String>,
-        /// Usage so far.
-        usage: Usage,
+        /// How far the run has got.
+        #[serde(flatten)]
+        progress: Progress,
     },
     /// A final answer was accepted.
     Final {

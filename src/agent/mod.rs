@@ -46,7 +46,7 @@ use serde_json::Value;
 pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use events::{Event, EventSink};
-pub use outcome::{Outcome, Status};
+pub use outcome::{Outcome, Progress, Status};
 pub use preview::{Preview, preview};
 pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};

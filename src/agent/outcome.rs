@@ -34,6 +34,21 @@ impl Status {
     }
 }
 
+/// How far a run has got: in the outcome, in every `step_completed` record, and restored when a
+/// run is continued.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Steps taken (model turns that ended in an action, a parse error, no decision or a
+    /// repetition).
+    pub steps: u32,
+    /// Model turns (continuations and retries of a turn excluded).
+    pub llm_calls: u32,
+    /// Tools that actually ran, in order of first use.
+    pub tools_used: Vec<String>,
+    /// Tokens over the run.
+    pub usage: Usage,
+}
+
 /// What a run produced. Serialises to exactly the docs/protocol.md §2.2 object; the transcript is kept
 /// beside it for library callers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,14 +58,9 @@ pub struct Outcome<T = Value> {
     /// The accepted final answer: text, or the validated JSON value (typed for `run_as`).
     #[serde(rename = "final")]
     pub final_answer: Option<T>,
-    /// Steps taken (model turns that ended in an action, a parse error or no decision).
-    pub steps: u32,
-    /// Model requests (continuations and retries of a turn excluded).
-    pub llm_calls: u32,
-    /// Tools that actually ran, in order of first use.
-    pub tools_used: Vec<String>,
-    /// Token usage over the whole run.
-    pub usage: Usage,
+    /// How far the run got: steps, model calls, tools used, tokens.
+    #[serde(flatten)]
+    pub progress: Progress,
     /// The id of the saved transcript, if one was written.
     pub session: Option<String>,
     /// What went wrong, for `error` (and the reason for the other non-`ok` statuses).
@@ -66,10 +76,7 @@ impl<T> Outcome<T> {
         Outcome {
             status: self.status,
             final_answer,
-            steps: self.steps,
-            llm_calls: self.llm_calls,
-            tools_used: self.tools_used,
-            usage: self.usage,
+            progress: self.progress,
             session: self.session,
             error: self.error,
             messages: self.messages,

@@ -11,24 +11,18 @@ use serde_json::Value;
 
 use crate::llm::{Message, Usage};
 
-use super::Status;
 use super::events::Event;
+use super::{Progress, Status};
 
 /// What a run restores from a transcript to go on from its last complete step.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Resume {
     /// The messages up to the last complete step.
     pub messages: Vec<Message>,
-    /// Steps taken.
-    pub steps: u32,
-    /// Model requests counted in the outcome.
-    pub llm_calls: u32,
+    /// How far the run had got at its last committed step.
+    pub progress: Progress,
     /// Every model request made, continuations included (a scripted model resumes from here).
     pub requests: u32,
-    /// Tools used.
-    pub tools_used: Vec<String>,
-    /// Usage so far.
-    pub usage: Usage,
     /// How the last run in the transcript ended, if it did.
     pub finished: Option<Status>,
     /// A new user message to add before going on.
@@ -103,17 +97,9 @@ impl Resume {
                 }
                 Event::Message { message } => pending.push(message),
                 Event::TurnFinished { .. } => requests_pending += 1,
-                Event::StepCompleted {
-                    steps,
-                    llm_calls,
-                    tools_used,
-                    usage,
-                } => {
+                Event::StepCompleted { progress } => {
                     resume.messages.append(&mut pending);
-                    resume.steps = steps;
-                    resume.llm_calls = llm_calls;
-                    resume.tools_used = tools_used;
-                    resume.usage = usage;
+                    resume.progress = progress;
                     resume.requests += std::mem::take(&mut requests_pending);
                     resume.finished = None;
                 }
@@ -121,13 +107,14 @@ impl Resume {
                     resume.messages.append(&mut pending);
                     resume.requests += std::mem::take(&mut requests_pending);
                     let ended = Ended::deserialize(&outcome).unwrap_or_default();
-                    resume.steps = ended.steps.unwrap_or(resume.steps);
-                    resume.llm_calls = ended.llm_calls.unwrap_or(resume.llm_calls);
+                    let p = &mut resume.progress;
+                    p.steps = ended.steps.unwrap_or(p.steps);
+                    p.llm_calls = ended.llm_calls.unwrap_or(p.llm_calls);
                     if let Some(t) = ended.tools_used {
-                        resume.tools_used = t;
+                        p.tools_used = t;
                     }
                     if let Some(u) = ended.usage {
-                        resume.usage = u;
+                        p.usage = u;
                     }
                     resume.finished = ended.status;
                 }

@@ -9,7 +9,7 @@
 use serde_json::Value;
 use tracing::{Instrument, info_span, warn};
 
-use crate::llm::{Message, Role as MsgRole, Usage};
+use crate::llm::{Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
@@ -17,7 +17,7 @@ use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
-use super::{Agent, Outcome, RunOptions, Status};
+use super::{Agent, Outcome, Progress, RunOptions, Status};
 
 /// How a run ends: the status, the accepted answer, and what went wrong (or why it stopped).
 #[derive(Debug)]
@@ -41,21 +41,6 @@ impl Ending {
 /// What a step leads to: the observation for the next step, or the end of the run.
 pub(crate) type Step = Result<String, Ending>;
 
-/// How far a run has got; restored as it was when a run is continued.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Progress {
-    /// Steps taken.
-    pub(crate) steps: u32,
-    /// Model turns (continuations of a turn excluded).
-    pub(crate) llm_calls: u32,
-    /// Model requests (continuations included).
-    pub(crate) requests: u32,
-    /// Tools that ran, in order of first use.
-    pub(crate) tools_used: Vec<String>,
-    /// Tokens over the run.
-    pub(crate) usage: Usage,
-}
-
 /// The state of one run.
 pub(crate) struct Run<'a> {
     pub(super) agent: &'a Agent,
@@ -63,6 +48,8 @@ pub(crate) struct Run<'a> {
     pub(super) options: RunOptions,
     pub(super) history: History,
     pub(super) progress: Progress,
+    /// Model requests, continuations included (a scripted model resumes from here).
+    pub(super) requests: u32,
     pub(super) step_limit: u32,
     /// Final answers refused in a row.
     pub(super) refusals: u32,
@@ -80,6 +67,7 @@ impl<'a> Run<'a> {
             options,
             history: History::empty(agent.config.api),
             progress: Progress::default(),
+            requests: 0,
             step_limit: agent.config.max_steps,
             refusals: 0,
             guard: LoopGuard::default(),
@@ -156,13 +144,8 @@ impl<'a> Run<'a> {
             }
             return Ok(());
         };
-        self.progress = Progress {
-            steps: r.steps,
-            llm_calls: r.llm_calls,
-            requests: r.requests,
-            tools_used: r.tools_used,
-            usage: r.usage,
-        };
+        self.progress = r.progress;
+        self.requests = r.requests;
         self.history = History::restore(agent.config.api, &agent.templates, &input, r.messages)?;
         // The restored messages are already in the transcript: show them to the caller only.
         if let Some(sink) = &self.options.events {
@@ -205,10 +188,7 @@ impl<'a> Run<'a> {
             message: Message::new(MsgRole::User, text),
         });
         self.emit(Event::StepCompleted {
-            steps: self.progress.steps,
-            llm_calls: self.progress.llm_calls,
-            tools_used: self.progress.tools_used.clone(),
-            usage: self.progress.usage,
+            progress: self.progress.clone(),
         });
     }
 
@@ -240,10 +220,7 @@ impl<'a> Run<'a> {
         let mut outcome = Outcome {
             status: ending.status,
             final_answer: ending.answer,
-            steps: self.progress.steps,
-            llm_calls: self.progress.llm_calls,
-            tools_used: std::mem::take(&mut self.progress.tools_used),
-            usage: self.progress.usage,
+            progress: std::mem::take(&mut self.progress),
             session: self.session.clone(),
             error: ending.error,
             messages: Vec::new(),

@@ -61,7 +61,7 @@ impl Run<'_> {
             };
             let started = Instant::now();
             let result = agent.model.turn(&request, &mut on_delta).await?;
-            self.progress.requests += 1;
+            self.requests += 1;
             self.progress.usage.add(result.usage);
             generated.push_str(&result.text);
             self.emit(Event::TurnFinished {

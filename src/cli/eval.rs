@@ -245,10 +245,10 @@ async fn run_checked(
         setup.shutdown().await;
     }
     report.status = outcome.status;
-    report.steps = outcome.steps;
+    report.steps = outcome.progress.steps;
     report.turns = turns.load(Ordering::Relaxed);
     report.format_corrections = format.load(Ordering::Relaxed);
-    report.tokens = outcome.usage.prompt_tokens + outcome.usage.completion_tokens;
+    report.tokens = outcome.progress.usage.prompt_tokens + outcome.progress.usage.completion_tokens;
     report.session = outcome.session.clone();
     if outcome.status != Status::Ok {
         report.reason = Some(match &outcome.error {

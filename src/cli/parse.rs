@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anstyle::{AnsiColor, Style};
-use tagloop::protocol::{ParseReport, Signature, Tag, parse_report};
+use tagloop::protocol::{ParseReport, ReportKind, Signature, Tag, parse_report};
 
 use super::live::terminal_safe;
 use super::options::usage;
@@ -122,9 +122,9 @@ fn explain(w: &mut dyn Write, r: &ParseReport, text: &str, color: bool) -> std::
 fn kind(w: &mut dyn Write, p: &Palette, r: &ParseReport, text: &str) -> std::io::Result<()> {
     let Palette { head, dim, .. } = *p;
     let style = match r.kind {
-        "action" | "final" => p.good,
-        "error" => p.bad,
-        _ => p.warn,
+        ReportKind::Action | ReportKind::Final => p.good,
+        ReportKind::Error => p.bad,
+        ReportKind::None => p.warn,
     };
     writeln!(
         w,
@@ -276,7 +276,7 @@ fn history(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<(
         w,
         "{dim}history keeps bytes 0..{}{}{dim:#}",
         r.turn.history_end,
-        if r.kind != "none" && !r.turn.deciding_closed {
+        if r.kind != ReportKind::None && !r.turn.deciding_closed {
             " (the closing tag is put back)"
         } else {
             ""

@@ -25,7 +25,7 @@ pub use action::{
 pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
 pub use observe::{neutralise, render_observation, truncate};
-pub use report::{ParseReport, ReportAction, ReportError, parse_report};
+pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};
 pub(crate) use turn::unwrap_cdata;
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};
 

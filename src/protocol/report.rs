@@ -21,11 +21,51 @@ pub struct ReportError {
     pub offset: usize,
 }
 
+/// The `kind` of a [`ParseReport`]: what the turn decided (serialised `action`, `final`, `none`,
+/// `error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    /// An action that parses.
+    Action,
+    /// A final answer.
+    Final,
+    /// Neither.
+    None,
+    /// An action block whose text does not parse.
+    Error,
+}
+
+impl ReportKind {
+    /// The kind as the JSON report spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportKind::Action => "action",
+            ReportKind::Final => "final",
+            ReportKind::None => "none",
+            ReportKind::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for ReportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kind compares equal to its JSON spelling (`r.kind == "action"`).
+impl PartialEq<&str> for ReportKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// The JSON object `tagloop parse --json` prints; the fields serialize in the order of docs/protocol.md §2.1.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ParseReport {
-    /// `action`, `final`, `none` or `error`.
-    pub kind: &'static str,
+    /// What the turn decided, or `error` for an action that does not parse.
+    pub kind: ReportKind,
     /// The joined thought, if any.
     pub thought: Option<String>,
     /// The call, when kind is `action`.
@@ -67,7 +107,7 @@ pub struct ParseReport {
 pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
     let turn = read_turn(text);
     let mut report = ParseReport {
-        kind: "none",
+        kind: ReportKind::None,
         thought: turn.thought.clone(),
         action: None,
         final_text: None,
@@ -81,7 +121,7 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
     match turn.kind {
         TurnKind::None => {}
         TurnKind::Final => {
-            report.kind = "final";
+            report.kind = ReportKind::Final;
             report.final_text.clone_from(&turn.final_text);
         }
         TurnKind::Action => {
@@ -89,7 +129,7 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
             let accept = |c: &Call| signatures.iter().all(|s| s.accepts(c));
             match parse_action_with(body, &accept) {
                 Ok(call) => {
-                    report.kind = "action";
+                    report.kind = ReportKind::Action;
                     report.warnings.extend(call.warnings);
                     report.action = Some(ReportAction {
                         tool: call.tool,
@@ -97,7 +137,7 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
                     });
                 }
                 Err(e) => {
-                    report.kind = "error";
+                    report.kind = ReportKind::Error;
                     report.error = Some(ReportError {
                         message: e.message.clone(),
                         offset: e.offset,

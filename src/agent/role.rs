@@ -156,15 +156,33 @@ impl Role {
 
     /// Load a role that is only an output schema (`--output-schema FILE`).
     pub fn load_schema(path: &Path) -> Result<Self, RoleError> {
+        Role::default().with_output_schema(Role::read_schema(path)?)
+    }
+
+    /// Read a JSON Schema file (for `--output-schema`, alone or over a role's own schema).
+    pub fn read_schema(path: &Path) -> Result<Value, RoleError> {
         let text = std::fs::read_to_string(path).map_err(|source| RoleError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        let schema: Value = serde_json::from_str(&text).map_err(|e| RoleError::Format {
+        serde_json::from_str(&text).map_err(|e| RoleError::Format {
             path: path.display().to_string(),
             detail: e.to_string(),
-        })?;
-        Role::default().with_output_schema(schema)
+        })
+    }
+
+    /// A role written inline as JSON (`{"name", "instructions", "output_schema"}`, as in batch
+    /// and eval suites): every field is optional, other fields are ignored.
+    pub fn from_inline(obj: &Value) -> Result<Self, RoleError> {
+        let text = |key: &str| obj.get(key).and_then(Value::as_str);
+        let role = Role::new(
+            text("name").unwrap_or("a helpful assistant"),
+            text("instructions").unwrap_or(""),
+        );
+        match obj.get("output_schema") {
+            Some(schema) => role.with_output_schema(schema.clone()),
+            None => Ok(role),
+        }
     }
 
     /// The role's name.

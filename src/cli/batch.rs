@@ -124,8 +124,7 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
                 )
             }
             Some(obj @ Value::Object(_)) => {
-                let role =
-                    super::setup::inline_role(&obj).with_context(|| format!("task {key}"))?;
+                let role = Role::from_inline(&obj).with_context(|| format!("task {key}"))?;
                 (Some(role), Some(("role_inline", obj)))
             }
             Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),

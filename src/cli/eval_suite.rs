@@ -133,7 +133,7 @@ fn read_line(line: &str, base: &Path) -> Result<EvalTask> {
     let role = match l.role {
         None => None,
         Some(Value::String(p)) => Some(Role::load(&base.join(p))?),
-        Some(obj @ Value::Object(_)) => Some(super::setup::inline_role(&obj)?),
+        Some(obj @ Value::Object(_)) => Some(Role::from_inline(&obj)?),
         Some(_) => bail!("role must be a file path or an object"),
     };
     let role = match (role, l.output_schema) {

@@ -247,39 +247,15 @@ fn parse_api(s: &str) -> Result<Api> {
     }
 }
 
-/// A role from its inline JSON shape `{"name", "instructions", "output_schema"}`.
-pub fn inline_role(obj: &serde_json::Value) -> Result<Role> {
-    let name = obj
-        .get("name")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("a helpful assistant");
-    let instructions = obj
-        .get("instructions")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("");
-    let role = Role::new(name, instructions);
-    Ok(match obj.get("output_schema") {
-        Some(schema) => role.with_output_schema(schema.clone())?,
-        None => role,
-    })
-}
-
 fn load_role(opts: &RunOpts) -> Result<Role> {
     let role = match (&opts.role, &opts.output_schema, &opts.role_inline) {
         (Some(r), _, _) => Role::load(r)?,
-        (None, _, Some(inline)) => inline_role(inline)?,
+        (None, _, Some(inline)) => Role::from_inline(inline)?,
         (None, Some(s), None) => Role::load_schema(s)?,
         (None, None, None) => Role::default(),
     };
     match (&opts.role, &opts.output_schema) {
-        (Some(_), Some(s)) => {
-            let schema: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(s)
-                    .with_context(|| format!("cannot read {}", s.display()))?,
-            )
-            .with_context(|| format!("{} is not JSON", s.display()))?;
-            Ok(role.with_output_schema(schema)?)
-        }
+        (Some(_), Some(s)) => Ok(role.with_output_schema(Role::read_schema(s)?)?),
         _ => Ok(role),
     }
 }

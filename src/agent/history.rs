@@ -3,6 +3,7 @@
 
 use crate::llm::{Message, Prompt, Role};
 use crate::prompt::{PromptError, SystemInput, Templates};
+use crate::protocol::Tag;
 
 use super::Api;
 
@@ -133,9 +134,16 @@ impl History {
     }
 }
 
+/// Whether the model's text opens with one of the tags a model writes.
 fn starts_with_tag(s: &str) -> bool {
-    let t = s.trim_start().as_bytes();
-    let starts =
-        |tag: &str| t.len() >= tag.len() && t[..tag.len()].eq_ignore_ascii_case(tag.as_bytes());
-    starts("<thought") || starts("<think") || starts("<action") || starts("<final_answer")
+    let Some(t) = s.trim_start().strip_prefix('<') else {
+        return false;
+    };
+    let t = t.as_bytes();
+    [Tag::Thought, Tag::Think, Tag::Action, Tag::FinalAnswer]
+        .iter()
+        .any(|tag| {
+            let n = tag.name().as_bytes();
+            t.len() >= n.len() && t[..n.len()].eq_ignore_ascii_case(n)
+        })
 }

@@ -7,14 +7,7 @@ use std::borrow::Cow;
 
 use memchr::memchr;
 
-const NAMES: [&str; 6] = [
-    "think",
-    "thought",
-    "action",
-    "observation",
-    "final_answer",
-    "question",
-];
+use super::turn::ALL_TAGS;
 
 /// Does a protocol tag start at `b[i]` (which is `<`)?
 fn starts_tag(b: &[u8], i: usize) -> bool {
@@ -23,9 +16,10 @@ fn starts_tag(b: &[u8], i: usize) -> bool {
         j += 1;
     }
     let rest = &b[j.min(b.len())..];
-    NAMES
-        .iter()
-        .any(|n| rest.len() >= n.len() && rest[..n.len()].eq_ignore_ascii_case(n.as_bytes()))
+    ALL_TAGS.iter().any(|t| {
+        let n = t.name().as_bytes();
+        rest.len() >= n.len() && rest[..n.len()].eq_ignore_ascii_case(n)
+    })
 }
 
 /// Replace `<` with `&lt;` where it starts a protocol tag, so tool output cannot forge one.

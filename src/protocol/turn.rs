@@ -49,7 +49,8 @@ impl Tag {
     }
 }
 
-const ALL_TAGS: [Tag; 6] = [
+/// Every protocol tag, the one list the reader, the observation renderer and the history use.
+pub(crate) const ALL_TAGS: [Tag; 6] = [
     Tag::Think,
     Tag::Thought,
     Tag::Action,

@@ -82,11 +82,6 @@ impl StopScanner {
         &self.stops
     }
 
-    /// Length in bytes of the longest stop string (the hold-back never exceeds this minus one).
-    pub fn max_stop_len(&self) -> usize {
-        self.max_len
-    }
-
     /// Push a chunk; returns the text that became safe to emit (possibly empty).
     ///
     /// Once a stop has fired, or after [`finish`](Self::finish), further chunks are ignored and

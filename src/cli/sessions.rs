@@ -148,80 +148,14 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
                     body.push_str("</section>");
                 }
                 open = true;
-                let _ = write!(
-                    body,
-                    "<section class=step><h2 class=meta>step {step}{}</h2>",
-                    if *final_only {
-                        " (final answer only)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            Event::TurnFinished {
-                usage, elapsed_ms, ..
-            } => {
-                let _ = write!(
-                    body,
-                    "<p class=meta>model turn: {elapsed_ms} ms, {}+{} tokens</p>",
-                    usage.prompt_tokens, usage.completion_tokens
-                );
-            }
-            Event::Thought { text } => {
-                let _ = write!(
-                    body,
-                    "<div class=thought><b>thought</b><pre>{}</pre></div>",
-                    esc(text)
-                );
-            }
-            Event::Action { tool, args } => {
-                let _ = write!(
-                    body,
-                    "<div class=action><b>action</b><pre>{}({})</pre></div>",
-                    esc(tool),
-                    esc(&serde_json::to_string_pretty(args).unwrap_or_default())
-                );
-            }
-            Event::ToolFinished {
-                tool,
-                ok,
-                elapsed_ms,
-            } => {
-                let _ = write!(
-                    body,
-                    "<p class=meta>{} {} in {elapsed_ms} ms</p>",
-                    esc(tool),
-                    if *ok {
-                        "ran"
-                    } else {
-                        "<span class=bad>failed</span>"
-                    }
-                );
-            }
-            Event::Observation { text } => {
-                let _ = write!(
-                    body,
-                    "<div class=obs><b>observation</b><pre>{}</pre></div>",
-                    esc(text)
-                );
-            }
-            Event::Correction { kind, message } => {
-                let _ = write!(
-                    body,
-                    "<div class=corr><b>correction: {}</b><pre>{}</pre></div>",
-                    esc(kind),
-                    esc(message)
-                );
-            }
-            Event::Final { value, .. } => {
-                let text = match value {
-                    Value::String(s) => s.clone(),
-                    v => serde_json::to_string_pretty(v).unwrap_or_default(),
+                let only = if *final_only {
+                    " (final answer only)"
+                } else {
+                    ""
                 };
                 let _ = write!(
                     body,
-                    "<div class='step final'><b>final answer</b><pre>{}</pre></div>",
-                    esc(&text)
+                    "<section class=step><h2 class=meta>step {step}{only}</h2>"
                 );
             }
             Event::Finished { outcome } => {
@@ -235,7 +169,7 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
                     esc(&serde_json::to_string_pretty(outcome).unwrap_or_default())
                 );
             }
-            _ => {}
+            other => body.push_str(&html_event(other)),
         }
     }
     if open {
@@ -247,4 +181,70 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>tagloop session {}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
         esc(id)
     )
+}
+
+/// One event inside a step, as HTML (empty for the events the page does not show).
+fn html_event(e: &Event) -> String {
+    match e {
+        Event::TurnFinished {
+            usage, elapsed_ms, ..
+        } => {
+            format!(
+                "<p class=meta>model turn: {elapsed_ms} ms, {}+{} tokens</p>",
+                usage.prompt_tokens, usage.completion_tokens
+            )
+        }
+        Event::Thought { text } => {
+            format!(
+                "<div class=thought><b>thought</b><pre>{}</pre></div>",
+                esc(text)
+            )
+        }
+        Event::Action { tool, args } => {
+            format!(
+                "<div class=action><b>action</b><pre>{}({})</pre></div>",
+                esc(tool),
+                esc(&serde_json::to_string_pretty(args).unwrap_or_default())
+            )
+        }
+        Event::ToolFinished {
+            tool,
+            ok,
+            elapsed_ms,
+        } => {
+            format!(
+                "<p class=meta>{} {} in {elapsed_ms} ms</p>",
+                esc(tool),
+                if *ok {
+                    "ran"
+                } else {
+                    "<span class=bad>failed</span>"
+                }
+            )
+        }
+        Event::Observation { text } => {
+            format!(
+                "<div class=obs><b>observation</b><pre>{}</pre></div>",
+                esc(text)
+            )
+        }
+        Event::Correction { kind, message } => {
+            format!(
+                "<div class=corr><b>correction: {}</b><pre>{}</pre></div>",
+                esc(kind),
+                esc(message)
+            )
+        }
+        Event::Final { value, .. } => {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                v => serde_json::to_string_pretty(v).unwrap_or_default(),
+            };
+            format!(
+                "<div class='step final'><b>final answer</b><pre>{}</pre></div>",
+                esc(&text)
+            )
+        }
+        _ => String::new(),
+    }
 }

@@ -24,6 +24,54 @@ pub(super) fn read_text(
     start: Option<u64>,
     end: Option<u64>,
 ) -> Result<String, ToolError> {
+    let (mut reader, shown, file_len) = open_text(ws, path)?;
+    if let (Some(s), Some(e)) = (start, end)
+        && e < s
+    {
+        return Err(ToolError::Failed(format!(
+            "end_line ({e}) is before start_line ({s})"
+        )));
+    }
+    let io = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
+    let cap = limits.read_max_bytes;
+    let whole = start.is_none() && end.is_none();
+    let start = start.unwrap_or(1);
+    let lines = read_lines(&mut reader, cap, start, end).map_err(io)?;
+    if lines.count == 0 {
+        return Ok("(empty file)".to_string());
+    }
+    if lines.count < start && lines.cut_after.is_none() {
+        return Err(ToolError::Failed(format!(
+            "start_line {start} is past the end of `{shown}` ({} lines)",
+            lines.count
+        )));
+    }
+    let shown_bytes = lines.out.len();
+    let mut text = into_text(lines.out);
+    match lines.cut_after {
+        None => {}
+        Some((last, true)) => text.push_str(&format!(
+            "\n[… cut: line {last} of `{shown}` is longer than {cap} bytes; this shows its first {shown_bytes} bytes and the rest of that line cannot be shown. Read on with start_line={}.]",
+            last + 1
+        )),
+        Some((last, false)) if whole => text.push_str(&format!(
+            "\n[… cut: `{shown}` has {file_len} bytes; this shows the first {shown_bytes} bytes (lines 1-{last}). Read on with start_line={}.]",
+            last + 1
+        )),
+        Some((last, false)) => text.push_str(&format!(
+            "\n[… cut at {cap} bytes: this shows lines {start}-{last}. Read on with start_line={}.]",
+            last + 1
+        )),
+    }
+    Ok(text)
+}
+
+/// Resolve and open a text file: a folder or a binary file (a NUL in its first 8 KiB) is
+/// refused. Returns the reader, the path as the model names it, and the file's length.
+fn open_text(
+    ws: &Workspace,
+    path: &str,
+) -> Result<(BufReader<std::fs::File>, String, u64), ToolError> {
     let target = ws.resolve(path, Access::Read)?;
     let shown = ws.display(&target);
     let file = ws.open_read(&target)?;
@@ -35,47 +83,54 @@ pub(super) fn read_text(
             "`{shown}` is a folder; use list_dir to see what it contains"
         )));
     }
-    if let (Some(s), Some(e)) = (start, end)
-        && e < s
-    {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader
+        .fill_buf()
+        .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;
+    if head.iter().take(8192).any(|&b| b == 0) {
         return Err(ToolError::Failed(format!(
-            "end_line ({e}) is before start_line ({s})"
+            "`{shown}` looks like a binary file ({} bytes); read_file shows text only",
+            meta.len()
         )));
     }
-    let io = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    {
-        let head = reader.fill_buf().map_err(io)?;
-        if head.iter().take(8192).any(|&b| b == 0) {
-            return Err(ToolError::Failed(format!(
-                "`{shown}` looks like a binary file ({} bytes); read_file shows text only",
-                meta.len()
-            )));
-        }
-    }
-    let cap = limits.read_max_bytes;
-    let whole = start.is_none() && end.is_none();
-    let start = start.unwrap_or(1);
+    Ok((reader, shown, meta.len()))
+}
+
+/// The lines `start..=end` read with a bounded buffer: at most `cap` bytes are kept.
+struct Lines {
+    /// The bytes kept.
+    out: Vec<u8>,
+    /// Lines read.
+    count: u64,
+    /// The last line shown, and whether it was itself cut (longer than what was left of the cap).
+    cut_after: Option<(u64, bool)>,
+}
+
+fn read_lines(
+    reader: &mut impl BufRead,
+    cap: usize,
+    start: u64,
+    end: Option<u64>,
+) -> std::io::Result<Lines> {
     let mut out: Vec<u8> = Vec::new();
-    let mut line_no: u64 = 0;
-    // The last line shown, and whether it was itself cut (longer than what was left of the cap).
-    let mut cut_after: Option<(u64, bool)> = None;
+    let mut count: u64 = 0;
+    let mut cut_after = None;
     loop {
-        let keep = if line_no + 1 < start {
+        let keep = if count + 1 < start {
             0
         } else {
             cap - out.len()
         };
         let before = out.len();
-        let Some(line) = read_line_capped(&mut reader, &mut out, keep).map_err(io)? else {
+        let Some(line) = read_line_capped(reader, &mut out, keep)? else {
             break;
         };
-        line_no += 1;
-        if line_no < start {
+        count += 1;
+        if count < start {
             continue;
         }
         if let Some(e) = end
-            && line_no > e
+            && count > e
         {
             out.truncate(before);
             break;
@@ -83,41 +138,19 @@ pub(super) fn read_text(
         if line.len > line.kept as u64 {
             if before == 0 {
                 // A single line longer than the cap: show its beginning, say it was cut.
-                cut_after = Some((line_no, true));
+                cut_after = Some((count, true));
             } else {
                 out.truncate(before);
-                cut_after = Some((line_no - 1, false));
+                cut_after = Some((count - 1, false));
             }
             break;
         }
     }
-    if line_no == 0 {
-        return Ok("(empty file)".to_string());
-    }
-    if line_no < start && cut_after.is_none() {
-        return Err(ToolError::Failed(format!(
-            "start_line {start} is past the end of `{shown}` ({line_no} lines)"
-        )));
-    }
-    let shown_bytes = out.len();
-    let mut text = into_text(out);
-    match cut_after {
-        None => {}
-        Some((last, true)) => text.push_str(&format!(
-            "\n[… cut: line {last} of `{shown}` is longer than {cap} bytes; this shows its first {shown_bytes} bytes and the rest of that line cannot be shown. Read on with start_line={}.]",
-            last + 1
-        )),
-        Some((last, false)) if whole => text.push_str(&format!(
-            "\n[… cut: `{shown}` has {} bytes; this shows the first {shown_bytes} bytes (lines 1-{last}). Read on with start_line={}.]",
-            meta.len(),
-            last + 1
-        )),
-        Some((last, false)) => text.push_str(&format!(
-            "\n[… cut at {cap} bytes: this shows lines {start}-{last}. Read on with start_line={}.]",
-            last + 1
-        )),
-    }
-    Ok(text)
+    Ok(Lines {
+        out,
+        count,
+        cut_after,
+    })
 }
 
 /// One line as [`read_line_capped`] saw it: its full length and how many bytes were kept.

@@ -247,31 +247,7 @@ impl Workspace {
                     }
                     let target = fs::read_link(&candidate)
                         .map_err(|e| ToolError::Failed(format!("`{user_path}`: {e}")))?;
-                    let mut spliced: Vec<OsString> = Vec::new();
-                    if target.is_absolute() {
-                        let rest = target
-                            .strip_prefix(&self.root)
-                            .map_err(|_| Self::outside(user_path))?;
-                        current = self.root.clone();
-                        for c in rest.components() {
-                            match c {
-                                Component::Normal(n) => spliced.push(n.to_os_string()),
-                                Component::ParentDir => spliced.push(OsString::from("..")),
-                                _ => {}
-                            }
-                        }
-                    } else {
-                        for c in target.components() {
-                            match c {
-                                Component::Normal(n) => spliced.push(n.to_os_string()),
-                                Component::ParentDir => spliced.push(OsString::from("..")),
-                                Component::CurDir => {}
-                                Component::RootDir | Component::Prefix(_) => {
-                                    return Err(Self::outside(user_path));
-                                }
-                            }
-                        }
-                    }
+                    let spliced = self.link_target(user_path, &target, &mut current)?;
                     for n in spliced.into_iter().rev() {
                         pending.push_front(n);
                     }
@@ -292,6 +268,35 @@ impl Workspace {
             return Err(Self::outside(user_path));
         }
         Ok(current)
+    }
+
+    /// The components a symbolic link's `target` puts in place of the link. An absolute target
+    /// must lie inside the root (the walk then goes on from the root); a relative one goes on
+    /// from `current`, the link's folder.
+    fn link_target(
+        &self,
+        user_path: &str,
+        target: &Path,
+        current: &mut PathBuf,
+    ) -> Result<Vec<OsString>, ToolError> {
+        let mut spliced: Vec<OsString> = Vec::new();
+        let rest = if target.is_absolute() {
+            *current = self.root.clone();
+            target
+                .strip_prefix(&self.root)
+                .map_err(|_| Self::outside(user_path))?
+        } else {
+            target
+        };
+        for c in rest.components() {
+            match c {
+                Component::Normal(n) => spliced.push(n.to_os_string()),
+                Component::ParentDir => spliced.push(OsString::from("..")),
+                Component::CurDir => {}
+                Component::RootDir | Component::Prefix(_) => return Err(Self::outside(user_path)),
+            }
+        }
+        Ok(spliced)
     }
 
     /// Refuse device files, FIFOs, sockets.

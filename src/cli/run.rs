@@ -124,44 +124,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
         eprintln!("warning: {}", terminal_safe(w));
     }
     // A forked session (--from-step) is written to a new file; the original stays as it is.
-    let mut fork: Option<usize> = None;
-    let holes = session::holes(&loaded);
-    match (args.from_step, holes.first()) {
-        (None, Some(h)) => {
-            return Err(usage(format!(
-                "cannot continue {}: line {} of its transcript is damaged, so the history of step \
-                 {} has a message missing. Continue from the last intact step with --from-step {} \
-                 (a new session is made from the steps before it; this file is left as it is), \
-                 or repair line {} by hand",
-                args.session,
-                h.line,
-                h.step,
-                h.step - 1,
-                h.line
-            )));
-        }
-        (Some(n), first_hole) => {
-            if let Some(h) = first_hole.filter(|h| n >= h.step) {
-                return Err(usage(format!(
-                    "cannot continue {} from step {n}: line {} is damaged, so step {} and later \
-                     are incomplete; use --from-step {} or lower",
-                    args.session,
-                    h.line,
-                    h.step,
-                    h.step - 1
-                )));
-            }
-            let Some(cut) = session::records_through_step(&loaded.records, n) else {
-                return Err(usage(format!(
-                    "cannot continue {} from step {n}: the transcript has no completed step {n}",
-                    args.session
-                )));
-            };
-            loaded.records.truncate(cut);
-            fork = Some(cut);
-        }
-        (None, None) => {}
-    }
+    let fork = cut_at_step(&args, &mut loaded)?;
     let mut resume = Resume::from_records(&loaded.records)
         .map_err(|e| usage(format!("cannot continue {}: {e}", args.session)))?;
     if fork.is_some() {
@@ -200,27 +163,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     let events = open_events(args.out.events.as_deref())?;
     let transcript = match fork {
         None => Transcript::open_append(&path).map_err(usage)?,
-        Some(_) => {
-            let mut t = Transcript::create(&dir, &session::new_id())
-                .with_context(|| {
-                    format!(
-                        "cannot write sessions to {} (use --session-dir)",
-                        dir.display()
-                    )
-                })
-                .map_err(usage)?
-                .redacting(setup.redactor.clone());
-            for r in &loaded.records {
-                t.append(r)?;
-            }
-            eprintln!(
-                "note: continuing from step {} of {} in the new session {}",
-                args.from_step.unwrap_or(0),
-                args.session,
-                t.id()
-            );
-            t
-        }
+        Some(_) => fork_transcript(&dir, &loaded.records, &setup, &args)?,
     };
     let meta = setup.record(&opts);
     let model = setup.model(resume.requests as usize)?;
@@ -238,6 +181,74 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     .await;
     setup.shutdown().await;
     result
+}
+
+/// Refuse a history with a hole, or cut the records at `--from-step N`: `Some(cut)` when the
+/// session is forked there (the records are truncated to it).
+fn cut_at_step(args: &ContinueArgs, loaded: &mut session::Loaded) -> Result<Option<usize>> {
+    let holes = session::holes(loaded);
+    match (args.from_step, holes.first()) {
+        (None, Some(h)) => Err(usage(format!(
+            "cannot continue {}: line {} of its transcript is damaged, so the history of step \
+             {} has a message missing. Continue from the last intact step with --from-step {} \
+             (a new session is made from the steps before it; this file is left as it is), \
+             or repair line {} by hand",
+            args.session,
+            h.line,
+            h.step,
+            h.step - 1,
+            h.line
+        ))),
+        (Some(n), first_hole) => {
+            if let Some(h) = first_hole.filter(|h| n >= h.step) {
+                return Err(usage(format!(
+                    "cannot continue {} from step {n}: line {} is damaged, so step {} and later \
+                     are incomplete; use --from-step {} or lower",
+                    args.session,
+                    h.line,
+                    h.step,
+                    h.step - 1
+                )));
+            }
+            let Some(cut) = session::records_through_step(&loaded.records, n) else {
+                return Err(usage(format!(
+                    "cannot continue {} from step {n}: the transcript has no completed step {n}",
+                    args.session
+                )));
+            };
+            loaded.records.truncate(cut);
+            Ok(Some(cut))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// A new session holding the records through the forked step.
+fn fork_transcript(
+    dir: &std::path::Path,
+    records: &[serde_json::Value],
+    setup: &Setup,
+    args: &ContinueArgs,
+) -> Result<Transcript> {
+    let mut t = Transcript::create(dir, &session::new_id())
+        .with_context(|| {
+            format!(
+                "cannot write sessions to {} (use --session-dir)",
+                dir.display()
+            )
+        })
+        .map_err(usage)?
+        .redacting(setup.redactor.clone());
+    for r in records {
+        t.append(r)?;
+    }
+    eprintln!(
+        "note: continuing from step {} of {} in the new session {}",
+        args.from_step.unwrap_or(0),
+        args.session,
+        t.id()
+    );
+    Ok(t)
 }
 
 /// Run one agent with the live view, the events file and the transcript; print the outcome.

@@ -101,63 +101,11 @@ impl Setup {
                 },
             ));
         }
-        let mut mcp = Vec::new();
-        // MCP servers get the same environment as commands, plus what --mcp-env names.
-        let mut mcp_env = child_env.clone();
-        for name in &opts.mcp_env {
-            match sources.var(name) {
-                Some(v) => mcp_env = mcp_env.set(name.clone(), v),
-                None => tracing::warn!("--mcp-env {name}: the variable is not set"),
-            }
-        }
-        let servers = opts
-            .mcp
-            .iter()
-            .map(|c| ("--mcp", c, McpAccess::Annotations))
-            .chain(
-                opts.mcp_read_only
-                    .iter()
-                    .map(|c| ("--mcp-read-only", c, McpAccess::ReadOnly)),
-            );
-        for (flag, cmd, access) in servers {
-            let mcp_opts = McpOptions {
-                env: mcp_env.clone(),
-                access,
-                allow_write: opts.allow_write,
-                confirm: confirm.clone(),
-                ..McpOptions::default()
-            };
-            let source = McpSource::start_with(cmd, mcp_opts)
-                .await
-                .with_context(|| format!("{flag} {cmd:?}"))
-                .map_err(usage)?;
-            for t in source.tools() {
-                tools.add(t);
-            }
-            mcp.push(source);
-        }
+        let mcp = start_mcp(opts, &sources, &child_env, &confirm, &mut tools).await?;
         let templates =
             Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
         let context = load_context(opts.context.as_deref()).map_err(usage)?;
-        let defaults = AgentConfig::default();
-        let config = AgentConfig {
-            api,
-            max_steps: opts.max_steps.unwrap_or(defaults.max_steps),
-            temperature: opts.temperature,
-            max_tokens: match opts.max_tokens {
-                None => Some(tagloop::agent::DEFAULT_MAX_TOKENS),
-                Some(0) => None,
-                Some(n) => Some(n),
-            },
-            keep_repetitions: opts.keep_repetitions,
-            seed: opts.seed,
-            tool_timeout: opts
-                .tool_timeout
-                .map_or(defaults.tool_timeout, Duration::from_secs),
-            environment,
-            secrets: tagloop::secret::Redactor::with(&keys),
-            ..defaults
-        };
+        let config = agent_config(opts, api, environment, &keys);
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));
         }
@@ -209,6 +157,80 @@ impl Setup {
         for m in &self.mcp {
             m.shutdown().await;
         }
+    }
+}
+
+/// Start the MCP servers the options name and add their tools. They get the same environment as
+/// commands, plus what `--mcp-env` names.
+async fn start_mcp(
+    opts: &RunOpts,
+    sources: &Sources,
+    child_env: &ChildEnv,
+    confirm: &Option<Arc<dyn tagloop::tools::Confirm>>,
+    tools: &mut Registry,
+) -> Result<Vec<McpSource>> {
+    let mut mcp = Vec::new();
+    let mut mcp_env = child_env.clone();
+    for name in &opts.mcp_env {
+        match sources.var(name) {
+            Some(v) => mcp_env = mcp_env.set(name.clone(), v),
+            None => tracing::warn!("--mcp-env {name}: the variable is not set"),
+        }
+    }
+    let servers = opts
+        .mcp
+        .iter()
+        .map(|c| ("--mcp", c, McpAccess::Annotations))
+        .chain(
+            opts.mcp_read_only
+                .iter()
+                .map(|c| ("--mcp-read-only", c, McpAccess::ReadOnly)),
+        );
+    for (flag, cmd, access) in servers {
+        let mcp_opts = McpOptions {
+            env: mcp_env.clone(),
+            access,
+            allow_write: opts.allow_write,
+            confirm: confirm.clone(),
+            ..McpOptions::default()
+        };
+        let source = McpSource::start_with(cmd, mcp_opts)
+            .await
+            .with_context(|| format!("{flag} {cmd:?}"))
+            .map_err(usage)?;
+        for t in source.tools() {
+            tools.add(t);
+        }
+        mcp.push(source);
+    }
+    Ok(mcp)
+}
+
+/// The loop's settings from the options (defaults from `AgentConfig::default()`).
+fn agent_config(
+    opts: &RunOpts,
+    api: Api,
+    environment: Vec<String>,
+    keys: &[String],
+) -> AgentConfig {
+    let defaults = AgentConfig::default();
+    AgentConfig {
+        api,
+        max_steps: opts.max_steps.unwrap_or(defaults.max_steps),
+        temperature: opts.temperature,
+        max_tokens: match opts.max_tokens {
+            None => defaults.max_tokens,
+            Some(0) => None,
+            Some(n) => Some(n),
+        },
+        keep_repetitions: opts.keep_repetitions,
+        seed: opts.seed,
+        tool_timeout: opts
+            .tool_timeout
+            .map_or(defaults.tool_timeout, Duration::from_secs),
+        environment,
+        secrets: Redactor::with(keys),
+        ..defaults
     }
 }
 

@@ -87,6 +87,14 @@ fn observations(messages: &[tagloop::llm::Message]) -> Vec<String> {
         .collect()
 }
 
+/// Run options that send the events to `sink`.
+fn with_events(sink: EventSink) -> RunOptions {
+    RunOptions {
+        events: Some(sink),
+        ..Default::default()
+    }
+}
+
 fn collect_events() -> (EventSink, Arc<Mutex<Vec<Event>>>) {
     let store = Arc::new(Mutex::new(Vec::new()));
     let s = store.clone();
@@ -341,13 +349,7 @@ async fn a_turn_that_repeats_itself_is_cut_and_nothing_in_it_runs() {
         ]),
         |_| {},
     )
-    .run_with(
-        "t",
-        RunOptions {
-            events: Some(sink),
-            ..Default::default()
-        },
-    )
+    .run_with("t", with_events(sink))
     .await;
     assert_eq!(o.status, Status::Ok, "{:?}", o.error);
     assert_eq!(o.progress.steps, 1);
@@ -506,13 +508,7 @@ async fn the_step_limit_asks_once_more_for_a_final_answer() {
     let turns: Vec<&str> = turns.iter().map(String::as_str).collect();
     let (sink, events) = collect_events();
     let o = agent(script(&turns), |c| c.max_steps = 2)
-        .run_with(
-            "t",
-            RunOptions {
-                events: Some(sink),
-                ..Default::default()
-            },
-        )
+        .run_with("t", with_events(sink))
         .await;
     assert_eq!(o.status, Status::MaxSteps);
     assert_eq!(o.final_answer, Some(json!("best effort")));
@@ -559,15 +555,7 @@ async fn events_arrive_in_order() {
         "<thought>T</thought><action>echo(text=\"x\")</action>",
         "<final_answer>F</final_answer>",
     ]);
-    agent(model, |_| {})
-        .run_with(
-            "t",
-            RunOptions {
-                events: Some(sink),
-                ..Default::default()
-            },
-        )
-        .await;
+    agent(model, |_| {}).run_with("t", with_events(sink)).await;
     let kinds: Vec<String> = events
         .lock()
         .unwrap()

@@ -11,10 +11,13 @@
 //!   object (docs/protocol.md §2.1).
 //! * `continuation.rs`: [`stopped_inside`] tells when a stop string fired where it cannot have
 //!   ended the turn (inside an action's string or a `<think>` block).
+//! * `grammar/`: [`turn_grammar`] writes the grammar of one turn for servers that constrain
+//!   sampling (docs/protocol.md §1.7).
 
 mod action;
 mod bind;
 mod continuation;
+mod grammar;
 mod observe;
 mod report;
 mod turn;
@@ -24,6 +27,10 @@ pub use action::{
 };
 pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
+pub use grammar::{
+    ClassItem, Expr, FORBIDDEN, GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS,
+    MAX_THOUGHT_CHARS, ToolShape, TurnShape, callable, decision_grammar, parse_gbnf, turn_grammar,
+};
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};
 pub(crate) use turn::unwrap_cdata;

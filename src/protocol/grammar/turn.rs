@@ -1,0 +1,262 @@
+//! The grammar of one turn, from what the loop knows: the tools and the role's schema.
+
+use serde_json::Value;
+
+use super::expr::{ClassItem, Expr, Grammar};
+use super::values::{Place, Values, chars, comma_list, excluding, required};
+use crate::protocol::action::parse_action;
+
+/// The words that open a lazy grammar on servers that support one (llama.cpp's
+/// `grammar_triggers`): free text until the model writes one of them, constrained after it.
+pub const LAZY_TRIGGERS: [&str; 2] = ["<action>", "<final_answer>"];
+
+/// What no string or free-text answer may contain (matched without regard to case): the stop
+/// strings, which would end the turn on the server, the closing tag of an action, which the
+/// reader would take as the end of the block, and `<think>` tags, which the reader takes out as
+/// reasoning wherever they are. Every other tag inside a string or an answer is content
+/// (the tests check each one).
+pub const FORBIDDEN: [&str; 5] = [
+    "</action",
+    "<observation",
+    "</final_answer",
+    "<think",
+    "</think",
+];
+
+/// Longest thought the grammar lets a model write, in characters.
+pub const MAX_THOUGHT_CHARS: u32 = 1500;
+
+/// Longest leading `<think>` block the grammar allows, in characters.
+pub const MAX_THINK_CHARS: u32 = 4000;
+
+/// A tool as the grammar sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolShape<'a> {
+    /// The name the model writes.
+    pub name: &'a str,
+    /// Its parameters as a JSON Schema object.
+    pub parameters: &'a Value,
+}
+
+/// What one turn may hold.
+#[derive(Debug, Clone)]
+pub struct TurnShape<'a> {
+    /// The tools the model may call (none: only a final answer is possible).
+    pub tools: Vec<ToolShape<'a>>,
+    /// The role's output schema: the final answer is JSON that follows it.
+    pub output_schema: Option<&'a Value>,
+    /// Only a final answer may come (the last turn of a run out of steps).
+    pub final_only: bool,
+    /// The prompt already opened the thought (completions): the turn starts inside it.
+    pub opened_thought: bool,
+    /// A `<think>…</think>` block may lead the turn.
+    pub think: bool,
+}
+
+/// Tools whose name the action grammar cannot read are left out of the grammar (the model can
+/// still be told about them; it just cannot be constrained to call them).
+pub fn callable(name: &str) -> bool {
+    !name.is_empty()
+        && parse_action(&format!("{name}()"))
+            .map(|c| c.tool == name)
+            .unwrap_or(false)
+}
+
+/// The grammar of a whole turn: an optional `<think>` block, the thought, then the action or
+/// the final answer, each closed.
+///
+/// ```
+/// use serde_json::json;
+/// use tagloop::protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
+///
+/// let params = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+/// let shape = TurnShape {
+///     tools: vec![ToolShape { name: "read_file", parameters: &params }],
+///     output_schema: None, final_only: false, opened_thought: false, think: false,
+/// };
+/// let gbnf = turn_grammar(&shape).to_gbnf();
+/// assert!(gbnf.starts_with("root ::= \"<thought>\""));
+/// assert!(parse_gbnf(&gbnf).is_ok());
+/// ```
+pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
+    let mut g = Grammar::new();
+    let decision = decision(&mut g, shape);
+    let not_lt = chars(true, &[ClassItem::Char('<')]);
+    let gap = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\n')]).repeat(0, Some(2));
+    let mut root = Vec::new();
+    if shape.think && !shape.opened_thought {
+        g.define(
+            "think",
+            Expr::seq([
+                Expr::lit("<think>"),
+                not_lt.clone().repeat(0, Some(MAX_THINK_CHARS)),
+                Expr::lit("</think>"),
+                gap.clone(),
+            ]),
+        );
+        root.push(Expr::rule("think").opt());
+    }
+    if !shape.opened_thought {
+        root.push(Expr::lit("<thought>"));
+    }
+    g.define("thought", not_lt.repeat(1, Some(MAX_THOUGHT_CHARS)));
+    root.extend([
+        Expr::rule("thought"),
+        Expr::lit("</thought>"),
+        gap,
+        decision,
+    ]);
+    g.define("root", Expr::seq(root));
+    g
+}
+
+/// The grammar of the decision alone, from its opening tag on: what a lazy grammar constrains
+/// once one of [`LAZY_TRIGGERS`] appears.
+pub fn decision_grammar(shape: &TurnShape<'_>) -> Grammar {
+    let mut g = Grammar::new();
+    let decision = decision(&mut g, shape);
+    g.define("root", decision);
+    g
+}
+
+/// `action | final` (or `final` alone), defining the rules they need.
+fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
+    let forbidden: Vec<String> = FORBIDDEN.iter().map(|w| w.to_string()).collect();
+    let mut values = Values {
+        g,
+        forbidden: forbidden.clone(),
+    };
+    let final_body = match shape.output_schema {
+        Some(schema) => {
+            let json = values.schema(schema, Place::Json, 0);
+            let ws = values.ws();
+            values.g.define("answer", json);
+            Expr::seq([ws.clone(), Expr::rule("answer"), ws])
+        }
+        None => {
+            let rest = excluding(values.g, "text", &forbidden, &[], None, false);
+            let first = chars(
+                true,
+                &[
+                    ClassItem::Char(' '),
+                    ClassItem::Char('\t'),
+                    ClassItem::Char('\r'),
+                    ClassItem::Char('\n'),
+                    ClassItem::Char('<'),
+                ],
+            );
+            values
+                .g
+                .define("answer", Expr::seq([first, Expr::rule(rest)]));
+            Expr::rule("answer")
+        }
+    };
+    values.g.define(
+        "final",
+        Expr::seq([
+            Expr::lit("<final_answer>"),
+            final_body,
+            Expr::lit("</final_answer>"),
+        ]),
+    );
+    let tools: Vec<&ToolShape<'_>> = shape.tools.iter().filter(|t| callable(t.name)).collect();
+    if shape.final_only || tools.is_empty() {
+        return Expr::rule("final");
+    }
+    let calls: Vec<Expr> = tools.iter().map(|t| call(&mut values, t)).collect();
+    values.g.define("call", Expr::alt(calls));
+    values.g.define(
+        "action",
+        Expr::seq([
+            Expr::lit("<action>"),
+            Expr::rule("call"),
+            Expr::lit("</action>"),
+        ]),
+    );
+    Expr::alt([Expr::rule("action"), Expr::rule("final")])
+}
+
+/// Whether a parameter name can be written as `name=value`.
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `tool(name=value, …)`: required parameters in declared order, then any optional ones in
+/// order. A tool with a parameter name that is not an identifier takes positional values, in
+/// declared order, of which only a tail of optional ones may be left out.
+fn call(values: &mut Values<'_>, tool: &ToolShape<'_>) -> Expr {
+    let rule = values.g.fresh_name(&format!("call-{}", tool.name));
+    let empty = serde_json::Map::new();
+    let props = tool
+        .parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required = required(tool.parameters);
+    let sep = Expr::seq([Expr::lit(","), Expr::lit(" ").opt()]);
+    let named = props.keys().all(|k| is_ident(k));
+    let args = if named {
+        let mut req = Vec::new();
+        let mut opt = Vec::new();
+        for (name, schema) in props {
+            let value = values.schema(schema, Place::Argument, 0);
+            let arg = Expr::seq([Expr::lit(format!("{name}=")), value]);
+            if required.contains(&name.as_str()) {
+                req.push(arg);
+            } else {
+                opt.push(arg);
+            }
+        }
+        comma_list(req, opt, &sep)
+    } else {
+        let mut items: Vec<(bool, Expr)> = Vec::new();
+        for (name, schema) in props {
+            items.push((
+                required.contains(&name.as_str()),
+                values.schema(schema, Place::Argument, 0),
+            ));
+        }
+        // The last required position: everything up to it is written.
+        let fixed = items.iter().rposition(|(r, _)| *r).map_or(0, |i| i + 1);
+        let tail: Vec<Expr> = items.split_off(fixed).into_iter().map(|(_, e)| e).collect();
+        let head: Vec<Expr> = items.into_iter().map(|(_, e)| e).collect();
+        nested_tail(head, tail, &sep)
+    };
+    values.g.define(
+        rule.clone(),
+        Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]),
+    );
+    Expr::rule(rule)
+}
+
+/// Positional values: all of `head`, then a prefix of `tail`.
+fn nested_tail(head: Vec<Expr>, tail: Vec<Expr>, sep: &Expr) -> Expr {
+    let mut out = Vec::new();
+    let lead = !head.is_empty();
+    for (i, h) in head.into_iter().enumerate() {
+        if i > 0 {
+            out.push(sep.clone());
+        }
+        out.push(h);
+    }
+    // Build the optional tail from the end: (sep t1 (sep t2 (…)?)?)?
+    let mut acc: Option<Expr> = None;
+    for (i, t) in tail.into_iter().enumerate().rev() {
+        let with_sep = if i == 0 && !lead {
+            t
+        } else {
+            Expr::seq([sep.clone(), t])
+        };
+        let item = match acc.take() {
+            Some(rest) => Expr::seq([with_sep, rest]),
+            None => with_sep,
+        };
+        acc = Some(item.opt());
+    }
+    out.extend(acc);
+    Expr::seq(out)
+}

@@ -249,10 +249,10 @@ proptest! {
             prop_assert!(false, "{e}\nturn: {text:?}");
         }
         for stop in ["</action>", "</final_answer>"] {
-            if let Some(cut) = text.strip_suffix(stop) {
-                if let Err(e) = check_turn(cut, case) {
-                    prop_assert!(false, "{e}\nturn with its stop stripped: {cut:?}");
-                }
+            if let Some(cut) = text.strip_suffix(stop)
+                && let Err(e) = check_turn(cut, case)
+            {
+                prop_assert!(false, "{e}\nturn with its stop stripped: {cut:?}");
             }
         }
         if final_only {
@@ -410,7 +410,7 @@ fn strings_never_spell_a_tag_in_any_case() {
 fn matches(g: &Grammar, s: &str) -> bool {
     fn go<'a>(g: &'a Grammar, e: &'a Expr, s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
         match e {
-            Expr::Lit(l) => s.strip_prefix(l.as_str()).is_some_and(|r| k(r)),
+            Expr::Lit(l) => s.strip_prefix(l.as_str()).is_some_and(&mut *k),
             Expr::Class { .. } => {
                 let mut it = s.chars();
                 match it.next() {

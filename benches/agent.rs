@@ -77,6 +77,7 @@ impl Model for Replay {
                 usage: Usage::default(),
                 elapsed: std::time::Duration::ZERO,
                 first_token: None,
+                constraint: Default::default(),
             })
         })
     }

@@ -257,6 +257,7 @@ impl Model for Raw {
                 usage: Usage::default(),
                 elapsed: Duration::ZERO,
                 first_token: None,
+                constraint: Default::default(),
             })
         })
     }
@@ -310,6 +311,7 @@ impl Model for Truncating {
                 usage: Usage::default(),
                 elapsed: Duration::ZERO,
                 first_token: None,
+                constraint: Default::default(),
             })
         })
     }
@@ -680,6 +682,7 @@ async fn the_request_carries_the_stop_strings() {
                     usage: Usage::default(),
                     elapsed: Duration::ZERO,
                     first_token: None,
+                    constraint: Default::default(),
                 })
             })
         }

@@ -1,5 +1,6 @@
 //! Building an [`Agent`]: the model first, then tools, role, templates and settings; `build`
-//! renders the system prompt once, so every run of the agent starts from the same bytes.
+//! renders the system prompt once, so every run of the agent starts from the same bytes, and
+//! builds the turn grammars once when the model may send them.
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use crate::llm::Model;
 use crate::prompt::Templates;
 use crate::tools::Registry;
 
+use super::grammars::{GrammarInputs, Grammars};
 use super::preview::{system_input, tool_docs};
 use super::{Agent, AgentConfig, AgentError, Api, Role};
 
@@ -73,6 +75,15 @@ impl AgentBuilder {
         let system = self
             .templates
             .system(&system_input(&self.role, &docs, &self.config))?;
+        let grammars = if self.model.wants_grammar() {
+            Grammars::build(&GrammarInputs {
+                tools: &self.tools,
+                role: &self.role,
+                api: self.config.api,
+            })
+        } else {
+            Grammars::default()
+        };
         Ok(Agent {
             model: self.model,
             tools: self.tools,
@@ -81,6 +92,7 @@ impl AgentBuilder {
             templates: self.templates,
             config: self.config,
             system,
+            grammars,
         })
     }
 }

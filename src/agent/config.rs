@@ -30,6 +30,10 @@ pub struct AgentConfig {
     pub keep_repetitions: bool,
     /// Sampling seed.
     pub seed: Option<i64>,
+    /// The model reasons before it answers (a `<think>` block, or reasoning the server sends
+    /// apart): turn grammars leave the reasoning free. Without it, the first turn that shows
+    /// reasoning switches the rest of the run over.
+    pub reasoning: bool,
     /// Extra vendor fields for every request.
     pub extra: Map<String, Value>,
     /// Largest tool output passed to the model, in bytes; more is cut with a marker.
@@ -57,6 +61,7 @@ impl Default for AgentConfig {
             max_tokens: Some(DEFAULT_MAX_TOKENS),
             keep_repetitions: false,
             seed: None,
+            reasoning: false,
             extra: Map::new(),
             observation_limit: 16 * 1024,
             tool_timeout: Duration::from_secs(120),

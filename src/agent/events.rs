@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::{Finish, Message, Usage};
+use crate::llm::{Constraint, Finish, Message, Usage};
 
 use super::Progress;
 
@@ -69,6 +69,9 @@ pub enum Event {
         usage: Usage,
         /// Milliseconds the turn took.
         elapsed_ms: u64,
+        /// Whether a grammar constrained the turn: `none`, `grammar` or `lazy_grammar`.
+        #[serde(default)]
+        constraint: Constraint,
     },
     /// The turn's thought.
     Thought {

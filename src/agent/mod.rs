@@ -34,6 +34,7 @@ mod loopguard;
 mod outcome;
 mod preview;
 mod resume;
+mod grammars;
 mod role;
 mod run;
 mod think;
@@ -47,7 +48,7 @@ pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use events::{Event, EventSink};
 pub use outcome::{Outcome, Progress, Status};
-pub use preview::{Preview, preview};
+pub use preview::{Preview, preview, preview_grammar};
 pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};
 
@@ -102,6 +103,8 @@ pub struct Agent {
     /// The tools as the prompts describe them.
     tool_docs: Vec<ToolDoc>,
     system: String,
+    /// The grammars turns are constrained with (empty when the model takes none).
+    grammars: grammars::Grammars,
 }
 
 impl Agent {
@@ -128,6 +131,13 @@ impl Agent {
     /// The tools.
     pub fn tools(&self) -> &Registry {
         &self.tools
+    }
+
+    /// The grammar (GBNF) a turn is constrained with on servers that take one (`tagloop prompt
+    /// --show-grammar`): an ordinary step, or the last turn at the step limit (`final_only`).
+    /// Built from the tools and the role whether or not this agent's model sends it.
+    pub fn turn_grammar(&self, final_only: bool) -> String {
+        preview_grammar(&self.tools, &self.role, &self.config, final_only)
     }
 
     /// Exactly what the model receives for the first turn of this task (`tagloop prompt`).

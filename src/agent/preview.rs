@@ -5,6 +5,7 @@ use crate::llm::Prompt;
 use crate::prompt::{ContextItem, SystemInput, Templates, ToolDoc};
 use crate::tools::Registry;
 
+use super::grammars::GrammarInputs;
 use super::history::History;
 use super::{AgentConfig, AgentError, Role};
 
@@ -33,6 +34,24 @@ pub fn preview(
     let question = templates.question(task, context)?;
     let first = History::start(config.api, templates, &input, &system, &question)?.prompt();
     Ok(Preview { system, first })
+}
+
+/// The grammar (GBNF) an agent with these pieces constrains a turn with on servers that take
+/// one (`tagloop prompt --show-grammar`): an ordinary step, or the last turn at the step limit
+/// (`final_only`), which allows only a final answer.
+pub fn preview_grammar(
+    tools: &Registry,
+    role: &Role,
+    config: &AgentConfig,
+    final_only: bool,
+) -> String {
+    GrammarInputs {
+        tools,
+        role,
+        api: config.api,
+    }
+    .turn(final_only, config.reasoning)
+    .to_gbnf()
 }
 
 /// The tools as the prompts describe them.

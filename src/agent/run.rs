@@ -54,6 +54,8 @@ pub(crate) struct Run<'a> {
     /// Final answers refused in a row.
     pub(super) refusals: u32,
     pub(super) guard: LoopGuard,
+    /// The model has shown that it reasons first (see `grammars.rs`).
+    pub(super) reasoning: bool,
     session: Option<String>,
     transcript_failed: bool,
 }
@@ -71,6 +73,7 @@ impl<'a> Run<'a> {
             step_limit: agent.config.max_steps,
             refusals: 0,
             guard: LoopGuard::default(),
+            reasoning: agent.config.reasoning,
             session,
             transcript_failed: false,
         }
@@ -98,7 +101,7 @@ impl<'a> Run<'a> {
             let next = async {
                 self.emit(Event::TurnStarted { step, final_only });
                 let turn = self
-                    .think()
+                    .think(final_only)
                     .await
                     .map_err(|e| Ending::stop(Status::Error, e.to_string()))?;
                 self.decide(turn, final_only).await

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use crate::llm::{Finish, LlmError, TurnRequest};
+use crate::llm::{Finish, LlmError, TurnRequest, TurnResult};
 use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
@@ -29,7 +29,7 @@ pub(crate) struct ModelTurn {
 
 impl Run<'_> {
     /// One model turn, with its continuations.
-    pub(super) async fn think(&mut self) -> Result<ModelTurn, LlmError> {
+    pub(super) async fn think(&mut self, final_only: bool) -> Result<ModelTurn, LlmError> {
         let agent = self.agent;
         let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
         let mut generated = String::new();
@@ -50,6 +50,12 @@ impl Run<'_> {
                 seed: agent.config.seed,
                 keep_repetitions: agent.config.keep_repetitions,
                 extra: agent.config.extra.clone(),
+                // A continuation starts inside the turn: the grammar of a whole turn does not fit.
+                grammar: if generated.is_empty() {
+                    agent.grammars.pick(final_only, self.reasoning)
+                } else {
+                    None
+                },
             };
             let sink = self.options.events.clone();
             let mut on_delta = |d: &str| {
@@ -69,7 +75,12 @@ impl Run<'_> {
                 finish: result.finish.clone(),
                 usage: result.usage,
                 elapsed_ms: started.elapsed().as_millis() as u64,
+                constraint: result.constraint,
             });
+            if !self.reasoning && shows_reasoning(&result) {
+                debug!("the model reasons first: its later turns get grammars that leave reasoning free");
+                self.reasoning = true;
+            }
             let text = self.history.turn_text(&generated);
             if let Finish::Stop(stop) = &result.finish
                 && can_continue
@@ -91,4 +102,14 @@ impl Run<'_> {
             });
         }
     }
+}
+
+/// Whether a turn carried reasoning: separate reasoning from the server, or a `<think>` block.
+fn shows_reasoning(result: &TurnResult) -> bool {
+    let separate = result
+        .reasoning
+        .as_deref()
+        .is_some_and(|r| !r.trim().is_empty());
+    let head = result.text.trim_start().as_bytes();
+    separate || head.len() >= 7 && head[..7].eq_ignore_ascii_case(b"<think>")
 }

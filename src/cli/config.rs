@@ -41,6 +41,13 @@ pub struct Provider {
     pub api_key: Option<String>,
     pub api_key_env: Option<String>,
     pub api: Option<String>,
+    /// `auto`, `on` or `off`: constrain turns with a grammar.
+    pub grammar: Option<String>,
+    /// The server's kind (`llama.cpp`, `vllm`, `sglang`, `ollama`, `openai`, `other`), instead
+    /// of detecting it.
+    pub server: Option<String>,
+    /// The provider's models reason before they answer.
+    pub reasoning: Option<bool>,
 }
 
 /// A model alias.
@@ -239,6 +246,12 @@ pub struct ModelTarget {
     pub api_key: Option<String>,
     /// `chat` or `completions`, when the provider says.
     pub api: Option<String>,
+    /// The provider's grammar mode, server kind and reasoning flag, when it says.
+    pub grammar: Option<String>,
+    /// See [`Provider::server`].
+    pub server: Option<String>,
+    /// See [`Provider::reasoning`].
+    pub reasoning: Option<bool>,
     /// Every key the sources hold, sent or not, so they can all be redacted.
     pub known_keys: Vec<String>,
     /// Why a key that was configured is not sent (the base URL comes from a project file), with
@@ -343,6 +356,9 @@ pub fn resolve_model(
         base_url,
         api_key,
         api: provider.api.clone(),
+        grammar: provider.grammar.clone(),
+        server: provider.server.clone(),
+        reasoning: provider.reasoning,
         known_keys,
         withheld,
     })

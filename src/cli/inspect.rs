@@ -21,6 +21,12 @@ pub struct PromptArgs {
     /// Print every chat message as JSON instead of the system prompt
     #[arg(long)]
     pub messages: bool,
+    /// Print the grammar (GBNF) turns are constrained with on servers that take one
+    #[arg(long)]
+    pub show_grammar: bool,
+    /// With --show-grammar: the grammar of the last turn at the step limit (a final answer only)
+    #[arg(long, requires = "show_grammar")]
+    pub final_only: bool,
     #[command(flatten)]
     pub opts: RunOpts,
 }
@@ -37,6 +43,19 @@ pub struct ToolsArgs {
 
 pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
     let setup = Setup::build(&args.opts, false).await?;
+    if args.show_grammar {
+        print!(
+            "{}",
+            tagloop::agent::preview_grammar(
+                &setup.tools,
+                &setup.role,
+                &setup.config,
+                args.final_only
+            )
+        );
+        setup.shutdown().await;
+        return Ok(ExitCode::SUCCESS);
+    }
     let task = match args.task.as_deref() {
         Some(t) => read_task(Some(t))?,
         None => String::new(),

@@ -97,6 +97,16 @@ pub struct RunOpts {
     /// Continue chat turns with assistant prefill (for servers that support it, e.g. llama.cpp, vLLM)
     #[arg(long)]
     pub prefill: bool,
+    /// Constrain each turn with a grammar of the protocol over the real tools: auto (on llama.cpp,
+    /// vLLM and SGLang, detected), on (every server not known to lack grammars), off [default: auto]
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "on", "off"])]
+    pub grammar: Option<String>,
+    /// The server's kind, instead of detecting it: llama.cpp, vllm, sglang, ollama, openai, other
+    #[arg(long, value_name = "KIND")]
+    pub server: Option<String>,
+    /// The model reasons before it answers (<think>): grammars leave its reasoning free
+    #[arg(long)]
+    pub reasoning: bool,
     /// Do not send stop strings to the server (they are still enforced on tagloop's side)
     #[arg(long)]
     pub no_server_stop: bool,
@@ -208,7 +218,9 @@ impl RunOpts {
             turn_timeout,
             token_field,
             read_timeout,
-            role_inline
+            role_inline,
+            grammar,
+            server
         );
         // These only narrow what a run may do, or shape requests to the user's own server.
         self.confirm |= saved.confirm;
@@ -217,6 +229,7 @@ impl RunOpts {
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
         self.keep_repetitions |= saved.keep_repetitions;
+        self.reasoning |= saved.reasoning;
         (self, notices)
     }
 

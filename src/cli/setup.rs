@@ -67,12 +67,12 @@ impl Setup {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
-        let (model, api, keys) = if need_model || opts.model.is_some() {
-            let (model, api, keys) =
+        let (model, api, keys, reasoning) = if need_model || opts.model.is_some() {
+            let (model, api, keys, reasoning) =
                 build_model(opts, &sources, role.name(), api).map_err(usage)?;
-            (Some(model), api, keys)
+            (Some(model), api, keys, reasoning)
         } else {
-            (None, api, Vec::new())
+            (None, api, Vec::new(), opts.reasoning)
         };
         let child_env = child_env(&sources, &keys);
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -105,7 +105,8 @@ impl Setup {
         let templates =
             Arc::new(Templates::load(opts.prompt_template.as_deref(), None, None).map_err(usage)?);
         let context = load_context(opts.context.as_deref()).map_err(usage)?;
-        let config = agent_config(opts, api, environment, &keys);
+        let mut config = agent_config(opts, api, environment, &keys);
+        config.reasoning = reasoning;
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));
         }
@@ -311,13 +312,14 @@ fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
     }])
 }
 
-/// The model, the API shape, and every key the configuration holds (to redact them all).
+/// The model, the API shape, every key the configuration holds (to redact them all), and
+/// whether the model reasons first (`--reasoning`, or its provider says so).
 fn build_model(
     opts: &RunOpts,
     sources: &Sources,
     role: &str,
     api: Api,
-) -> Result<(ModelSpec, Api, Vec<String>)> {
+) -> Result<(ModelSpec, Api, Vec<String>, bool)> {
     let target = resolve_model(
         sources,
         opts.model.as_deref(),
@@ -335,7 +337,7 @@ fn build_model(
     };
     if let Some(path) = target.model.strip_prefix("scripted:") {
         let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
-        return Ok((ModelSpec::Scripted(script), api, keys));
+        return Ok((ModelSpec::Scripted(script), api, keys, opts.reasoning));
     }
     let Some(base_url) = target.base_url.clone() else {
         bail!(
@@ -358,6 +360,15 @@ fn build_model(
         cfg.token_field = f.clone();
     }
     cfg.include_usage = !opts.no_usage;
+    if let Some(mode) = opts.grammar.as_ref().or(target.grammar.as_ref()) {
+        cfg.grammar = mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    }
+    if let Some(kind) = opts.server.as_ref().or(target.server.as_ref()) {
+        cfg.server = Some(
+            kind.parse()
+                .map_err(|e: String| anyhow::anyhow!("--server: {e}"))?,
+        );
+    }
     if let Some(extra) = &opts.extra {
         match serde_json::from_str::<serde_json::Value>(extra) {
             Ok(serde_json::Value::Object(map)) => cfg.extra = map,
@@ -365,5 +376,6 @@ fn build_model(
         }
     }
     let model = OpenAiModel::new(cfg)?;
-    Ok((ModelSpec::Shared(Arc::new(model)), api, keys))
+    let reasoning = opts.reasoning || target.reasoning.unwrap_or(false);
+    Ok((ModelSpec::Shared(Arc::new(model)), api, keys, reasoning))
 }

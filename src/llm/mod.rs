@@ -4,11 +4,13 @@
 //! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
 mod error;
+mod grammar;
 pub mod openai;
 mod repeat;
 pub mod scripted;
 mod stops;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use error::LlmError;
+pub use grammar::{Constraint, GrammarMode, LazyGrammar, ServerKind, TurnGrammar};
 pub use repeat::{RepeatGuard, Repetition};
 pub use stops::StopScanner;
 
@@ -100,6 +103,9 @@ pub struct TurnRequest {
     pub keep_repetitions: bool,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
+    /// The grammar of the turn, for clients that can have the server constrain sampling to it
+    /// (shared: it is the same for every turn of a run).
+    pub grammar: Option<Arc<TurnGrammar>>,
 }
 
 impl Default for Prompt {
@@ -167,6 +173,8 @@ pub struct TurnResult {
     pub elapsed: Duration,
     /// Time to the first text delta, when streaming.
     pub first_token: Option<Duration>,
+    /// Whether a grammar constrained the turn.
+    pub constraint: Constraint,
 }
 
 /// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).
@@ -188,4 +196,10 @@ pub trait Model: Send + Sync {
 
     /// A short description for logs and transcripts (never includes a key).
     fn describe(&self) -> String;
+
+    /// Whether the client may send a grammar ([`TurnRequest::grammar`]): when false, the loop
+    /// does not build one.
+    fn wants_grammar(&self) -> bool {
+        false
+    }
 }

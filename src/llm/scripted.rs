@@ -261,6 +261,7 @@ impl ScriptedModel {
             usage,
             elapsed: started.elapsed(),
             first_token,
+            constraint: Default::default(),
         })
     }
 }

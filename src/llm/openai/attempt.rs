@@ -2,6 +2,7 @@
 //! conversion of async-openai's errors into ours (keeping the HTTP status).
 
 use super::errors::*;
+use super::server::names_grammar;
 use super::state::*;
 use super::transport::*;
 use super::wire::*;
@@ -17,7 +18,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::llm::{DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
+use crate::llm::{Constraint, DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
 use crate::text::clip_bytes;
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
@@ -46,14 +47,17 @@ impl OpenAiModel {
                 .with_header(name, v.as_str())
                 .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
         }
-        let client = Client::with_config(oa).with_http_service(Transport { http });
+        let client = Client::with_config(oa).with_http_service(Transport { http: http.clone() });
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
         Ok(OpenAiModel {
             cfg,
             base_url,
             client,
+            http,
             stop_rejected: AtomicBool::new(false),
+            grammar_rejected: AtomicBool::new(false),
+            server: tokio::sync::OnceCell::new(),
             redactor,
         })
     }
@@ -66,6 +70,11 @@ impl OpenAiModel {
     /// Whether the server rejected `stop` earlier, so stops are no longer sent.
     pub fn stop_rejected(&self) -> bool {
         self.stop_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether the server refused the grammar field earlier, so grammars are no longer sent.
+    pub fn grammar_rejected(&self) -> bool {
+        self.grammar_rejected.load(Ordering::Relaxed)
     }
 
     /// The JSON body for a request.
@@ -149,8 +158,21 @@ impl OpenAiModel {
             let send_stops = self.cfg.send_stop
                 && !self.stop_rejected()
                 && req.stop.iter().any(|s| !s.is_empty());
-            match self.attempt(req, send_stops, &mut *on_delta, started).await {
+            let constraint = self.constraint_for(req.grammar.as_deref()).await;
+            match self
+                .attempt(req, send_stops, constraint, &mut *on_delta, started)
+                .await
+            {
                 Ok(r) => return Ok(r),
+                Err(AttemptError {
+                    grammar_rejected: true,
+                    err,
+                    ..
+                }) if constraint.is_constrained() => {
+                    tracing::warn!(model = %self.cfg.model, error = %err, "the server rejected the grammar; asking again without it, and sending none from now on");
+                    self.grammar_rejected.store(true, Ordering::Relaxed);
+                    attempts -= 1;
+                }
                 Err(AttemptError {
                     stop_rejected: true,
                     err,
@@ -188,11 +210,15 @@ impl OpenAiModel {
         &self,
         req: &TurnRequest,
         send_stops: bool,
+        constraint: Constraint,
         on_delta: DeltaSink<'_>,
         started: Instant,
     ) -> Result<TurnResult, AttemptError> {
         let stream = self.cfg.stream;
-        let body = self.request_body(req, send_stops, stream)?;
+        let mut body = self.request_body(req, send_stops, stream)?;
+        if let (Some(grammar), Some(map)) = (req.grammar.as_deref(), body.as_object_mut()) {
+            self.add_grammar(map, grammar, constraint).await;
+        }
         let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions);
         if stream {
             let opened = match self.cfg.api {
@@ -233,6 +259,7 @@ impl OpenAiModel {
                         err,
                         emitted: state.emitted,
                         stop_rejected: false,
+                        grammar_rejected: false,
                     });
                 }
                 if state.scanner.is_stopped() || state.repeated.is_some() {
@@ -252,9 +279,11 @@ impl OpenAiModel {
             let chunk = answer.map_err(|e| self.convert(e, 0))?;
             state.absorb(chunk, &self.base_url, &mut *on_delta)?;
         }
-        state
+        let mut result = state
             .finish(send_stops.then_some(req.stop.as_slice()), &self.base_url)
-            .map_err(AttemptError::from)
+            .map_err(AttemptError::from)?;
+        result.constraint = constraint;
+        Ok(result)
     }
 
     /// Turn an async-openai error into ours, keeping the HTTP status.
@@ -267,10 +296,12 @@ impl OpenAiModel {
                     // is built from it.
                     let body = self.redactor.redact(&f.body);
                     let stop_rejected = f.status == 400 && names_stop(&body);
+                    let grammar_rejected = f.status == 400 && names_grammar(&body);
                     return AttemptError {
                         err: classify_status(f.status, f.retry_after, &body, &url, &self.cfg.model),
                         emitted: false,
                         stop_rejected,
+                        grammar_rejected,
                     };
                 }
                 Err(other) => match other.downcast::<reqwest::Error>() {
@@ -311,6 +342,7 @@ impl OpenAiModel {
             err: err.redacted(&self.redactor),
             emitted: false,
             stop_rejected: false,
+            grammar_rejected: false,
         }
     }
 }

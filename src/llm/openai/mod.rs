@@ -40,6 +40,15 @@
 //! * Server rejected `stop` (HTTP 400 whose body names `stop`, e.g. OpenAI reasoning models):
 //!   the turn is asked again without stops, and the model remembers it for its lifetime.
 //!
+//! # Grammars
+//!
+//! A request that carries a [`TurnGrammar`](crate::llm::TurnGrammar) has it sent in the server's own field when
+//! the mode allows (`auto`: llama.cpp, vLLM and SGLang, detected once per client or stated in
+//! the config; `on`: every server not known to lack grammars; `off`: never). A lazy grammar is
+//! used on llama.cpp when the request offers one. A server that answers 400 naming the grammar
+//! field is asked again without it, and the client never sends one again (like `stop`). Which
+//! way a turn went is [`TurnResult::constraint`](crate::llm::TurnResult::constraint).
+//!
 //! # Usage and reasoning
 //!
 //! `stream_options.include_usage` is sent on streamed requests when `include_usage` is on; the
@@ -63,13 +72,14 @@ use async_openai::config::OpenAIConfig;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{DeltaSink, LlmError, Model, TurnRequest, TurnResult};
+use super::{DeltaSink, GrammarMode, LlmError, Model, ServerKind, TurnRequest, TurnResult};
 
 use super::Api;
 use crate::secret::{Redactor, Secret};
 
 mod attempt;
 mod errors;
+mod server;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -116,6 +126,10 @@ pub struct OpenAiConfig {
     pub extra: Map<String, Value>,
     /// Extra HTTP headers for every request.
     pub headers: Vec<(String, String)>,
+    /// Whether to send the turn's grammar (see the module docs).
+    pub grammar: GrammarMode,
+    /// The server's kind as stated by the user; `None`: detected on first use.
+    pub server: Option<ServerKind>,
 }
 
 impl OpenAiConfig {
@@ -142,6 +156,8 @@ impl OpenAiConfig {
             token_field: "max_tokens".to_owned(),
             extra: Map::new(),
             headers: Vec::new(),
+            grammar: GrammarMode::Auto,
+            server: None,
         }
     }
 }
@@ -172,7 +188,13 @@ pub struct OpenAiModel {
     cfg: OpenAiConfig,
     base_url: String,
     client: Client<OpenAIConfig>,
+    /// The same HTTP client, for the server-kind probes.
+    http: reqwest::Client,
     stop_rejected: AtomicBool,
+    /// The server refused the grammar field: never sent again.
+    grammar_rejected: AtomicBool,
+    /// The detected server kind.
+    server: tokio::sync::OnceCell<ServerKind>,
     /// The key (and its derived forms), removed from every error built from a server's answer.
     redactor: Redactor,
 }
@@ -193,6 +215,8 @@ struct AttemptError {
     emitted: bool,
     /// A 400 naming `stop`.
     stop_rejected: bool,
+    /// A 400 naming the grammar field.
+    grammar_rejected: bool,
 }
 
 impl From<LlmError> for AttemptError {
@@ -201,6 +225,7 @@ impl From<LlmError> for AttemptError {
             err,
             emitted: false,
             stop_rejected: false,
+            grammar_rejected: false,
         }
     }
 }
@@ -233,5 +258,9 @@ impl Model for OpenAiModel {
             Api::Completions => "completions",
         };
         format!("{} ({api}) at {}", self.cfg.model, self.base_url)
+    }
+
+    fn wants_grammar(&self) -> bool {
+        self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected()
     }
 }

@@ -143,6 +143,7 @@ impl TurnState {
                 usage: self.usage,
                 elapsed: self.started.elapsed(),
                 first_token: self.first_token,
+                constraint: Default::default(),
             });
         } else {
             let held = self.scanner.held().to_owned();
@@ -170,6 +171,7 @@ impl TurnState {
             usage: self.usage,
             elapsed: self.started.elapsed(),
             first_token: self.first_token,
+            constraint: Default::default(),
         })
     }
 }

@@ -430,14 +430,24 @@ pub(super) fn excluding(
     let base = g.fresh_name(name);
     let rule_name = |i: usize| format!("{base}-{i}");
     for (si, state) in states.iter().enumerate() {
-        // Group the alphabet's characters by the state they lead to.
+        // Where each character of the words leads from here: nowhere (it would complete a
+        // word), back to the start, or to a longer partial word.
         let mut targets: Vec<(usize, Vec<ClassItem>)> = Vec::new();
+        let mut not_to_start: Vec<ClassItem> = excluded.to_vec();
         for &c in &alphabet {
+            let cased = |c: char| {
+                let mut v = vec![ClassItem::Char(c)];
+                if c.is_ascii_lowercase() {
+                    v.push(ClassItem::Char(c.to_ascii_uppercase()));
+                }
+                v
+            };
             if excluded.iter().any(|x| x.contains(c)) {
                 continue;
             }
             let t = format!("{state}{c}");
             if words.iter().any(|w| t.ends_with(w.as_str())) {
+                not_to_start.extend(cased(c));
                 continue;
             }
             let next = (0..t.len())
@@ -445,39 +455,29 @@ pub(super) fn excluding(
                 .map(|k| &t[k..])
                 .find_map(|tail| states.iter().position(|s| s == tail))
                 .unwrap_or(0);
-            let mut items = vec![ClassItem::Char(c)];
-            if c.is_ascii_lowercase() {
-                items.push(ClassItem::Char(c.to_ascii_uppercase()));
+            if next == 0 {
+                continue;
             }
+            not_to_start.extend(cased(c));
             match targets.iter_mut().find(|(n, _)| *n == next) {
-                Some((_, v)) => v.extend(items),
-                None => targets.push((next, items)),
-            }
-        }
-        // Every other character goes back to the start.
-        let mut others: Vec<ClassItem> = excluded.to_vec();
-        for &c in &alphabet {
-            others.push(ClassItem::Char(c));
-            if c.is_ascii_lowercase() {
-                others.push(ClassItem::Char(c.to_ascii_uppercase()));
+                Some((_, v)) => v.extend(cased(c)),
+                None => targets.push((next, cased(c))),
             }
         }
         let mut alts = Vec::new();
         if si == 0 || end_anywhere {
             alts.push(Expr::lit(""));
         }
+        // Every other character goes back to the start.
         alts.push(Expr::seq([
-            Expr::class(true, others),
+            Expr::class(true, not_to_start),
             Expr::rule(rule_name(0)),
         ]));
         if let Some(u) = &unit {
             alts.push(Expr::seq([u.clone(), Expr::rule(rule_name(0))]));
         }
         for (next, items) in targets {
-            alts.push(Expr::seq([
-                Expr::class(false, items),
-                Expr::rule(rule_name(next)),
-            ]));
+            alts.push(Expr::seq([Expr::class(false, items), Expr::rule(rule_name(next))]));
         }
         g.define(rule_name(si), Expr::Alt(alts));
     }

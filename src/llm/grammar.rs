@@ -1,0 +1,161 @@
+//! Grammar-constrained turns, as far as model clients are concerned: the grammar a request
+//! carries, whether to send it, which server is on the other end, and how a turn was
+//! constrained in the end.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The grammar of one turn, in GBNF (llama.cpp's format, which vLLM's and SGLang's xgrammar
+/// read as well).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnGrammar {
+    /// The whole turn, from its first character.
+    pub gbnf: String,
+    /// For models that reason freely first: the grammar of the decision alone and the words
+    /// that start it (llama.cpp's lazy grammars). `None` when the model is not known to reason.
+    pub lazy: Option<LazyGrammar>,
+}
+
+/// A grammar that applies from the first trigger word on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LazyGrammar {
+    /// The grammar, starting at a trigger word.
+    pub gbnf: String,
+    /// The words that start it (`<action>`, `<final_answer>`).
+    pub triggers: Vec<String>,
+}
+
+/// Whether to constrain turns with a grammar (`--grammar`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrammarMode {
+    /// On servers known to take a grammar (llama.cpp, vLLM, SGLang), detected or stated.
+    #[default]
+    Auto,
+    /// On every server not known to lack grammars (unknown servers get llama.cpp's field).
+    On,
+    /// Never.
+    Off,
+}
+
+impl GrammarMode {
+    /// `auto`, `on` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrammarMode::Auto => "auto",
+            GrammarMode::On => "on",
+            GrammarMode::Off => "off",
+        }
+    }
+}
+
+impl FromStr for GrammarMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(GrammarMode::Auto),
+            "on" | "true" | "yes" => Ok(GrammarMode::On),
+            "off" | "false" | "no" => Ok(GrammarMode::Off),
+            other => Err(format!(
+                "unknown grammar mode '{other}': expected auto, on or off"
+            )),
+        }
+    }
+}
+
+/// The kind of server behind an OpenAI-compatible URL, as far as grammars go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerKind {
+    /// llama.cpp's `llama-server`: `grammar` (GBNF), lazy grammars with triggers.
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// vLLM: `structured_outputs.grammar`.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// SGLang: `ebnf`.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// Ollama: no general grammar.
+    #[serde(rename = "ollama")]
+    Ollama,
+    /// OpenAI and other hosted APIs without grammars.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anything else.
+    #[serde(rename = "other")]
+    Other,
+}
+
+impl ServerKind {
+    /// The name used in options, configs and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::LlamaCpp => "llama.cpp",
+            ServerKind::Vllm => "vllm",
+            ServerKind::Sglang => "sglang",
+            ServerKind::Ollama => "ollama",
+            ServerKind::OpenAi => "openai",
+            ServerKind::Other => "other",
+        }
+    }
+
+    /// Whether the server is known to constrain sampling to a grammar.
+    pub fn takes_grammar(self) -> bool {
+        matches!(
+            self,
+            ServerKind::LlamaCpp | ServerKind::Vllm | ServerKind::Sglang
+        )
+    }
+
+    /// Whether the server is known to take no grammar at all.
+    pub fn lacks_grammar(self) -> bool {
+        matches!(self, ServerKind::Ollama | ServerKind::OpenAi)
+    }
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ServerKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "llama.cpp" | "llamacpp" | "llama-cpp" | "llama-server" => Ok(ServerKind::LlamaCpp),
+            "vllm" => Ok(ServerKind::Vllm),
+            "sglang" => Ok(ServerKind::Sglang),
+            "ollama" => Ok(ServerKind::Ollama),
+            "openai" => Ok(ServerKind::OpenAi),
+            "other" => Ok(ServerKind::Other),
+            other => Err(format!(
+                "unknown server kind '{other}': expected llama.cpp, vllm, sglang, ollama, openai or other"
+            )),
+        }
+    }
+}
+
+/// How a turn was constrained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Constraint {
+    /// Sampled freely.
+    #[default]
+    None,
+    /// The whole turn followed the grammar.
+    Grammar,
+    /// Free until a trigger word, the grammar after it.
+    LazyGrammar,
+}
+
+impl Constraint {
+    /// Whether any grammar applied.
+    pub fn is_constrained(self) -> bool {
+        self != Constraint::None
+    }
+}

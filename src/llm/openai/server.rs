@@ -1,0 +1,171 @@
+//! Which server is behind the base URL, and how it takes a grammar.
+//!
+//! * **llama.cpp** answers `GET /props` (at the server's root, beside `/v1`) with its
+//!   generation settings, and names itself `llamacpp` in `/v1/models`' `owned_by`. It takes
+//!   `grammar` (GBNF) on `/completions` and `/chat/completions`, and lazy grammars:
+//!   `grammar_lazy: true` with `grammar_triggers: [{"type": 1, "value": "<action>"}, …]`
+//!   (type 1 is a word), the trigger words also listed in `preserved_tokens` (llama.cpp refuses a
+//!   one-token trigger word that is not).
+//! * **vLLM** and **SGLang** name themselves in `/v1/models`' `owned_by`. vLLM takes
+//!   `structured_outputs: {"grammar": …}` (its `guided_grammar` is gone since 0.12), SGLang
+//!   `ebnf`; both hand the text to xgrammar, which reads GBNF.
+//! * **Ollama** (`owned_by` `library` or `ollama`), **OpenAI** (`openai`, `system`) and the rest
+//!   take no general grammar.
+//!
+//! The detection runs once per client, on the first turn that has a grammar to send, with short
+//! timeouts; a server that answers neither probe is `other`.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::OpenAiModel;
+use crate::llm::{Constraint, GrammarMode, ServerKind, TurnGrammar};
+
+/// Longest a detection probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// llama.cpp's trigger type for a word.
+const TRIGGER_WORD: u8 = 1;
+
+impl OpenAiModel {
+    /// The server's kind: stated in the config, or detected once.
+    pub async fn server_kind(&self) -> ServerKind {
+        if let Some(kind) = self.cfg.server {
+            return kind;
+        }
+        *self.server.get_or_init(|| self.detect()).await
+    }
+
+    async fn detect(&self) -> ServerKind {
+        let kind = self.probe().await;
+        tracing::debug!(server = %kind, url = %self.base_url, "server kind detected");
+        kind
+    }
+
+    async fn probe(&self) -> ServerKind {
+        let root = self
+            .base_url
+            .strip_suffix("/v1")
+            .unwrap_or(&self.base_url)
+            .to_owned();
+        // `/props` is outside the base path: asked without the key.
+        if let Some(props) = self.get_json(&format!("{root}/props"), false).await
+            && (props.get("default_generation_settings").is_some()
+                || props.get("total_slots").is_some())
+        {
+            return ServerKind::LlamaCpp;
+        }
+        let Some(models) = self.get_json(&format!("{}/models", self.base_url), true).await else {
+            return ServerKind::Other;
+        };
+        let owners: Vec<String> = models
+            .get("data")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get("owned_by").and_then(Value::as_str))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let owned = |names: &[&str]| owners.iter().any(|o| names.contains(&o.as_str()));
+        if owned(&["llamacpp", "llama.cpp"]) {
+            ServerKind::LlamaCpp
+        } else if owned(&["vllm"]) {
+            ServerKind::Vllm
+        } else if owned(&["sglang"]) {
+            ServerKind::Sglang
+        } else if owned(&["library", "ollama"]) {
+            ServerKind::Ollama
+        } else if owned(&["openai", "system", "openai-internal"]) {
+            ServerKind::OpenAi
+        } else {
+            ServerKind::Other
+        }
+    }
+
+    async fn get_json(&self, url: &str, with_key: bool) -> Option<Value> {
+        let mut req = self.http.get(url).timeout(PROBE_TIMEOUT);
+        if with_key && !self.cfg.api_key.is_empty() {
+            req = req.bearer_auth(self.cfg.api_key.expose());
+        }
+        for (k, v) in &self.cfg.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let resp = req.send().await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        resp.json().await.ok()
+    }
+
+    /// How this request's turn will be constrained, given the mode, the server and what the
+    /// server refused before.
+    pub(super) async fn constraint_for(&self, grammar: Option<&TurnGrammar>) -> Constraint {
+        let Some(grammar) = grammar else {
+            return Constraint::None;
+        };
+        if self.cfg.grammar == GrammarMode::Off || self.grammar_rejected() {
+            return Constraint::None;
+        }
+        let kind = self.server_kind().await;
+        let send = match self.cfg.grammar {
+            GrammarMode::Auto => kind.takes_grammar(),
+            GrammarMode::On => !kind.lacks_grammar(),
+            GrammarMode::Off => false,
+        };
+        if !send {
+            return Constraint::None;
+        }
+        if grammar.lazy.is_some() && matches!(kind, ServerKind::LlamaCpp | ServerKind::Other) {
+            Constraint::LazyGrammar
+        } else {
+            Constraint::Grammar
+        }
+    }
+
+    /// Put the grammar into a request body in the server's own field.
+    pub(super) async fn add_grammar(
+        &self,
+        body: &mut Map<String, Value>,
+        grammar: &TurnGrammar,
+        constraint: Constraint,
+    ) {
+        let kind = self.server_kind().await;
+        match (constraint, &grammar.lazy) {
+            (Constraint::None, _) => {}
+            (Constraint::LazyGrammar, Some(lazy)) => {
+                body.insert("grammar".into(), Value::String(lazy.gbnf.clone()));
+                body.insert("grammar_lazy".into(), Value::Bool(true));
+                let triggers: Vec<Value> = lazy
+                    .triggers
+                    .iter()
+                    .map(|t| json!({"type": TRIGGER_WORD, "value": t}))
+                    .collect();
+                body.insert("grammar_triggers".into(), Value::Array(triggers));
+                body.insert("preserved_tokens".into(), json!(lazy.triggers));
+            }
+            _ => match kind {
+                ServerKind::Vllm => {
+                    body.insert(
+                        "structured_outputs".into(),
+                        json!({ "grammar": grammar.gbnf }),
+                    );
+                }
+                ServerKind::Sglang => {
+                    body.insert("ebnf".into(), Value::String(grammar.gbnf.clone()));
+                }
+                _ => {
+                    body.insert("grammar".into(), Value::String(grammar.gbnf.clone()));
+                }
+            },
+        }
+    }
+}
+
+/// Whether a 400 body complains about the grammar fields.
+pub(super) fn names_grammar(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    ["grammar", "structured_outputs", "ebnf", "guided_"]
+        .iter()
+        .any(|w| lower.contains(w))
+}

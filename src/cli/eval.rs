@@ -48,6 +48,10 @@ pub struct EvalArgs {
     /// Exit 3 when the pass rate (0 to 1) is below this
     #[arg(long, value_name = "R")]
     pub min_pass_rate: Option<f64>,
+    /// Run the suite twice, without a grammar and then with one (--grammar, or auto), and
+    /// report both: {"without_grammar": REPORT, "with_grammar": REPORT}
+    #[arg(long)]
+    pub compare_grammar: bool,
     #[command(flatten)]
     pub sessions: SessionArgs,
     #[command(flatten)]
@@ -55,7 +59,7 @@ pub struct EvalArgs {
 }
 
 /// One run of one task, as the report lists it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct RunReport {
     id: String,
     run: u32,
@@ -66,6 +70,8 @@ struct RunReport {
     reason: Option<String>,
     steps: u32,
     turns: u32,
+    /// Turns a grammar constrained.
+    constrained_turns: u32,
     format_corrections: u32,
     tokens: u64,
     seconds: f64,
@@ -73,15 +79,19 @@ struct RunReport {
 }
 
 /// The whole report (`--json`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Report {
     suite: String,
     model: String,
+    /// The grammar mode asked for (`auto`, `on`, `off`).
+    grammar: String,
     /// Runs made: tasks × repeat.
     tasks: usize,
     passed: usize,
     pass_rate: f64,
     readable_turn_rate: f64,
+    /// The share of turns a grammar constrained.
+    constrained_turn_rate: f64,
     turns: u64,
     steps: u64,
     tokens: u64,
@@ -103,13 +113,53 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     {
         return Err(usage("--min-pass-rate is a fraction from 0 to 1"));
     }
-    let tasks = read_suite(&args.suite).map_err(usage)?;
-    let opts = args.opts.clone().absolutize();
-    let setup = Arc::new(Setup::build(&opts, true).await?);
-    let session_dir = args.sessions.dir();
-    let runs: Vec<(Arc<EvalTask>, u32)> = tasks
+    let tasks: Vec<Arc<EvalTask>> = read_suite(&args.suite)
+        .map_err(usage)?
         .into_iter()
         .map(Arc::new)
+        .collect();
+    let opts = args.opts.clone().absolutize();
+    let (report, min_rate) = if args.compare_grammar {
+        let mut without = opts.clone();
+        without.grammar = Some("off".into());
+        let mut with = opts.clone();
+        with.grammar = Some(opts.grammar.clone().unwrap_or_else(|| "auto".into()));
+        let a = run_suite(&args, &tasks, &without).await?;
+        let b = run_suite(&args, &tasks, &with).await?;
+        if !args.json {
+            println!("without a grammar:");
+            print_table(&a);
+            println!("\nwith a grammar ({}):", b.grammar);
+            print_table(&b);
+        }
+        let rate = b.pass_rate;
+        (
+            serde_json::json!({"without_grammar": a, "with_grammar": b}),
+            rate,
+        )
+    } else {
+        let r = run_suite(&args, &tasks, &opts).await?;
+        if !args.json {
+            print_table(&r);
+        }
+        let rate = r.pass_rate;
+        (serde_json::to_value(&r)?, rate)
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    match args.min_pass_rate {
+        Some(min) if min_rate < min => Ok(ExitCode::from(3)),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Every run of the suite with one set of options.
+async fn run_suite(args: &EvalArgs, tasks: &[Arc<EvalTask>], opts: &RunOpts) -> Result<Report> {
+    let setup = Arc::new(Setup::build(opts, true).await?);
+    let session_dir = args.sessions.dir();
+    let runs: Vec<(Arc<EvalTask>, u32)> = tasks
+        .iter()
         .flat_map(|t| (1..=args.repeat).map(move |n| (t.clone(), n)))
         .collect();
     let bar = ProgressBar::new(runs.len() as u64);
@@ -138,16 +188,7 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     setup.shutdown().await;
     results.sort_by(|a, b| (a.id.as_str(), a.run).cmp(&(b.id.as_str(), b.run)));
-    let report = summarise(&args.suite, &opts, results, started.elapsed().as_secs_f64());
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print_table(&report);
-    }
-    match args.min_pass_rate {
-        Some(min) if report.pass_rate < min => Ok(ExitCode::from(3)),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    Ok(summarise(&args.suite, opts, results, started.elapsed().as_secs_f64()))
 }
 
 /// Run one task once in its own copy of its workspace, and check the result.
@@ -167,6 +208,7 @@ async fn run_one(
         reason: None,
         steps: 0,
         turns: 0,
+        constrained_turns: 0,
         format_corrections: 0,
         tokens: 0,
         seconds: 0.0,
@@ -214,10 +256,14 @@ async fn run_checked(
     let agent = setup.agent_for(setup.model(0)?, task.role.clone())?;
     let turns = Arc::new(AtomicU32::new(0));
     let format = Arc::new(AtomicU32::new(0));
-    let (t, f) = (turns.clone(), format.clone());
+    let constrained = Arc::new(AtomicU32::new(0));
+    let (t, f, c) = (turns.clone(), format.clone(), constrained.clone());
     let sink: EventSink = Arc::new(move |e: &Event| match e {
         Event::TurnStarted { .. } => {
             t.fetch_add(1, Ordering::Relaxed);
+        }
+        Event::TurnFinished { constraint, .. } if constraint.is_constrained() => {
+            c.fetch_add(1, Ordering::Relaxed);
         }
         Event::Correction { kind, .. } if FORMAT_CORRECTIONS.contains(&kind.as_str()) => {
             f.fetch_add(1, Ordering::Relaxed);
@@ -248,6 +294,7 @@ async fn run_checked(
     report.steps = outcome.progress.steps;
     report.turns = turns.load(Ordering::Relaxed);
     report.format_corrections = format.load(Ordering::Relaxed);
+    report.constrained_turns = constrained.load(Ordering::Relaxed);
     report.tokens = outcome.progress.usage.prompt_tokens + outcome.progress.usage.completion_tokens;
     report.session = outcome.session.clone();
     if outcome.status != Status::Ok {
@@ -293,10 +340,15 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
     Report {
         suite: suite.display().to_string(),
         model: opts.model.clone().unwrap_or_default(),
+        grammar: opts.grammar.clone().unwrap_or_else(|| "auto".into()),
         tasks: results.len(),
         passed,
         pass_rate: ratio(passed as f64, results.len() as f64),
         readable_turn_rate: ratio(turns.saturating_sub(unreadable) as f64, turns as f64),
+        constrained_turn_rate: ratio(
+            results.iter().map(|r| f64::from(r.constrained_turns)).sum(),
+            turns as f64,
+        ),
         turns,
         steps: results.iter().map(|r| u64::from(r.steps)).sum(),
         tokens: results.iter().map(|r| r.tokens).sum(),
@@ -328,13 +380,14 @@ fn print_table(r: &Report) {
     }
     let per_run = |v: u64| v as f64 / r.tasks.max(1) as f64;
     println!(
-        "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns) · {:.1} steps/run · \
-         {:.2} s/turn · {:.0} tokens/run · {:.1} s",
+        "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns, {:.0}% constrained) · \
+         {:.1} steps/run · {:.2} s/turn · {:.0} tokens/run · {:.1} s",
         r.tasks,
         r.passed,
         100.0 * r.pass_rate,
         100.0 * r.readable_turn_rate,
         r.turns,
+        100.0 * r.constrained_turn_rate,
         per_run(r.steps),
         r.seconds_per_turn,
         per_run(r.tokens),

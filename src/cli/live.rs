@@ -16,6 +16,7 @@ use anstyle::{AnsiColor, Style};
 use serde_json::Value;
 
 use tagloop::agent::Event;
+use tagloop::llm::Constraint;
 
 const DIM: Style = Style::new().dimmed();
 const ACTION: Style = AnsiColor::Cyan.on_default().bold();
@@ -94,7 +95,9 @@ fn render(
                 *s = true;
             }
         }
-        Event::TurnFinished { text, .. } => {
+        Event::TurnFinished {
+            text, constraint, ..
+        } => {
             let mut s = streamed.lock().map(|g| *g).unwrap_or(false);
             if !s {
                 // Nothing streamed (a replay): show the turn itself.
@@ -103,6 +106,17 @@ fn render(
             }
             if s {
                 writeln!(out)?;
+            }
+            match constraint {
+                Constraint::Grammar => writeln!(
+                    out,
+                    "{DIM}(sampled under the turn grammar: tagloop prompt --show-grammar){DIM:#}"
+                )?,
+                Constraint::LazyGrammar => writeln!(
+                    out,
+                    "{DIM}(free reasoning, then the turn grammar from <action> or <final_answer> on){DIM:#}"
+                )?,
+                Constraint::None => {}
             }
             if let Ok(mut g) = streamed.lock() {
                 *g = false;

@@ -29,6 +29,9 @@
 //! | `require_key` | `401` unless `Authorization: Bearer KEY` |
 //! | `reasoning` | sent first as `reasoning_content` deltas |
 //! | `stop_reason` | vLLM-style `stop_reason` naming the stop that fired |
+//! | `props` | answer `GET /props` as llama.cpp does |
+//! | `owned_by` | answer `GET /v1/models` with this `owned_by` (vLLM, SGLang, Ollama's `library`) |
+//! | `reject_grammar` | `400` naming the field when a request carries a grammar |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
@@ -44,7 +47,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 
@@ -108,6 +111,13 @@ pub struct FakeConfig {
     /// Pick the reply by the step the request is at (the number of `<observation>` blocks in its
     /// prompt) instead of in arrival order, so many concurrent episodes each get their own script.
     pub by_step: bool,
+    /// Answer `GET /props` as llama.cpp does.
+    pub props: bool,
+    /// Answer `GET /v1/models` with this `owned_by`.
+    pub owned_by: Option<String>,
+    /// Refuse a request with a grammar (`grammar`, `structured_outputs`, `ebnf`) with a 400
+    /// naming the field.
+    pub reject_grammar: bool,
 }
 
 impl Default for FakeConfig {
@@ -133,6 +143,9 @@ impl Default for FakeConfig {
             known_models: Vec::new(),
             require_key: None,
             by_step: false,
+            props: false,
+            owned_by: None,
+            reject_grammar: false,
         }
     }
 }
@@ -187,6 +200,7 @@ struct Inner {
     next_turn: AtomicUsize,
     aborted: AtomicUsize,
     completed: AtomicUsize,
+    probes: AtomicUsize,
 }
 
 /// A running fake server; stops when dropped.
@@ -212,10 +226,13 @@ impl FakeServer {
             next_turn: AtomicUsize::new(0),
             aborted: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
+            probes: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/completions", post(handle))
+            .route("/props", get(props))
+            .route("/v1/models", get(models))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -259,10 +276,35 @@ impl FakeServer {
         self.inner.aborted.load(Ordering::SeqCst)
     }
 
+    /// `GET /props` and `GET /v1/models` requests received.
+    pub fn probes(&self) -> usize {
+        self.inner.probes.load(Ordering::SeqCst)
+    }
+
     /// Streams written to the end.
     pub fn completed(&self) -> usize {
         self.inner.completed.load(Ordering::SeqCst)
     }
+}
+
+async fn props(State(inner): State<Arc<Inner>>) -> Response {
+    inner.probes.fetch_add(1, Ordering::SeqCst);
+    if !inner.cfg.props {
+        return json_response(StatusCode::NOT_FOUND, "{\"error\":\"not found\"}".into());
+    }
+    json_response(
+        StatusCode::OK,
+        json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "m.gguf"}).to_string(),
+    )
+}
+
+async fn models(State(inner): State<Arc<Inner>>) -> Response {
+    inner.probes.fetch_add(1, Ordering::SeqCst);
+    let owner = inner.cfg.owned_by.clone().unwrap_or_else(|| "organization-owner".into());
+    json_response(
+        StatusCode::OK,
+        json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": owner}]}).to_string(),
+    )
 }
 
 fn json_response(status: StatusCode, body: String) -> Response {
@@ -339,6 +381,16 @@ async fn handle(
             .collect(),
         _ => Vec::new(),
     };
+    if cfg.reject_grammar
+        && let Some(field) = ["grammar", "structured_outputs", "ebnf"]
+            .into_iter()
+            .find(|f| body.get(*f).is_some())
+    {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": format!("Unrecognized request argument supplied: {field}"), "type": "invalid_request_error", "param": field}}).to_string(),
+        );
+    }
     if cfg.stop_mode == StopMode::Reject && !stops.is_empty() {
         return json_response(
             StatusCode::BAD_REQUEST,

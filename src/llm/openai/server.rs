@@ -130,6 +130,9 @@ impl OpenAiModel {
         grammar: &TurnGrammar,
         constraint: Constraint,
     ) {
+        if constraint == Constraint::None {
+            return;
+        }
         let kind = self.server_kind().await;
         match (constraint, &grammar.lazy) {
             (Constraint::None, _) => {}

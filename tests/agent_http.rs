@@ -156,3 +156,58 @@ async fn an_unreachable_server_is_status_error_with_an_actionable_message() {
         "{e}"
     );
 }
+
+/// On a server that takes grammars (a fake llama.cpp), every fresh turn carries the grammar of
+/// the protocol over the agent's tools, the last turn at the step limit one that allows only a
+/// final answer, and the events say each turn was constrained.
+#[tokio::test]
+async fn turns_carry_the_grammar_on_llama_cpp() {
+    for api in [Api::Chat, Api::Completions] {
+        let mut cfg = FakeConfig::turns(TURNS);
+        cfg.props = true;
+        let server = FakeServer::start(cfg).await;
+        let mut mc = OpenAiConfig::new(server.base_url.clone(), "fake-model");
+        mc.api = api;
+        let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
+        let agent = Agent::builder(model)
+            .tools(tools())
+            .api(api)
+            .max_steps(1)
+            .build()
+            .unwrap();
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        let options = tagloop::agent::RunOptions {
+            events: Some(Arc::new(move |e: &tagloop::agent::Event| {
+                if let tagloop::agent::Event::TurnFinished { constraint, .. } = e {
+                    sink.lock().unwrap().push(*constraint);
+                }
+            })),
+            ..Default::default()
+        };
+        let outcome = agent
+            .run_with("How many people live in Paris?", options)
+            .await;
+        // One step, then the last turn answers: the run ends at the limit with that answer.
+        assert_eq!(
+            outcome.status,
+            Status::MaxSteps,
+            "{api:?}: {:?}",
+            outcome.error
+        );
+        assert!(outcome.final_answer.is_some());
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        let step = reqs[0].body["grammar"].as_str().expect("a grammar");
+        let last = reqs[1].body["grammar"].as_str().expect("a grammar");
+        assert_eq!(step, agent.turn_grammar(false));
+        assert_eq!(last, agent.turn_grammar(true));
+        assert!(tagloop::protocol::parse_gbnf(step).is_ok());
+        assert!(step.contains("\"population(\"") && step.contains("<action>"));
+        assert!(!last.contains("<action>"), "the last turn can only answer");
+        // Completions prompts end inside the opened thought: the grammar starts there.
+        assert_eq!(step.starts_with("root ::= \"<thought>\""), api == Api::Chat);
+        let seen = events.lock().unwrap().clone();
+        assert_eq!(seen, vec![tagloop::llm::Constraint::Grammar; 2], "{api:?}");
+    }
+}

@@ -38,7 +38,11 @@ fn request(api: Api, lazy: bool) -> TurnRequest {
     }
 }
 
-async fn model_for(server: &FakeServer, api: Api, tweak: impl FnOnce(&mut OpenAiConfig)) -> OpenAiModel {
+async fn model_for(
+    server: &FakeServer,
+    api: Api,
+    tweak: impl FnOnce(&mut OpenAiConfig),
+) -> OpenAiModel {
     let mut cfg = OpenAiConfig::new(&server.base_url, "fake-model");
     cfg.api = api;
     cfg.retry_min_delay = Duration::from_millis(1);
@@ -48,7 +52,10 @@ async fn model_for(server: &FakeServer, api: Api, tweak: impl FnOnce(&mut OpenAi
 
 async fn one_turn(model: &OpenAiModel, api: Api, lazy: bool) -> Constraint {
     let mut sink = |_: &str| {};
-    let r = model.turn(&request(api, lazy), &mut sink).await.expect("turn");
+    let r = model
+        .turn(&request(api, lazy), &mut sink)
+        .await
+        .expect("turn");
     assert_eq!(r.text, "<thought>t</thought><final_answer>ok");
     r.constraint
 }
@@ -58,7 +65,14 @@ fn sent(server: &FakeServer) -> Value {
     let reqs = server.requests();
     let body = &reqs.last().expect("a request").body;
     let mut out = serde_json::Map::new();
-    for k in ["grammar", "grammar_lazy", "grammar_triggers", "preserved_tokens", "structured_outputs", "ebnf"] {
+    for k in [
+        "grammar",
+        "grammar_lazy",
+        "grammar_triggers",
+        "preserved_tokens",
+        "structured_outputs",
+        "ebnf",
+    ] {
         if let Some(v) = body.get(k) {
             out.insert(k.into(), v.clone());
         }
@@ -75,7 +89,10 @@ async fn llama_cpp_is_detected_by_props_and_gets_grammar_on_both_apis() {
         let model = model_for(&server, api, |_| {}).await;
         assert_eq!(one_turn(&model, api, false).await, Constraint::Grammar);
         assert_eq!(model.server_kind().await, ServerKind::LlamaCpp);
-        assert_eq!(sent(&server)["grammar"], Value::String(grammar(false).gbnf.clone()));
+        assert_eq!(
+            sent(&server)["grammar"],
+            Value::String(grammar(false).gbnf.clone())
+        );
         // Detection runs once per client.
         let probes = server.probes();
         one_turn(&model, api, false).await;
@@ -85,17 +102,28 @@ async fn llama_cpp_is_detected_by_props_and_gets_grammar_on_both_apis() {
 
 #[tokio::test]
 async fn vllm_and_sglang_are_detected_by_owned_by_and_get_their_own_fields() {
-    for (owner, kind) in [("vllm", ServerKind::Vllm), ("sglang", ServerKind::Sglang), ("llamacpp", ServerKind::LlamaCpp)] {
+    for (owner, kind) in [
+        ("vllm", ServerKind::Vllm),
+        ("sglang", ServerKind::Sglang),
+        ("llamacpp", ServerKind::LlamaCpp),
+    ] {
         let mut fake = FakeConfig::turns([TURN]);
         fake.owned_by = Some(owner.into());
         let server = FakeServer::start(fake).await;
         let model = model_for(&server, Api::Chat, |_| {}).await;
-        assert_eq!(one_turn(&model, Api::Chat, false).await, Constraint::Grammar, "{owner}");
+        assert_eq!(
+            one_turn(&model, Api::Chat, false).await,
+            Constraint::Grammar,
+            "{owner}"
+        );
         assert_eq!(model.server_kind().await, kind);
         let g = Value::String(grammar(false).gbnf.clone());
         let fields = sent(&server);
         match kind {
-            ServerKind::Vllm => assert_eq!(fields, serde_json::json!({"structured_outputs": {"grammar": g}})),
+            ServerKind::Vllm => assert_eq!(
+                fields,
+                serde_json::json!({"structured_outputs": {"grammar": g}})
+            ),
             ServerKind::Sglang => assert_eq!(fields, serde_json::json!({"ebnf": g})),
             _ => assert_eq!(fields, serde_json::json!({"grammar": g})),
         }
@@ -109,7 +137,11 @@ async fn servers_without_grammars_get_none_in_auto_mode() {
         fake.owned_by = owner.map(str::to_owned);
         let server = FakeServer::start(fake).await;
         let model = model_for(&server, Api::Chat, |_| {}).await;
-        assert_eq!(one_turn(&model, Api::Chat, false).await, Constraint::None, "{owner:?}");
+        assert_eq!(
+            one_turn(&model, Api::Chat, false).await,
+            Constraint::None,
+            "{owner:?}"
+        );
         assert_eq!(sent(&server), serde_json::json!({}), "{owner:?}");
     }
 }
@@ -119,7 +151,10 @@ async fn modes_on_and_off_and_a_stated_kind() {
     // on: an unknown server gets llama.cpp's field; a server known to lack grammars gets none.
     let server = FakeServer::start(FakeConfig::turns([TURN])).await;
     let model = model_for(&server, Api::Chat, |c| c.grammar = GrammarMode::On).await;
-    assert_eq!(one_turn(&model, Api::Chat, false).await, Constraint::Grammar);
+    assert_eq!(
+        one_turn(&model, Api::Chat, false).await,
+        Constraint::Grammar
+    );
     assert!(sent(&server).get("grammar").is_some());
 
     let mut fake = FakeConfig::turns([TURN]);
@@ -141,7 +176,10 @@ async fn modes_on_and_off_and_a_stated_kind() {
     // A stated kind is not probed.
     let server = FakeServer::start(FakeConfig::turns([TURN])).await;
     let model = model_for(&server, Api::Chat, |c| c.server = Some(ServerKind::Sglang)).await;
-    assert_eq!(one_turn(&model, Api::Chat, false).await, Constraint::Grammar);
+    assert_eq!(
+        one_turn(&model, Api::Chat, false).await,
+        Constraint::Grammar
+    );
     assert!(sent(&server).get("ebnf").is_some());
     assert_eq!(server.probes(), 0);
 }
@@ -152,7 +190,10 @@ async fn lazy_grammars_go_to_llama_cpp_with_triggers() {
     fake.props = true;
     let server = FakeServer::start(fake).await;
     let model = model_for(&server, Api::Completions, |_| {}).await;
-    assert_eq!(one_turn(&model, Api::Completions, true).await, Constraint::LazyGrammar);
+    assert_eq!(
+        one_turn(&model, Api::Completions, true).await,
+        Constraint::LazyGrammar
+    );
     assert_eq!(
         sent(&server),
         serde_json::json!({
@@ -187,6 +228,11 @@ async fn a_server_that_refuses_the_grammar_is_asked_again_without_it_for_good() 
         // Never sent again.
         assert_eq!(one_turn(&model, Api::Chat, false).await, Constraint::None);
         assert_eq!(server.request_count(), 3);
-        assert!(server.requests()[2].body.get("structured_outputs").is_none());
+        assert!(
+            server.requests()[2]
+                .body
+                .get("structured_outputs")
+                .is_none()
+        );
     }
 }

@@ -144,6 +144,106 @@ fn the_degeneration_guard_cuts_a_real_repetition_early() {
     );
 }
 
+/// llama.cpp's own grammar parser takes every grammar tagloop sends (a grammar it refused would
+/// end the request with an error; one it misread would let text through that the grammar does
+/// not allow), for a rich registry with a role's schema, on both APIs, whole and lazy.
+#[test]
+fn llama_cpp_takes_the_turn_grammars_and_samples_within_them() {
+    use std::sync::Arc;
+    use tagloop::llm::{Constraint, LazyGrammar, TurnGrammar};
+    use tagloop::protocol::{
+        LAZY_TRIGGERS, ToolShape, TurnKind, TurnShape, decision_grammar, read_turn, turn_grammar,
+    };
+    let Some(lab) = Lab::find() else { return };
+    let _alone = Lab::exclusive();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let read = serde_json::json!({"type": "object", "properties": {
+        "path": {"type": "string"}, "start_line": {"type": "integer"}}, "required": ["path"]});
+    let tune = serde_json::json!({"type": "object", "properties": {
+        "mode": {"enum": ["fast", "slow"]}, "tags": {"type": "array", "items": {"type": "string"}},
+        "where": {"type": "object", "properties": {"x": {"type": "number"}}}}, "required": ["mode"]});
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "answer": {"type": "string"}, "lines": {"type": "integer"}}, "required": ["answer", "lines"]});
+    for model in [LabModel::SmolLm2, LabModel::Gemma] {
+        let server = lab.start(model);
+        let api = api_of(model);
+        let c = client(&server, true);
+        for with_schema in [false, true] {
+            let shape = TurnShape {
+                tools: vec![
+                    ToolShape {
+                        name: "read_file",
+                        parameters: &read,
+                    },
+                    ToolShape {
+                        name: "fs.tune",
+                        parameters: &tune,
+                    },
+                ],
+                output_schema: with_schema.then_some(&schema),
+                final_only: false,
+                opened_thought: api == Api::Completions,
+                think: false,
+            };
+            for lazy in [false, true] {
+                let grammar = TurnGrammar {
+                    gbnf: turn_grammar(&shape).to_gbnf(),
+                    lazy: lazy.then(|| LazyGrammar {
+                        gbnf: decision_grammar(&shape).to_gbnf(),
+                        triggers: LAZY_TRIGGERS.iter().map(|t| t.to_string()).collect(),
+                    }),
+                };
+                let prompt = match api {
+                    Api::Chat => Prompt::Chat(vec![
+                        Message::new(
+                            Role::System,
+                            "Answer with <thought>…</thought> then <action>read_file(path=\"…\")</action> or <final_answer>…</final_answer>.",
+                        ),
+                        Message::new(Role::User, "How many lines does notes.txt have?"),
+                    ]),
+                    Api::Completions => Prompt::Text(
+                        "Question: How many lines does notes.txt have?\n<thought>".into(),
+                    ),
+                };
+                let req = TurnRequest {
+                    prompt,
+                    stop: tagloop::protocol::STOP_SEQUENCES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                    temperature: Some(0.0),
+                    max_tokens: Some(400),
+                    grammar: Some(Arc::new(grammar)),
+                    ..Default::default()
+                };
+                let mut sink = |_: &str| {};
+                let what = format!("{model:?} schema={with_schema} lazy={lazy}");
+                let r = rt
+                    .block_on(c.turn(&req, &mut sink))
+                    .unwrap_or_else(|e| panic!("{what}: {e}\n{}", server.log_tail()));
+                let want = if lazy {
+                    Constraint::LazyGrammar
+                } else {
+                    Constraint::Grammar
+                };
+                assert_eq!(r.constraint, want, "{what}");
+                if lazy || r.finish == Finish::Length {
+                    continue; // free text before a trigger, or cut by the token limit
+                }
+                let text = match api {
+                    Api::Chat => r.text.clone(),
+                    Api::Completions => format!("<thought>{}", r.text),
+                };
+                let turn = read_turn(&text);
+                assert!(
+                    matches!(turn.kind, TurnKind::Action | TurnKind::Final),
+                    "{what}: {text:?}"
+                );
+            }
+        }
+    }
+}
+
 /// One `tagloop run` against the server; returns the outcome and the session file's records.
 fn episode(server: &LlamaServer, dir: &Path, task: &str) -> (Value, Vec<Value>, Duration) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval/fixture");
@@ -219,6 +319,18 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
             "{what}"
         );
         assert!(outcome["steps"].as_u64().unwrap() <= 4, "{what}");
+        // llama.cpp takes grammars: by default every turn is constrained by the turn grammar,
+        // and so no turn fails to read as the protocol (a turn may still run out of tokens or
+        // repeat itself; it never fails to parse or lacks a decision).
+        for r in records.iter().filter(|r| r["type"] == "turn_finished") {
+            assert_eq!(r["constraint"], "grammar", "{what}: {r}");
+        }
+        for r in records.iter().filter(|r| r["type"] == "correction") {
+            assert!(
+                !["parse_error", "no_decision"].contains(&r["kind"].as_str().unwrap_or("")),
+                "{what}: a constrained turn did not read: {r}"
+            );
+        }
         // Usage came from the server and adds up over the turns.
         let turns: u64 = records
             .iter()

@@ -52,7 +52,12 @@ impl GrammarInputs<'_> {
         turn_grammar(&self.shape(tools, final_only, think))
     }
 
-    fn shape<'s>(&'s self, tools: Vec<ToolShape<'s>>, final_only: bool, think: bool) -> TurnShape<'s> {
+    fn shape<'s>(
+        &'s self,
+        tools: Vec<ToolShape<'s>>,
+        final_only: bool,
+        think: bool,
+    ) -> TurnShape<'s> {
         TurnShape {
             tools,
             output_schema: self.role.output_schema(),

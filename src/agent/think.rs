@@ -78,7 +78,9 @@ impl Run<'_> {
                 constraint: result.constraint,
             });
             if !self.reasoning && shows_reasoning(&result) {
-                debug!("the model reasons first: its later turns get grammars that leave reasoning free");
+                debug!(
+                    "the model reasons first: its later turns get grammars that leave reasoning free"
+                );
                 self.reasoning = true;
             }
             let text = self.history.turn_text(&generated);

@@ -188,7 +188,12 @@ async fn run_suite(args: &EvalArgs, tasks: &[Arc<EvalTask>], opts: &RunOpts) -> 
     bar.finish_and_clear();
     setup.shutdown().await;
     results.sort_by(|a, b| (a.id.as_str(), a.run).cmp(&(b.id.as_str(), b.run)));
-    Ok(summarise(&args.suite, opts, results, started.elapsed().as_secs_f64()))
+    Ok(summarise(
+        &args.suite,
+        opts,
+        results,
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 /// Run one task once in its own copy of its workspace, and check the result.

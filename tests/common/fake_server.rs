@@ -300,7 +300,11 @@ async fn props(State(inner): State<Arc<Inner>>) -> Response {
 
 async fn models(State(inner): State<Arc<Inner>>) -> Response {
     inner.probes.fetch_add(1, Ordering::SeqCst);
-    let owner = inner.cfg.owned_by.clone().unwrap_or_else(|| "organization-owner".into());
+    let owner = inner
+        .cfg
+        .owned_by
+        .clone()
+        .unwrap_or_else(|| "organization-owner".into());
     json_response(
         StatusCode::OK,
         json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": owner}]}).to_string(),

@@ -56,7 +56,10 @@ impl OpenAiModel {
         {
             return ServerKind::LlamaCpp;
         }
-        let Some(models) = self.get_json(&format!("{}/models", self.base_url), true).await else {
+        let Some(models) = self
+            .get_json(&format!("{}/models", self.base_url), true)
+            .await
+        else {
             return ServerKind::Other;
         };
         let owners: Vec<String> = models

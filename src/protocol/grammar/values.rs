@@ -477,7 +477,10 @@ pub(super) fn excluding(
             alts.push(Expr::seq([u.clone(), Expr::rule(rule_name(0))]));
         }
         for (next, items) in targets {
-            alts.push(Expr::seq([Expr::class(false, items), Expr::rule(rule_name(next))]));
+            alts.push(Expr::seq([
+                Expr::class(false, items),
+                Expr::rule(rule_name(next)),
+            ]));
         }
         g.define(rule_name(si), Expr::Alt(alts));
     }

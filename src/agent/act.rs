@@ -77,6 +77,7 @@ impl Run<'_> {
                 ));
             }
             Check::Blocked { reason, earlier } => {
+                self.refused_tool = Some(call.tool.clone());
                 return Ok(self.correct(Correction::Loop { reason, earlier }));
             }
             Check::Run => {}

@@ -80,6 +80,7 @@ impl AgentBuilder {
                 tools: &self.tools,
                 role: &self.role,
                 api: self.config.api,
+                exclude: None,
             })
         } else {
             Grammars::default()

@@ -6,6 +6,9 @@
 //! (the decision alone, from `<action>` or `<final_answer>` on) is offered too, which llama.cpp
 //! uses so that the reasoning stays free.
 //!
+//! After the loop guard refused a call (docs/protocol.md §1.6), the next turn's grammar leaves
+//! that tool out, built for that turn alone: the model can only try another tool or answer.
+//!
 //! A model reasons when [`AgentConfig::reasoning`](super::AgentConfig::reasoning) says so, or
 //! from the first turn of a run in which it wrote a `<think>` block or the server sent separate
 //! reasoning.
@@ -36,20 +39,26 @@ pub(crate) struct GrammarInputs<'a> {
     pub(crate) tools: &'a Registry,
     pub(crate) role: &'a Role,
     pub(crate) api: Api,
+    /// A tool left out of this grammar (one whose call the loop guard just refused).
+    pub(crate) exclude: Option<&'a str>,
 }
 
 impl GrammarInputs<'_> {
     /// The whole-turn grammar (for `tagloop prompt --show-grammar` and the live view).
     pub(crate) fn turn(&self, final_only: bool, think: bool) -> Grammar {
-        let tools: Vec<ToolShape<'_>> = self
-            .tools
+        turn_grammar(&self.shape(self.shapes(), final_only, think))
+    }
+
+    /// The tools as the grammar sees them.
+    fn shapes(&self) -> Vec<ToolShape<'_>> {
+        self.tools
             .iter()
+            .filter(|t| Some(t.name()) != self.exclude)
             .map(|t| ToolShape {
                 name: t.name(),
                 parameters: t.parameters(),
             })
-            .collect();
-        turn_grammar(&self.shape(tools, final_only, think))
+            .collect()
     }
 
     fn shape<'s>(
@@ -67,18 +76,11 @@ impl GrammarInputs<'_> {
         }
     }
 
-    fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
+    /// One variant, checked.
+    pub(crate) fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
         let full = self.turn(final_only, reasoning).to_gbnf();
         let lazy = if reasoning {
-            let tools: Vec<ToolShape<'_>> = self
-                .tools
-                .iter()
-                .map(|t| ToolShape {
-                    name: t.name(),
-                    parameters: t.parameters(),
-                })
-                .collect();
-            let g = decision_grammar(&self.shape(tools, final_only, false)).to_gbnf();
+            let g = decision_grammar(&self.shape(self.shapes(), final_only, false)).to_gbnf();
             Some(LazyGrammar {
                 gbnf: g,
                 triggers: if final_only {

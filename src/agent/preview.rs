@@ -49,6 +49,7 @@ pub fn preview_grammar(
         tools,
         role,
         api: config.api,
+        exclude: None,
     }
     .turn(final_only, config.reasoning)
     .to_gbnf()

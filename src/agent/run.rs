@@ -56,6 +56,8 @@ pub(crate) struct Run<'a> {
     pub(super) guard: LoopGuard,
     /// The model has shown that it reasons first (see `grammars.rs`).
     pub(super) reasoning: bool,
+    /// The tool whose call the loop guard just refused: left out of the next turn's grammar.
+    pub(super) refused_tool: Option<String>,
     session: Option<String>,
     transcript_failed: bool,
 }
@@ -74,6 +76,7 @@ impl<'a> Run<'a> {
             refusals: 0,
             guard: LoopGuard::default(),
             reasoning: agent.config.reasoning,
+            refused_tool: None,
             session,
             transcript_failed: false,
         }

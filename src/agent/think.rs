@@ -14,6 +14,7 @@ use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
 use super::events::Event;
+use super::grammars::GrammarInputs;
 use super::run::Run;
 
 /// What one model turn gave, continuations joined.
@@ -52,7 +53,7 @@ impl Run<'_> {
                 extra: agent.config.extra.clone(),
                 // A continuation starts inside the turn: the grammar of a whole turn does not fit.
                 grammar: if generated.is_empty() {
-                    agent.grammars.pick(final_only, self.reasoning)
+                    self.grammar(final_only)
                 } else {
                     None
                 },
@@ -102,6 +103,25 @@ impl Run<'_> {
                 finish: result.finish,
                 action_start,
             });
+        }
+    }
+}
+
+impl Run<'_> {
+    /// The grammar of the next fresh turn: the agent's own, or, right after the loop guard
+    /// refused a call, one without that tool.
+    fn grammar(&mut self, final_only: bool) -> Option<std::sync::Arc<crate::llm::TurnGrammar>> {
+        let agent = self.agent;
+        let usual = agent.grammars.pick(final_only, self.reasoning)?;
+        match self.refused_tool.take() {
+            Some(tool) if !final_only => GrammarInputs {
+                tools: &agent.tools,
+                role: &agent.role,
+                api: agent.config.api,
+                exclude: Some(&tool),
+            }
+            .build(false, self.reasoning),
+            _ => Some(usual),
         }
     }
 }

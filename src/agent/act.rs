@@ -24,6 +24,13 @@ use super::run::{Ending, Run, Step};
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool; the observation, or the end of the run.
     pub(super) async fn act(&mut self, turn: &Turn, finish: &Finish) -> Step {
+        if let (Some(dialect), Some(error)) = (turn.dialect, &turn.dialect_error) {
+            self.guard.clear_block();
+            return Ok(self.correct(Correction::Dialect {
+                dialect: dialect.name(),
+                error: error.clone(),
+            }));
+        }
         let action_text = turn.action.as_deref().unwrap_or_default();
         let tools = &self.agent.tools;
         let accept = |c: &Call| {

@@ -24,6 +24,13 @@ pub(crate) enum Correction {
         /// Set when the turn ended inside an open string: why it ended there.
         cut: Option<Finish>,
     },
+    /// A call in another tool-call dialect (docs/protocol.md §1.8) that could not be read.
+    Dialect {
+        /// The dialect's name.
+        dialect: &'static str,
+        /// Why it could not be read.
+        error: String,
+    },
     /// The action named a tool that does not exist.
     UnknownTool {
         /// The name the model wrote.
@@ -68,7 +75,7 @@ impl Correction {
     /// The kind, as events and transcripts name it.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            Correction::ParseError { .. } => "parse_error",
+            Correction::ParseError { .. } | Correction::Dialect { .. } => "parse_error",
             Correction::UnknownTool { .. } => "unknown_tool",
             Correction::BadArguments { .. } => "bad_arguments",
             Correction::NoDecision => "no_decision",
@@ -84,6 +91,10 @@ impl Correction {
     /// The text the model reads.
     pub(crate) fn message(&self) -> String {
         match self {
+            Correction::Dialect { dialect, error } => format!(
+                "Your tool call ({dialect} format) could not be read: {}. Write the call in this protocol's form instead: <action>tool_name(arg=\"value\")</action>.",
+                cap(error)
+            ),
             Correction::ParseError {
                 message,
                 offset,

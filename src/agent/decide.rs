@@ -20,10 +20,17 @@ use super::think::ModelTurn;
 impl Run<'_> {
     /// Read the turn and decide what happens next.
     pub(super) async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Step {
-        if model_turn.finish == Finish::Repeated {
+        let names = self.agent.tools.names();
+        let mut turn = protocol::read_turn_with(&model_turn.text, &names);
+        // A turn the degeneration guard cut is used only when what it kept (up to the first
+        // repetition) is a final answer: the repeating tail is gone, the answer is whole. An
+        // action in it may be cut short, so it never runs.
+        if model_turn.finish == Finish::Repeated
+            && !(turn.kind == TurnKind::Final
+                && turn.final_text.as_deref().is_some_and(|t| !t.trim().is_empty()))
+        {
             return self.repeated(&model_turn.text, final_only);
         }
-        let mut turn = protocol::read_turn(&model_turn.text);
         if let Some(start) = model_turn.action_start {
             protocol::continued_action(&mut turn, &model_turn.text, start);
         }

@@ -11,12 +11,15 @@
 //!   object (docs/protocol.md §2.1).
 //! * `continuation.rs`: [`stopped_inside`] tells when a stop string fired where it cannot have
 //!   ended the turn (inside an action's string or a `<think>` block).
+//! * `dialect.rs`: other tool-call formats (Hermes, Qwen3-Coder, `<function_calls>`, JSON or
+//!   XML in `<action>`) read as actions (docs/protocol.md §1.8).
 //! * `grammar/`: [`turn_grammar`] writes the grammar of one turn for servers that constrain
 //!   sampling (docs/protocol.md §1.7).
 
 mod action;
 mod bind;
 mod continuation;
+mod dialect;
 mod grammar;
 mod observe;
 mod report;
@@ -34,7 +37,16 @@ pub use grammar::{
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};
 pub(crate) use turn::unwrap_cdata;
-pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn};
+pub use dialect::{Dialect, DialectCall, DialectRead, find_block, find_known, read_action_body};
+pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn, read_turn_with};
 
-/// The stop strings the runtime sends to the server and enforces itself (docs/protocol.md §1.6).
-pub const STOP_SEQUENCES: [&str; 3] = ["</action>", "<observation>", "</final_answer>"];
+/// The stop strings the runtime enforces itself and sends to the server, the first four of them
+/// (docs/protocol.md §1.6): the end of an action or an answer, a model-written observation, and
+/// the end of a call in the Hermes/Qwen or `<function_calls>` dialects (§1.8).
+pub const STOP_SEQUENCES: [&str; 5] = [
+    "</action>",
+    "<observation>",
+    "</final_answer>",
+    "</tool_call>",
+    "</function_calls>",
+];

@@ -1,7 +1,8 @@
 //! The `tagloop parse --json` object (docs/protocol.md §2.1).
 
 use super::action::{ActionError, Arg, Call, Signature, parse_action_with};
-use super::turn::{Turn, TurnKind, read_turn};
+use super::dialect::Dialect;
+use super::turn::{Turn, TurnKind, read_turn_with};
 
 /// The action of a [`ParseReport`]: the tool and its arguments in the order written.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -81,6 +82,9 @@ pub struct ParseReport {
     pub reasoning: Option<String>,
     /// Leniencies used (empty when none).
     pub warnings: Vec<String>,
+    /// The tool-call dialect the action was written in, when not tagloop's own (`hermes`,
+    /// `qwen3_coder`, `function_calls`, `json_in_action`, `xml_tool`).
+    pub dialect: Option<Dialect>,
     /// The turn as read (not serialized; for callers that want spans).
     #[serde(skip)]
     pub turn: Turn,
@@ -98,14 +102,15 @@ pub struct ParseReport {
 /// let r = parse_report("<thought>t</thought><action>search(q=\"x\", 3)</action>", &[]);
 /// assert_eq!(
 ///     serde_json::to_string(&r).unwrap(),
-///     r#"{"kind":"action","thought":"t","action":{"tool":"search","args":[{"name":"q","value":"x"},{"name":null,"value":3}]},"final":null,"error":null,"discarded":null,"reasoning":null,"warnings":[]}"#
+///     r#"{"kind":"action","thought":"t","action":{"tool":"search","args":[{"name":"q","value":"x"},{"name":null,"value":3}]},"final":null,"error":null,"discarded":null,"reasoning":null,"warnings":[],"dialect":null}"#
 /// );
 /// let r = parse_report("<action>search(q=</action>", &[]);
 /// assert_eq!(r.kind, "error");
 /// assert_eq!(r.error.unwrap().offset, 9);
 /// ```
 pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
-    let turn = read_turn(text);
+    let names: Vec<&str> = signatures.iter().map(|s| s.name.as_str()).collect();
+    let turn = read_turn_with(text, &names);
     let mut report = ParseReport {
         kind: ReportKind::None,
         thought: turn.thought.clone(),
@@ -115,6 +120,7 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
         discarded: turn.discarded.clone(),
         reasoning: turn.reasoning.clone(),
         warnings: turn.warnings.clone(),
+        dialect: turn.dialect,
         turn: Turn::default(),
         action_error: None,
     };
@@ -123,6 +129,13 @@ pub fn parse_report(text: &str, signatures: &[Signature]) -> ParseReport {
         TurnKind::Final => {
             report.kind = ReportKind::Final;
             report.final_text.clone_from(&turn.final_text);
+        }
+        TurnKind::Action if turn.dialect_error.is_some() => {
+            report.kind = ReportKind::Error;
+            report.error = Some(ReportError {
+                message: turn.dialect_error.clone().unwrap_or_default(),
+                offset: 0,
+            });
         }
         TurnKind::Action => {
             let body = turn.action.as_deref().unwrap_or_default();

@@ -8,6 +8,8 @@
 
 use memchr::memchr;
 
+use super::dialect::{self, Dialect};
+
 /// A byte range `start..end` into the original turn text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Span {
@@ -124,6 +126,11 @@ pub struct Turn {
     /// Whether the deciding block had its own closing tag (if not, the runtime puts it back in the
     /// history).
     pub deciding_closed: bool,
+    /// The tool-call dialect the action was written in, when not tagloop's own
+    /// (docs/protocol.md §1.8); [`Turn::action`] then holds the call in tagloop's syntax.
+    pub dialect: Option<Dialect>,
+    /// Why a call in another dialect could not be read (the model is told).
+    pub dialect_error: Option<String>,
 }
 
 /// Characters that are invisible and carry no meaning outside tags: a byte-order mark and the
@@ -171,10 +178,12 @@ fn tag_at(b: &[u8], i: usize) -> Option<(Tag, bool, usize)> {
 }
 
 /// Stop strings and closing tags whose proper prefix at the very end of a turn is removed.
-const PARTIAL_SUFFIXES: [&str; 6] = [
+const PARTIAL_SUFFIXES: [&str; 8] = [
     "</action>",
     "<observation>",
     "</final_answer>",
+    "</tool_call>",
+    "</function_calls>",
     "</thought>",
     "</think>",
     "</observation>",
@@ -424,7 +433,23 @@ fn only_fence(s: &str) -> bool {
 /// assert_eq!(turn.discarded.as_deref(), Some("<observation>fake"));
 /// ```
 pub fn read_turn(text: &str) -> Turn {
-    let end = text.len() - partial_suffix_len(text);
+    read_turn_with(text, &[])
+}
+
+/// [`read_turn`], also reading a bare XML element named after one of `tools` as a call
+/// (`<read_file><path>a.txt</path></read_file>`, docs/protocol.md §1.8).
+///
+/// ```
+/// use tagloop::protocol::{Dialect, TurnKind, read_turn_with};
+///
+/// let turn = read_turn_with("<read_file><path>a &amp; b.txt</path></read_file>", &["read_file"]);
+/// assert_eq!(turn.kind, TurnKind::Action);
+/// assert_eq!(turn.dialect, Some(Dialect::XmlTool));
+/// assert_eq!(turn.action.as_deref(), Some("read_file(path=\"a & b.txt\")"));
+/// ```
+pub fn read_turn_with(text: &str, tools: &[&str]) -> Turn {
+    let partial = partial_suffix_len(text);
+    let end = text.len() - partial;
     let mut scan = Scan {
         text,
         end,
@@ -469,11 +494,32 @@ pub fn read_turn(text: &str) -> Turn {
         }
     }
 
+    match turn.kind {
+        TurnKind::Action => action_dialect(&mut turn, &mut warnings),
+        TurnKind::None => {
+            if let Some(at) = bare_dialect(&scan, &blocks, discard_from, tools, &mut turn) {
+                discard_from = Some(at);
+                if let Some(d) = turn.dialect {
+                    warnings.push(format!("the call was written in the {} dialect", d.name()));
+                }
+            }
+        }
+        TurnKind::Final => {}
+    }
     if let Some(from) = discard_from {
         let (s, e) = scan.trimmed(from, scan.end);
         let rest = scan.live(s, e);
         if !rest.is_empty() && !only_fence(&rest) {
             turn.discarded = Some(rest);
+        }
+    }
+    if partial > 0 {
+        // A stop string's beginning that a streamed server left at the end (docs/protocol.md §1.1.5).
+        let cut = &text[end..];
+        warnings.push(format!("the partial tag `{cut}` at the end of the turn was removed"));
+        match &mut turn.discarded {
+            Some(d) => d.push_str(cut),
+            None => turn.discarded = Some(cut.to_string()),
         }
     }
     let thoughts: Vec<String> = thoughts.into_iter().filter(|t| !t.is_empty()).collect();
@@ -484,6 +530,58 @@ pub fn read_turn(text: &str) -> Turn {
     turn.blocks = blocks;
     turn.warnings = warnings;
     turn
+}
+
+/// An `<action>` whose body is another dialect (JSON, an XML element, a `<tool_call>`): the
+/// call is rendered in tagloop's syntax, or the reason it cannot be read is kept.
+fn action_dialect(turn: &mut Turn, warnings: &mut Vec<String>) {
+    let Some((d, call)) = turn.action.as_deref().and_then(dialect::read_action_body) else {
+        return;
+    };
+    turn.dialect = Some(d);
+    match call {
+        Ok(call) => {
+            let rendered = call.render();
+            warnings.push(format!(
+                "the action was written in the {} dialect; read as {rendered}",
+                d.name()
+            ));
+            turn.action = Some(rendered);
+        }
+        Err(e) => turn.dialect_error = Some(e),
+    }
+}
+
+/// A turn with no decision of its own may hold a call in another dialect outside tagloop's
+/// blocks (a tag mentioned in a thought calls nothing) and before a model-written
+/// `<observation>`. Returns where the discarded rest starts.
+fn bare_dialect(
+    scan: &Scan<'_>,
+    blocks: &[Block],
+    discard_from: Option<usize>,
+    tools: &[&str],
+    turn: &mut Turn,
+) -> Option<usize> {
+    let limit = discard_from.unwrap_or(scan.end);
+    let allowed = |p: usize| {
+        p < limit
+            && scan.masked(p).is_none()
+            && !blocks.iter().any(|b| b.span.start <= p && p < b.span.end)
+    };
+    let found = dialect::find_known(&scan.text[..scan.end], &allowed, tools)?;
+    turn.kind = TurnKind::Action;
+    turn.dialect = Some(found.dialect);
+    turn.action_offset = Some(found.start);
+    match found.call {
+        Ok(call) => turn.action = Some(call.render()),
+        Err(e) => {
+            turn.action = Some(scan.text[found.start..found.end].to_string());
+            turn.dialect_error = Some(e);
+        }
+    }
+    turn.history_end = found.end;
+    turn.deciding_closed = true;
+    Some(found.end)
 }
 
 /// Where the block opened at `open` ends: at its closing tag (body end, block end, closed), or,

@@ -5,7 +5,8 @@
 //! continues it), `#` comments, literals and classes with `\x`, `\u`, `\U`, `\t`, `\r`, `\n`,
 //! `\\`, `\"`, `\[`, `\]` escapes, `.`, postfix `* + ? {m} {m,} {m,n}`. Beyond syntax it refuses
 //! what llama.cpp refuses when it does check: a missing `root`, a reference to an undefined rule,
-//! left recursion, and inverted ranges.
+//! left recursion, inverted ranges, and repetitions over its limit (2,000, counted for a
+//! repeated group as the rules it synthesizes times the repetitions).
 
 use std::collections::{HashMap, HashSet};
 
@@ -201,7 +202,13 @@ impl Parser<'_> {
                 }
                 _ => break,
             };
-            let item = self.postfix(item)?;
+            // llama.cpp refuses a repeated group whose synthesized rules times the repetition
+            // exceed its limit: count them as it does.
+            let group = match &item {
+                Expr::Seq(_) | Expr::Alt(_) => Some(1 + created(&item)),
+                _ => None,
+            };
+            let item = self.postfix(item, group.unwrap_or(1).max(1))?;
             items.push(item);
         }
         Ok(match items.len() {
@@ -211,7 +218,7 @@ impl Parser<'_> {
         })
     }
 
-    fn postfix(&mut self, mut item: Expr) -> Result<Expr, GbnfError> {
+    fn postfix(&mut self, mut item: Expr, mut n_prev: u64) -> Result<Expr, GbnfError> {
         loop {
             let (min, max) = match self.peek() {
                 Some(b'*') => (0, None),
@@ -235,11 +242,27 @@ impl Parser<'_> {
                     if max.is_some_and(|m| m < min) {
                         return Err(self.error("a repetition's maximum is below its minimum"));
                     }
+                    if min > MAX_REPETITIONS {
+                        return Err(self.error(format!(
+                            "more than {MAX_REPETITIONS} repetitions (llama.cpp's limit)"
+                        )));
+                    }
                     (min, max)
                 }
                 _ => return Ok(item),
             };
             self.i += 1;
+            let total = match max {
+                Some(m) if m > 0 && m <= MAX_REPETITIONS => u64::from(m),
+                _ if min > 0 => u64::from(min),
+                _ => 1,
+            };
+            if n_prev * total > u64::from(MAX_REPETITIONS) {
+                return Err(self.error(format!(
+                    "a repeated group makes {n_prev} rules times {total} repetitions, over llama.cpp's limit of {MAX_REPETITIONS}: repeat a rule reference instead"
+                )));
+            }
+            n_prev *= total;
             item = item.repeat(min, max);
         }
     }
@@ -325,6 +348,29 @@ impl Parser<'_> {
             } else {
                 items.push(ClassItem::Char(a));
             }
+        }
+    }
+}
+
+/// llama.cpp's `MAX_REPETITION_THRESHOLD`.
+const MAX_REPETITIONS: u32 = 2000;
+
+/// The rules llama.cpp synthesizes for an expression inside a group (one per repetition step,
+/// one per nested group).
+fn created(e: &Expr) -> u64 {
+    match e {
+        Expr::Lit(_) | Expr::Class { .. } | Expr::Ref(_) => 0,
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(created).sum(),
+        Expr::Repeat { expr, min, max } => {
+            let inner = match **expr {
+                Expr::Seq(_) | Expr::Alt(_) => 1 + created(expr),
+                _ => created(expr),
+            };
+            inner
+                + match max {
+                    Some(m) => u64::from(m.saturating_sub(*min)),
+                    None => 1,
+                }
         }
     }
 }

@@ -359,13 +359,15 @@ fn the_checker_refuses_what_llama_cpp_would_misread() {
         ("root ::= (\"a\"\n", "expected `)`"),
         ("root = \"a\"\n", "expected `::=`"),
         ("root ::= \"\\x4\"\n", "hex digits"),
+        ("root ::= ([ ]{0,3} [a]){1,800}\n", "over llama.cpp's limit"),
+        ("root ::= [a]{2001}\n", "more than 2000 repetitions"),
     ];
     for (text, why) in bad {
         let err = parse_gbnf(text).expect_err(text).to_string();
         assert!(err.contains(why), "{text:?}: {err}");
     }
     // Right recursion, comments, multi-line groups and `.` are fine.
-    let good = "# c\nroot ::= (\n  \"a\" root\n  | \"\"\n) . [\\[\\]]  # tail\n";
+    let good = "# c\nroot ::= (\n  \"a\" root\n  | \"\"\n) . [\\[\\]] x{1,2000} ([a] [b]){1,1000}  # tail\nx ::= ([ ]{0,3} [a])\n";
     assert!(parse_gbnf(good).is_ok());
 }
 

@@ -11,20 +11,22 @@ use crate::protocol::action::parse_action;
 pub const LAZY_TRIGGERS: [&str; 2] = ["<action>", "<final_answer>"];
 
 /// What no string or free-text answer may contain (matched without regard to case): the stop
-/// strings, which would end the turn on the server, the closing tag of an action, which the
+/// strings (tagloop's own and the dialects'), which would end the turn on the server, the closing tag of an action, which the
 /// reader would take as the end of the block, and `<think>` tags, which the reader takes out as
 /// reasoning wherever they are. Every other tag inside a string or an answer is content
 /// (the tests check each one).
-pub const FORBIDDEN: [&str; 5] = [
+pub const FORBIDDEN: [&str; 7] = [
     "</action",
     "<observation",
     "</final_answer",
+    "</tool_call",
+    "</function_calls",
     "<think",
     "</think",
 ];
 
-/// Longest thought the grammar lets a model write, in characters.
-pub const MAX_THOUGHT_CHARS: u32 = 1500;
+/// Longest thought the grammar lets a model write, in visible characters.
+pub const MAX_THOUGHT_CHARS: u32 = 400;
 
 /// Longest leading `<think>` block the grammar allows, in characters.
 pub const MAX_THINK_CHARS: u32 = 4000;
@@ -62,8 +64,8 @@ pub fn callable(name: &str) -> bool {
             .unwrap_or(false)
 }
 
-/// The grammar of a whole turn: an optional `<think>` block, the thought, then the action or
-/// the final answer, each closed.
+/// The grammar of a whole turn: an optional `<think>` block, the thought (its closing tag
+/// optional), then the action or the final answer, closed.
 ///
 /// ```
 /// use serde_json::json;
@@ -96,16 +98,44 @@ pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
         );
         root.push(Expr::rule("think").opt());
     }
-    if !shape.opened_thought {
-        root.push(Expr::lit("<thought>"));
+    // Visible characters, with at most three blanks between two of them: a model that wants to
+    // stop inside its thought cannot fill its budget with newlines.
+    let blank = chars(
+        false,
+        &[
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\n'),
+        ],
+    );
+    let visible = chars(
+        true,
+        &[
+            ClassItem::Char('<'),
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\r'),
+            ClassItem::Char('\n'),
+        ],
+    );
+    // A rule of its own: llama.cpp limits how often a group may be repeated.
+    g.define("thought-char", Expr::seq([blank.repeat(0, Some(3)), visible]));
+    g.define(
+        "thought",
+        Expr::rule("thought-char").repeat(1, Some(MAX_THOUGHT_CHARS)),
+    );
+    // Small models often go straight from the thought to `<action>`: the reader ends an open
+    // thought there (docs/protocol.md §1.1.5), so the closing tag is optional. Forcing it
+    // sends them into loops instead.
+    let close = Expr::seq([Expr::lit("</thought>"), gap]).opt();
+    if shape.opened_thought {
+        root.extend([Expr::rule("thought"), close, decision]);
+    } else {
+        // A model that knows its answer at once may give it without a thought (the reader
+        // takes a decision with no thought); held to write one, small models loop in it.
+        root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought"), close]).opt());
+        root.push(decision);
     }
-    g.define("thought", not_lt.repeat(1, Some(MAX_THOUGHT_CHARS)));
-    root.extend([
-        Expr::rule("thought"),
-        Expr::lit("</thought>"),
-        gap,
-        decision,
-    ]);
     g.define("root", Expr::seq(root));
     g
 }
@@ -151,12 +181,15 @@ fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
             Expr::rule("answer")
         }
     };
+    // Closing tags are optional: a model may end its turn right after the answer or the call
+    // (the reader closes an open block at the end of the turn), instead of being held in the
+    // grammar until it writes them.
     values.g.define(
         "final",
         Expr::seq([
             Expr::lit("<final_answer>"),
             final_body,
-            Expr::lit("</final_answer>"),
+            Expr::lit("</final_answer>").opt(),
         ]),
     );
     let tools: Vec<&ToolShape<'_>> = shape.tools.iter().filter(|t| callable(t.name)).collect();
@@ -170,7 +203,7 @@ fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
         Expr::seq([
             Expr::lit("<action>"),
             Expr::rule("call"),
-            Expr::lit("</action>"),
+            Expr::lit("</action>").opt(),
         ]),
     );
     Expr::alt([Expr::rule("action"), Expr::rule("final")])

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::role::Role;
+use super::schema_fit;
 
 /// How many schema errors one refusal lists.
 const MAX_LISTED_ERRORS: usize = 10;
@@ -51,11 +52,23 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
                 );
                 v
             }
-            Err(_) => {
-                return Verdict::Refused(format!(
-                    "Your final answer is not valid JSON: {strict}. Write only the JSON value inside <final_answer>, with nothing before or after it."
-                ));
-            }
+            Err(_) => match role
+                .output_schema()
+                .and_then(|schema| schema_fit::xml_answer(body, schema))
+            {
+                Some(v) => {
+                    warnings.push(
+                        "the final answer was XML; its elements were read into the schema's JSON"
+                            .to_string(),
+                    );
+                    v
+                }
+                None => {
+                    return Verdict::Refused(format!(
+                        "Your final answer is not valid JSON: {strict}. Write only the JSON value inside <final_answer>, with nothing before or after it."
+                    ));
+                }
+            },
         },
     };
     let mut errors: Vec<String> = validator
@@ -72,6 +85,19 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
         .collect();
     if errors.is_empty() {
         return Verdict::Accepted { value, warnings };
+    }
+    // What the validator refuses may be plainly meant: "3" for 3, "true" for true, one value
+    // for a list of one. Coerced by the schema, and accepted only if that validates.
+    if let Some(schema) = role.output_schema() {
+        let mut notes = Vec::new();
+        let coerced = schema_fit::coerce(value.clone(), schema, "", &mut notes);
+        if !notes.is_empty() && validator.is_valid(&coerced) {
+            warnings.extend(notes.into_iter().map(|n| format!("coerced to the schema: {n}")));
+            return Verdict::Accepted {
+                value: coerced,
+                warnings,
+            };
+        }
     }
     errors.sort();
     errors.dedup();

@@ -37,6 +37,7 @@ mod preview;
 mod resume;
 mod role;
 mod run;
+mod schema_fit;
 mod think;
 
 use std::sync::Arc;

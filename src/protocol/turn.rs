@@ -501,6 +501,13 @@ pub fn read_turn_with(text: &str, tools: &[&str]) -> Turn {
                 discard_from = Some(at);
                 if let Some(d) = turn.dialect {
                     warnings.push(format!("the call was written in the {} dialect", d.name()));
+                    let block = &text[turn.action_offset.unwrap_or(0)..at];
+                    if d == Dialect::FunctionCalls && block.matches("<invoke").count() > 1 {
+                        warnings.push(
+                            "only the first <invoke> of the block runs; the others were ignored"
+                                .to_string(),
+                        );
+                    }
                 }
             }
         }

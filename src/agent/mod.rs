@@ -38,6 +38,7 @@ mod resume;
 mod role;
 mod run;
 mod schema_fit;
+mod wrap;
 mod think;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub use outcome::{Outcome, Progress, Status};
 pub use preview::{Preview, preview, preview_grammar};
 pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};
+pub use wrap::{WrapCommand, Wrapped};
 
 use crate::llm::{Model, Prompt};
 use crate::prompt::{ContextItem, PromptError, SystemInput, Templates, ToolDoc};

@@ -11,6 +11,7 @@ mod parse;
 mod run;
 mod sessions;
 mod setup;
+mod wrap;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,8 @@ enum Command {
     Continue(run::ContinueArgs),
     /// Run many tasks from JSON Lines, concurrently; a rerun skips finished ids
     Batch(batch::BatchArgs),
+    /// Run an external program (an agent CLI) on a task and make its output the role's result
+    Wrap(wrap::WrapArgs),
     /// Run a suite of checked tasks and report pass rate, readable turns, steps, tokens, time
     Eval(eval::EvalArgs),
     /// Print shell completions
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
             Command::Continue(a) => run::continue_run(a).await,
             Command::Batch(a) => batch::batch(a).await,
             Command::Eval(a) => eval::eval(a).await,
+            Command::Wrap(a) => wrap::wrap(a).await,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     shell,

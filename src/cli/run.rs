@@ -264,23 +264,8 @@ async fn execute(
     events_out: Option<EventsOut>,
 ) -> Result<ExitCode> {
     let agent = setup.agent(model)?;
-    let live = Arc::new(Live::new(out.quiet));
-    let redactor = setup.redactor.clone();
     let transcript = transcript.redacting(setup.redactor.clone());
-    let sink: EventSink = Arc::new(move |e: &Event| {
-        let Some(e) = redact_event(&redactor, e) else {
-            return;
-        };
-        let e = e.as_ref();
-        live.show(e);
-        if let Some(w) = &events_out
-            && let Ok(mut w) = w.lock()
-            && let Ok(line) = serde_json::to_string(e)
-        {
-            let _ = writeln!(w, "{line}");
-            let _ = w.flush();
-        }
-    });
+    let sink = event_sink(setup, out, events_out);
     let options = RunOptions {
         context: setup.context.clone(),
         events: Some(sink),
@@ -301,6 +286,27 @@ async fn execute(
     Ok(exit_code(&outcome))
 }
 
+/// Where a run's events go: the live view on stderr, and `--events` as JSON Lines, every known
+/// secret removed.
+pub fn event_sink(setup: &Setup, out: &OutputOpts, events_out: Option<EventsOut>) -> EventSink {
+    let live = Arc::new(Live::new(out.quiet));
+    let redactor = setup.redactor.clone();
+    Arc::new(move |e: &Event| {
+        let Some(e) = redact_event(&redactor, e) else {
+            return;
+        };
+        let e = e.as_ref();
+        live.show(e);
+        if let Some(w) = &events_out
+            && let Ok(mut w) = w.lock()
+            && let Ok(line) = serde_json::to_string(e)
+        {
+            let _ = writeln!(w, "{line}");
+            let _ = w.flush();
+        }
+    })
+}
+
 /// The event with every known secret removed (defence in depth: the model client and the agent
 /// redact at the source); `None` in the unlikely case the redacted event no longer reads back.
 fn redact_event<'a>(redactor: &Redactor, e: &'a Event) -> Option<Cow<'a, Event>> {
@@ -316,7 +322,7 @@ fn redact_event<'a>(redactor: &Redactor, e: &'a Event) -> Option<Cow<'a, Event>>
 }
 
 /// The outcome with every known secret removed from its error and final answer.
-fn redact_outcome(mut outcome: Outcome, redactor: &Redactor) -> Outcome {
+pub fn redact_outcome(mut outcome: Outcome, redactor: &Redactor) -> Outcome {
     if redactor.is_empty() {
         return outcome;
     }
@@ -328,9 +334,9 @@ fn redact_outcome(mut outcome: Outcome, redactor: &Redactor) -> Outcome {
 }
 
 /// Where `--events` lines go.
-type EventsOut = Arc<Mutex<Box<dyn Write + Send>>>;
+pub type EventsOut = Arc<Mutex<Box<dyn Write + Send>>>;
 
-fn open_events(path: Option<&str>) -> Result<Option<EventsOut>> {
+pub fn open_events(path: Option<&str>) -> Result<Option<EventsOut>> {
     let Some(path) = path else { return Ok(None) };
     let w: Box<dyn Write + Send> = if path == "-" {
         Box::new(std::io::stdout())

@@ -39,6 +39,8 @@ pub struct Setup {
     pub mcp: Vec<McpSource>,
     /// Every key the configuration holds: removed from the outcome, events and transcript.
     pub redactor: Redactor,
+    /// The environment of child processes: without any key tagloop knows of.
+    pub child_env: ChildEnv,
 }
 
 /// A model, or a script to replay (a fresh cursor per run).
@@ -119,6 +121,7 @@ impl Setup {
             context,
             mcp,
             redactor: Redactor::with(&keys),
+            child_env,
         })
     }
 

@@ -20,7 +20,7 @@ pub use children::{ChildEnv, harden_process, kill_all_descendants, spawn_orphan_
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
 pub use mcp::{McpAccess, McpError, McpOptions, McpSource};
-pub use shell::run_shell;
+pub use shell::{CommandOutput, Process, run_process, run_shell};
 pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
 
 /// Why a tool call failed. The message becomes the observation the model sees.

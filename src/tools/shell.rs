@@ -171,18 +171,57 @@ pub async fn run_shell(
     cap: usize,
     env: &ChildEnv,
 ) -> Result<CommandOutput, ToolError> {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
+    let args = ["-c".to_string(), command.to_string()];
+    run_process(Process {
+        program: "sh",
+        args: &args,
+        cwd,
+        timeout,
+        cap,
+        env,
+        stdin: None,
+    })
+    .await
+}
+
+/// A program to run with [`run_process`].
+#[derive(Debug, Clone, Copy)]
+pub struct Process<'a> {
+    /// The program (looked up in `PATH`).
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// Time limit: on expiry it and every process it started get `SIGKILL`.
+    pub timeout: Duration,
+    /// Bytes kept of each output stream.
+    pub cap: usize,
+    /// Its environment (no key tagloop knows of; variables `env` sets).
+    pub env: &'a ChildEnv,
+    /// Bytes written to its standard input, which is then closed (`None`: no input).
+    pub stdin: Option<&'a [u8]>,
+}
+
+/// Run a program as [`run_shell`] runs `sh`: its own process group, the time limit, capped
+/// output, and every process it started killed when it ends.
+pub async fn run_process(p: Process<'_>) -> Result<CommandOutput, ToolError> {
+    let mut cmd = tokio::process::Command::new(p.program);
+    cmd.args(p.args)
+        .current_dir(p.cwd)
         .process_group(0)
-        .stdin(Stdio::null())
+        .stdin(if p.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let (cap, timeout, command) = (p.cap, p.timeout, p.program);
     // The model's commands never see a key tagloop knows of (the agent also redacts known secrets
     // from every tool's output).
-    env.apply(&mut cmd);
+    p.env.apply(&mut cmd);
     let job = Job::new("cmd");
     let mut child = job
         .spawn(cmd, |mut cmd| {
@@ -190,7 +229,7 @@ pub async fn run_shell(
             let pid = child.id();
             Ok((child, pid))
         })
-        .map_err(|e| ToolError::Failed(format!("cannot start `sh`: {e}")))?;
+        .map_err(|e| ToolError::Failed(format!("cannot start `{command}`: {e}")))?;
     let pid = child
         .id()
         .ok_or_else(|| ToolError::Failed("the command exited before it started".to_string()))?;
@@ -201,6 +240,15 @@ pub async fn run_shell(
         pid: Some(pid),
         job,
     };
+    if let (Some(mut input), Some(bytes)) = (child.stdin.take(), p.stdin) {
+        // Written by its own task, so a program that does not read its input cannot block us;
+        // dropping the handle closes the pipe.
+        let bytes = bytes.to_vec();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = input.write_all(&bytes).await;
+        });
+    }
     let out_task = child.stdout.take().map(|s| tokio::spawn(drain(s, cap)));
     let err_task = child.stderr.take().map(|s| tokio::spawn(drain(s, cap)));
 

@@ -281,6 +281,50 @@ mod tests {
         assert_eq!(xml_answer("<n>1</n><n>2.5</n>", &list), Some(json!([1, 2.5])));
     }
 
+    /// Any object of the schema's shape, written as XML elements (escaped, some values in
+    /// CDATA, with or without a wrapper element), reads back as itself.
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn escape(s: &str) -> String {
+            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+        }
+
+        proptest! {
+            #[test]
+            fn xml_answers_read_back_as_the_object(
+                name in "[a-zA-Z &<>\"'é]{1,12}",
+                count in any::<i32>(),
+                ok in any::<bool>(),
+                tags in proptest::collection::vec("[a-z<&]{1,6}", 0..4),
+                city in proptest::option::of("[A-Za-z ]{1,8}"),
+                wrapper in any::<bool>(),
+                cdata in any::<bool>(),
+            ) {
+                let text = |s: &str| if cdata && !s.contains("]]>") { format!("<![CDATA[{s}]]>") } else { escape(s) };
+                let mut xml = format!("<name>{}</name><count>{count}</count><ok>{ok}</ok>", text(&name));
+                for t in &tags {
+                    xml.push_str(&format!("<tags>{}</tags>", text(t)));
+                }
+                if let Some(c) = &city {
+                    xml.push_str(&format!("<address><city>{}</city></address>", text(c)));
+                }
+                if wrapper {
+                    xml = format!("<person>\n{xml}\n</person>");
+                }
+                let mut want = json!({"name": name.trim(), "count": count, "ok": ok});
+                if !tags.is_empty() {
+                    want["tags"] = json!(tags);
+                }
+                if let Some(c) = &city {
+                    want["address"] = json!({"city": c.trim()});
+                }
+                prop_assert_eq!(xml_answer(&xml, &person()), Some(want), "{}", xml);
+            }
+        }
+    }
+
     #[test]
     fn coercions_are_applied_and_reported() {
         let mut notes = Vec::new();

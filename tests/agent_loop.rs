@@ -695,7 +695,13 @@ async fn the_request_carries_the_stop_strings() {
     assert_eq!(o.status, Status::Ok);
     assert_eq!(
         spy.0.lock().unwrap()[0],
-        vec!["</action>", "<observation>", "</final_answer>"]
+        vec![
+            "</action>",
+            "<observation>",
+            "</final_answer>",
+            "</tool_call>",
+            "</function_calls>"
+        ]
     );
 }
 

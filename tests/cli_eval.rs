@@ -103,7 +103,7 @@ fn the_table_and_the_pass_rate_gate() {
     assert!(out.status.success());
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains("4 runs · 3 passed (75%) · readable turns 67% (12 turns)"),
+        table.contains("4 runs · 3 passed (75%) · readable turns 67% (12 turns, 0% constrained)"),
         "{table}"
     );
     assert!(

@@ -47,7 +47,12 @@ impl Env {
 }
 
 fn outcome(out: &[u8]) -> Value {
-    serde_json::from_slice(out).unwrap_or_else(|e| panic!("not one JSON object ({e}): {}", String::from_utf8_lossy(out)))
+    serde_json::from_slice(out).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON object ({e}): {}",
+            String::from_utf8_lossy(out)
+        )
+    })
 }
 
 #[test]
@@ -62,13 +67,24 @@ fn without_a_schema_the_output_is_the_answer_and_no_model_is_called() {
         .env("OPENAI_API_KEY", "sk-wrap-secret-1234567890")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let o = outcome(&out.stdout);
     let final_text = o["final"].as_str().unwrap();
-    assert!(final_text.contains("stdin: count the apples"), "{final_text}");
+    assert!(
+        final_text.contains("stdin: count the apples"),
+        "{final_text}"
+    );
     assert!(final_text.contains("the context"), "{final_text}");
     assert!(final_text.contains("var: count the apples"), "{final_text}");
-    assert!(final_text.contains("key: none"), "the wrapped program never sees the key: {final_text}");
+    assert!(
+        final_text.contains("key: none"),
+        "the wrapped program never sees the key: {final_text}"
+    );
     assert_eq!(o["status"], "ok");
     assert_eq!(o["steps"], 0);
     assert_eq!(o["llm_calls"], 0);
@@ -99,12 +115,24 @@ fn with_a_schema_the_model_extracts_the_result_with_corrections() {
     );
     let out = env
         .wrap(
-            &["--task", "count the apples", "--output-schema", "schema.json", "--model", &script],
+            &[
+                "--task",
+                "count the apples",
+                "--output-schema",
+                "schema.json",
+                "--model",
+                &script,
+            ],
             &["sh", "-c", "echo 'I counted 12 apples in the basket.'"],
         )
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let o = outcome(&out.stdout);
     assert_eq!(o["final"], serde_json::json!({"apples": 12}));
     assert_eq!(o["llm_calls"], 2, "one extraction, one correction");
@@ -116,15 +144,31 @@ fn with_a_schema_the_model_extracts_the_result_with_corrections() {
         .iter()
         .find(|r| r["type"] == "message" && r["message"]["role"] == "user")
         .expect("the extraction's question");
-    assert!(question["message"]["content"].as_str().unwrap().contains("I counted 12 apples"));
-    assert!(records.iter().any(|r| r["type"] == "correction" && r["kind"] == "invalid_final"));
+    assert!(
+        question["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("I counted 12 apples")
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["type"] == "correction" && r["kind"] == "invalid_final")
+    );
 }
 
 #[test]
 fn a_failing_command_is_an_error_with_the_end_of_its_stderr() {
     let env = Env::new();
     let out = env
-        .wrap(&["--task", "t"], &["sh", "-c", "echo partial; echo 'it broke: disk full' >&2; exit 4"])
+        .wrap(
+            &["--task", "t"],
+            &[
+                "sh",
+                "-c",
+                "echo partial; echo 'it broke: disk full' >&2; exit 4",
+            ],
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -133,11 +177,22 @@ fn a_failing_command_is_an_error_with_the_end_of_its_stderr() {
     assert_eq!(o["exit_code"], 4);
     assert_eq!(o["final"], Value::Null);
     let err = o["error"].as_str().unwrap();
-    assert!(err.contains("exited with 4") && err.contains("it broke: disk full"), "{err}");
+    assert!(
+        err.contains("exited with 4") && err.contains("it broke: disk full"),
+        "{err}"
+    );
     // A program that cannot start is an error too.
-    let out = env.wrap(&["--task", "t"], &["no-such-program-tagloop"]).output().unwrap();
+    let out = env
+        .wrap(&["--task", "t"], &["no-such-program-tagloop"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(outcome(&out.stdout)["error"].as_str().unwrap().contains("cannot run"));
+    assert!(
+        outcome(&out.stdout)["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run")
+    );
 }
 
 #[test]
@@ -148,17 +203,37 @@ fn a_timeout_kills_the_whole_process_tree() {
     let out = env
         .wrap(
             &["--task", "t", "--timeout", "1"],
-            &["sh", "-c", &format!("sleep 60 & echo $! > {}; echo waiting >&2; wait", pidfile.display())],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "sleep 60 & echo $! > {}; echo waiting >&2; wait",
+                    pidfile.display()
+                ),
+            ],
         )
         .output()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(1));
     let o = outcome(&out.stdout);
     assert_eq!(o["status"], "error");
-    assert!(o["error"].as_str().unwrap().contains("did not finish within 1 s"), "{o}");
+    assert!(
+        o["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish within 1 s"),
+        "{o}"
+    );
     assert!(o["error"].as_str().unwrap().contains("waiting"), "{o}");
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
     // The background child is gone (or a zombie already reaped): no live process with its pid.
     let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| !s.contains(") Z "))
@@ -170,7 +245,11 @@ fn a_timeout_kills_the_whole_process_tree() {
 fn wrap_needs_a_command_and_a_task() {
     let env = Env::new();
     let mut c = Command::cargo_bin("tagloop").unwrap();
-    let out = c.current_dir(env.dir.path()).args(["wrap", "--task", "t"]).output().unwrap();
+    let out = c
+        .current_dir(env.dir.path())
+        .args(["wrap", "--task", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = env.wrap(&["--task", " "], &["true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -32,7 +32,9 @@ fn json_has_the_spec_fields_in_order() {
             "error",
             "discarded",
             "reasoning",
-            "warnings"
+            "warnings",
+            // tagloop's own addition after the spec's fields (docs/protocol.md §2.1).
+            "dialect"
         ]
     );
     assert_eq!(

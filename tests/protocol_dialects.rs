@@ -7,7 +7,9 @@ use serde_json::{Map, Value, json};
 use tagloop::protocol::{Dialect, TurnKind, parse_action, read_turn_with};
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn args_strategy() -> impl Strategy<Value = Vec<(String, String)>> {
@@ -121,11 +123,22 @@ fn json_dialects_keep_types_and_xml_ones_give_strings() {
         &[],
     );
     let call = parse_action(t.action.as_deref().unwrap()).unwrap();
-    let got: Map<String, Value> = call.args.into_iter().map(|a| (a.name.unwrap(), a.value)).collect();
-    assert_eq!(Value::Object(got), json!({"n": 3, "b": true, "l": [1, 2], "o": {"k": "v"}}));
+    let got: Map<String, Value> = call
+        .args
+        .into_iter()
+        .map(|a| (a.name.unwrap(), a.value))
+        .collect();
+    assert_eq!(
+        Value::Object(got),
+        json!({"n": 3, "b": true, "l": [1, 2], "o": {"k": "v"}})
+    );
     let t = read_turn_with("<f><n>3</n><l>1</l><l>2</l></f>", &["f"]);
     let call = parse_action(t.action.as_deref().unwrap()).unwrap();
-    let got: Map<String, Value> = call.args.into_iter().map(|a| (a.name.unwrap(), a.value)).collect();
+    let got: Map<String, Value> = call
+        .args
+        .into_iter()
+        .map(|a| (a.name.unwrap(), a.value))
+        .collect();
     assert_eq!(Value::Object(got), json!({"n": "3", "l": ["1", "2"]}));
 }
 
@@ -136,6 +149,9 @@ fn our_own_syntax_always_wins_and_never_changes() {
     assert_eq!(t.dialect, None);
     assert_eq!(t.action.as_deref(), Some("b(x=1)"));
     // Our syntax inside <tool_call> is not a dialect (the shared corpus's ds-01).
-    let t = read_turn_with("<thought>x</thought>\n<tool_call>search(query=\"x\")</tool_call>", &[]);
+    let t = read_turn_with(
+        "<thought>x</thought>\n<tool_call>search(query=\"x\")</tool_call>",
+        &[],
+    );
     assert_eq!(t.kind, TurnKind::None);
 }

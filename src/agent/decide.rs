@@ -27,7 +27,10 @@ impl Run<'_> {
         // action in it may be cut short, so it never runs.
         if model_turn.finish == Finish::Repeated
             && !(turn.kind == TurnKind::Final
-                && turn.final_text.as_deref().is_some_and(|t| !t.trim().is_empty()))
+                && turn
+                    .final_text
+                    .as_deref()
+                    .is_some_and(|t| !t.trim().is_empty()))
         {
             return self.repeated(&model_turn.text, final_only);
         }

@@ -92,7 +92,11 @@ pub(crate) fn check(text: &str, role: &Role) -> Verdict {
         let mut notes = Vec::new();
         let coerced = schema_fit::coerce(value.clone(), schema, "", &mut notes);
         if !notes.is_empty() && validator.is_valid(&coerced) {
-            warnings.extend(notes.into_iter().map(|n| format!("coerced to the schema: {n}")));
+            warnings.extend(
+                notes
+                    .into_iter()
+                    .map(|n| format!("coerced to the schema: {n}")),
+            );
             return Verdict::Accepted {
                 value: coerced,
                 warnings,

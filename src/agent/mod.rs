@@ -38,8 +38,8 @@ mod resume;
 mod role;
 mod run;
 mod schema_fit;
-mod wrap;
 mod think;
+mod wrap;
 
 use std::sync::Arc;
 

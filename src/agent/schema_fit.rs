@@ -81,9 +81,8 @@ pub(crate) fn xml_answer(body: &str, schema: &Value) -> Option<Value> {
     let t = types(schema);
     if t.contains(&"object") {
         let props = schema.get("properties").and_then(Value::as_object);
-        let names_match = |n: &Node| {
-            props.is_some_and(|p| n.children.iter().any(|c| p.contains_key(&c.name)))
-        };
+        let names_match =
+            |n: &Node| props.is_some_and(|p| n.children.iter().any(|c| p.contains_key(&c.name)));
         // `<person><name>…</name></person>`: one wrapper around the fields.
         let node = match root.children.as_slice() {
             [only] if !names_match(&root) && names_match(only) => only,
@@ -98,7 +97,10 @@ pub(crate) fn xml_answer(body: &str, schema: &Value) -> Option<Value> {
             _ => &root,
         };
         return Some(Value::Array(
-            node.children.iter().map(|c| node_value(c, &items)).collect(),
+            node.children
+                .iter()
+                .map(|c| node_value(c, &items))
+                .collect(),
         ));
     }
     None
@@ -120,9 +122,9 @@ fn object(node: &Node, schema: &Value) -> Value {
             let items = prop.get("items").cloned().unwrap_or(Value::Bool(true));
             match matching.as_slice() {
                 // `<tags><tag>a</tag><tag>b</tag></tags>`: one element wrapping the items.
-                [one] if !one.children.is_empty() => Value::Array(
-                    one.children.iter().map(|c| node_value(c, &items)).collect(),
-                ),
+                [one] if !one.children.is_empty() => {
+                    Value::Array(one.children.iter().map(|c| node_value(c, &items)).collect())
+                }
                 _ => Value::Array(matching.iter().map(|c| node_value(c, &items)).collect()),
             }
         } else {
@@ -144,7 +146,12 @@ fn node_value(node: &Node, schema: &Value) -> Value {
     if !node.children.is_empty() {
         if t.contains(&"array") {
             let items = schema.get("items").cloned().unwrap_or(Value::Bool(true));
-            return Value::Array(node.children.iter().map(|c| node_value(c, &items)).collect());
+            return Value::Array(
+                node.children
+                    .iter()
+                    .map(|c| node_value(c, &items))
+                    .collect(),
+            );
         }
         return object(node, schema);
     }
@@ -189,16 +196,14 @@ pub(crate) fn coerce(value: Value, schema: &Value, path: &str, notes: &mut Vec<S
     let t = types(schema);
     let at = if path.is_empty() { "(root)" } else { path };
     match value {
-        Value::String(s) if !t.is_empty() && !t.contains(&"string") => {
-            match scalar(s.trim(), &t) {
-                Some(v) if !v.is_string() => {
-                    notes.push(format!("{at}: the string {s:?} was read as {v}"));
-                    v
-                }
-                _ if t.contains(&"array") => wrap(Value::String(s), schema, path, notes),
-                _ => Value::String(s),
+        Value::String(s) if !t.is_empty() && !t.contains(&"string") => match scalar(s.trim(), &t) {
+            Some(v) if !v.is_string() => {
+                notes.push(format!("{at}: the string {s:?} was read as {v}"));
+                v
             }
-        }
+            _ if t.contains(&"array") => wrap(Value::String(s), schema, path, notes),
+            _ => Value::String(s),
+        },
         Value::Object(map) => {
             let empty = Map::new();
             let props = schema
@@ -264,21 +269,32 @@ mod tests {
         );
         assert_eq!(
             v,
-            Some(json!({"name": "Ana & Bo", "count": 2, "ok": true, "tags": ["x", "<y>"],
-                        "address": {"city": "Lyon", "zip": 69001}}))
+            Some(
+                json!({"name": "Ana & Bo", "count": 2, "ok": true, "tags": ["x", "<y>"],
+                        "address": {"city": "Lyon", "zip": 69001}})
+            )
         );
         // One wrapper element around the fields, and a list wrapped in its own element.
         let v = xml_answer(
             "<person><name>Ana</name><count>x</count><tags><t>a</t><t>b</t></tags></person>",
             &person(),
         );
-        assert_eq!(v, Some(json!({"name": "Ana", "count": "x", "tags": ["a", "b"]})));
+        assert_eq!(
+            v,
+            Some(json!({"name": "Ana", "count": "x", "tags": ["a", "b"]}))
+        );
         // Missing fields are not invented; text that is not XML is not read.
-        assert_eq!(xml_answer("<name>Ana</name>", &person()), Some(json!({"name": "Ana"})));
+        assert_eq!(
+            xml_answer("<name>Ana</name>", &person()),
+            Some(json!({"name": "Ana"}))
+        );
         assert_eq!(xml_answer("Ana, 2", &person()), None);
         assert_eq!(xml_answer("<name>Ana</nam>", &person()), None);
         let list = json!({"type": "array", "items": {"type": "number"}});
-        assert_eq!(xml_answer("<n>1</n><n>2.5</n>", &list), Some(json!([1, 2.5])));
+        assert_eq!(
+            xml_answer("<n>1</n><n>2.5</n>", &list),
+            Some(json!([1, 2.5]))
+        );
     }
 
     /// Any object of the schema's shape, written as XML elements (escaped, some values in
@@ -288,7 +304,9 @@ mod tests {
         use proptest::prelude::*;
 
         fn escape(s: &str) -> String {
-            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
         }
 
         proptest! {
@@ -339,10 +357,19 @@ mod tests {
             json!({"name": "Ana", "count": 3, "ok": false, "tags": ["solo"], "address": {"zip": 7}})
         );
         assert_eq!(notes.len(), 4, "{notes:?}");
-        assert!(notes.iter().any(|n| n.starts_with("/count: the string \"3\"")));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("/count: the string \"3\""))
+        );
         // Nothing to do: nothing reported; a string that is not a number stays.
         let mut notes = Vec::new();
-        let v = coerce(json!({"name": "1", "count": "many"}), &person(), "", &mut notes);
+        let v = coerce(
+            json!({"name": "1", "count": "many"}),
+            &person(),
+            "",
+            &mut notes,
+        );
         assert_eq!(v, json!({"name": "1", "count": "many"}));
         assert!(notes.is_empty());
     }

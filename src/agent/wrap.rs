@@ -87,7 +87,12 @@ fn emit(options: &mut RunOptions, event: Event) {
 impl Agent {
     /// Run an external program on `task` and make its output this agent's role's result (see
     /// the module docs). The agent's tools are not offered to the extraction.
-    pub async fn wrap(&self, task: &str, command: &WrapCommand, mut options: RunOptions) -> Wrapped {
+    pub async fn wrap(
+        &self,
+        task: &str,
+        command: &WrapCommand,
+        mut options: RunOptions,
+    ) -> Wrapped {
         let Some((program, args)) = command.argv.split_first() else {
             return self.unwrapped(task, options, "no command to run".into(), None, 0.0);
         };
@@ -168,7 +173,13 @@ impl Agent {
     }
 
     /// No model: the program's output is the final answer.
-    fn passthrough(&self, task: &str, mut options: RunOptions, output: String, seconds: f64) -> Wrapped {
+    fn passthrough(
+        &self,
+        task: &str,
+        mut options: RunOptions,
+        output: String,
+        seconds: f64,
+    ) -> Wrapped {
         self.started(task, &mut options);
         let answer = Value::String(output.trim_end().to_string());
         emit(
@@ -191,7 +202,14 @@ impl Agent {
         seconds: f64,
     ) -> Wrapped {
         self.started(task, &mut options);
-        self.finish(options, Status::Error, None, Some(error), exit_code, seconds)
+        self.finish(
+            options,
+            Status::Error,
+            None,
+            Some(error),
+            exit_code,
+            seconds,
+        )
     }
 
     fn started(&self, task: &str, options: &mut RunOptions) {

@@ -105,7 +105,9 @@ fn is_ident(s: &str) -> bool {
 /// A tool name as the action grammar reads it (letters, digits, `_`, `.`, `-`).
 fn is_tool_name(s: &str) -> bool {
     !s.is_empty()
-        && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
         && s.chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
@@ -323,7 +325,11 @@ fn xml_tool_call(block: &str) -> Result<DialectCall, String> {
                 push_arg(&mut args, name, Value::String(xml_value(&raw)));
             }
             Ok(Event::Empty(e)) => {
-                push_arg(&mut args, name_of(e.name().as_ref()), Value::String(String::new()));
+                push_arg(
+                    &mut args,
+                    name_of(e.name().as_ref()),
+                    Value::String(String::new()),
+                );
             }
             Ok(Event::End(_)) | Ok(Event::Eof) => break,
             Ok(_) => {}
@@ -352,10 +358,13 @@ fn invoke_call(block: &str) -> Result<DialectCall, String> {
     let mut tool: Option<String> = None;
     let mut args = Map::new();
     let attr = |e: &quick_xml::events::BytesStart<'_>, key: &str| -> Option<String> {
-        e.attributes().flatten().find(|a| a.key.as_ref() == key).map(|a| {
-            let raw = a.value.to_string();
-            xml_value(&raw)
-        })
+        e.attributes()
+            .flatten()
+            .find(|a| a.key.as_ref() == key)
+            .map(|a| {
+                let raw = a.value.to_string();
+                xml_value(&raw)
+            })
     };
     loop {
         match reader.read_event() {
@@ -395,8 +404,12 @@ fn invoke_call(block: &str) -> Result<DialectCall, String> {
 pub fn read_action_body(body: &str) -> Option<(Dialect, Result<DialectCall, String>)> {
     let t = body.trim();
     if t.starts_with('{') {
-        return json_call(t, &["name", "tool", "action"], &["arguments", "args", "action_input", "parameters"])
-            .map(|r| (Dialect::JsonInAction, r));
+        return json_call(
+            t,
+            &["name", "tool", "action"],
+            &["arguments", "args", "action_input", "parameters"],
+        )
+        .map(|r| (Dialect::JsonInAction, r));
     }
     if !t.starts_with('<') {
         return None;
@@ -421,7 +434,11 @@ pub fn find_block(text: &str, allowed: &dyn Fn(usize) -> bool) -> Option<Dialect
 }
 
 /// [`find_block`], also reading bare elements named after one of `tools`.
-pub fn find_known(text: &str, allowed: &dyn Fn(usize) -> bool, tools: &[&str]) -> Option<DialectRead> {
+pub fn find_known(
+    text: &str,
+    allowed: &dyn Fn(usize) -> bool,
+    tools: &[&str],
+) -> Option<DialectRead> {
     let first = |tag: &str| {
         let mut from = 0;
         while let Some(p) = find_ci(text, tag, from) {

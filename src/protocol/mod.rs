@@ -30,6 +30,7 @@ pub use action::{
 };
 pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
+pub use dialect::{Dialect, DialectCall, DialectRead, find_block, find_known, read_action_body};
 pub use grammar::{
     ClassItem, Expr, FORBIDDEN, GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS,
     MAX_THOUGHT_CHARS, ToolShape, TurnShape, callable, decision_grammar, parse_gbnf, turn_grammar,
@@ -37,7 +38,6 @@ pub use grammar::{
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};
 pub(crate) use turn::unwrap_cdata;
-pub use dialect::{Dialect, DialectCall, DialectRead, find_block, find_known, read_action_body};
 pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn, read_turn_with};
 
 /// The stop strings the runtime enforces itself and sends to the server, the first four of them

@@ -523,7 +523,9 @@ pub fn read_turn_with(text: &str, tools: &[&str]) -> Turn {
     if partial > 0 {
         // A stop string's beginning that a streamed server left at the end (docs/protocol.md §1.1.5).
         let cut = &text[end..];
-        warnings.push(format!("the partial tag `{cut}` at the end of the turn was removed"));
+        warnings.push(format!(
+            "the partial tag `{cut}` at the end of the turn was removed"
+        ));
         match &mut turn.discarded {
             Some(d) => d.push_str(cut),
             None => turn.discarded = Some(cut.to_string()),

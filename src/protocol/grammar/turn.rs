@@ -119,7 +119,10 @@ pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
         ],
     );
     // A rule of its own: llama.cpp limits how often a group may be repeated.
-    g.define("thought-char", Expr::seq([blank.repeat(0, Some(3)), visible]));
+    g.define(
+        "thought-char",
+        Expr::seq([blank.repeat(0, Some(3)), visible]),
+    );
     g.define(
         "thought",
         Expr::rule("thought-char").repeat(1, Some(MAX_THOUGHT_CHARS)),

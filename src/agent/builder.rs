@@ -80,7 +80,6 @@ impl AgentBuilder {
                 tools: &self.tools,
                 role: &self.role,
                 api: self.config.api,
-                exclude: None,
             })
         } else {
             Grammars::default()

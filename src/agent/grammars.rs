@@ -6,8 +6,9 @@
 //! (the decision alone, from `<action>` or `<final_answer>` on) is offered too, which llama.cpp
 //! uses so that the reasoning stays free.
 //!
-//! After the loop guard refused a call (docs/protocol.md §1.6), the next turn's grammar leaves
-//! that tool out, built for that turn alone: the model can only try another tool or answer.
+//! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
+//! last turn's grammar: the model was just shown the result it keeps asking for, and can only
+//! answer.
 //!
 //! A model reasons when [`AgentConfig::reasoning`](super::AgentConfig::reasoning) says so, or
 //! from the first turn of a run in which it wrote a `<think>` block or the server sent separate
@@ -39,8 +40,6 @@ pub(crate) struct GrammarInputs<'a> {
     pub(crate) tools: &'a Registry,
     pub(crate) role: &'a Role,
     pub(crate) api: Api,
-    /// A tool left out of this grammar (one whose call the loop guard just refused).
-    pub(crate) exclude: Option<&'a str>,
 }
 
 impl GrammarInputs<'_> {
@@ -53,7 +52,6 @@ impl GrammarInputs<'_> {
     fn shapes(&self) -> Vec<ToolShape<'_>> {
         self.tools
             .iter()
-            .filter(|t| Some(t.name()) != self.exclude)
             .map(|t| ToolShape {
                 name: t.name(),
                 parameters: t.parameters(),
@@ -77,7 +75,7 @@ impl GrammarInputs<'_> {
     }
 
     /// One variant, checked.
-    pub(crate) fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
+    fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
         let full = self.turn(final_only, reasoning).to_gbnf();
         let lazy = if reasoning {
             let g = decision_grammar(&self.shape(self.shapes(), final_only, false)).to_gbnf();

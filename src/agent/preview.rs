@@ -49,7 +49,6 @@ pub fn preview_grammar(
         tools,
         role,
         api: config.api,
-        exclude: None,
     }
     .turn(final_only, config.reasoning)
     .to_gbnf()

@@ -14,7 +14,6 @@ use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
 use super::events::Event;
-use super::grammars::GrammarInputs;
 use super::run::Run;
 
 /// What one model turn gave, continuations joined.
@@ -109,20 +108,13 @@ impl Run<'_> {
 
 impl Run<'_> {
     /// The grammar of the next fresh turn: the agent's own, or, right after the loop guard
-    /// refused a call, one without that tool.
+    /// refused a repeated call, the last turn's grammar, which allows only a final answer (the
+    /// model was just shown the result it keeps asking for).
     fn grammar(&mut self, final_only: bool) -> Option<std::sync::Arc<crate::llm::TurnGrammar>> {
-        let agent = self.agent;
-        let usual = agent.grammars.pick(final_only, self.reasoning)?;
-        match self.refused_tool.take() {
-            Some(tool) if !final_only => GrammarInputs {
-                tools: &agent.tools,
-                role: &agent.role,
-                api: agent.config.api,
-                exclude: Some(&tool),
-            }
-            .build(false, self.reasoning),
-            _ => Some(usual),
-        }
+        let refused = self.refused_tool.take().is_some();
+        self.agent
+            .grammars
+            .pick(final_only || refused, self.reasoning)
     }
 }
 

@@ -77,7 +77,7 @@ pub fn callable(name: &str) -> bool {
 ///     output_schema: None, final_only: false, opened_thought: false, think: false,
 /// };
 /// let gbnf = turn_grammar(&shape).to_gbnf();
-/// assert!(gbnf.starts_with("root ::= \"<thought>\""));
+/// assert!(gbnf.starts_with("root ::= (\"<thought>\""));
 /// assert!(parse_gbnf(&gbnf).is_ok());
 /// ```
 pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {

@@ -98,14 +98,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let setup = Setup::build(&opts, true).await?;
     let dir = args.out.session_dir();
     let events = open_events(args.out.events.as_deref())?;
-    let transcript = Transcript::create(&dir, &session::new_id())
-        .with_context(|| {
-            format!(
-                "cannot write sessions to {} (use --session-dir)",
-                dir.display()
-            )
-        })
-        .map_err(usage)?;
+    let transcript = new_transcript(&dir)?;
     let meta = setup.record(&opts);
     let model = setup.model(0)?;
     let result = execute(
@@ -223,6 +216,18 @@ fn cut_at_step(args: &ContinueArgs, loaded: &mut session::Loaded) -> Result<Opti
     }
 }
 
+/// A new session in `dir`; a folder that cannot be written is a usage error.
+pub fn new_transcript(dir: &std::path::Path) -> Result<Transcript> {
+    Transcript::create(dir, &session::new_id())
+        .with_context(|| {
+            format!(
+                "cannot write sessions to {} (use --session-dir)",
+                dir.display()
+            )
+        })
+        .map_err(usage)
+}
+
 /// A new session holding the records through the forked step.
 fn fork_transcript(
     dir: &std::path::Path,
@@ -230,15 +235,7 @@ fn fork_transcript(
     setup: &Setup,
     args: &ContinueArgs,
 ) -> Result<Transcript> {
-    let mut t = Transcript::create(dir, &session::new_id())
-        .with_context(|| {
-            format!(
-                "cannot write sessions to {} (use --session-dir)",
-                dir.display()
-            )
-        })
-        .map_err(usage)?
-        .redacting(setup.redactor.clone());
+    let mut t = new_transcript(dir)?.redacting(setup.redactor.clone());
     for r in records {
         t.append(r)?;
     }

@@ -5,16 +5,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use futures::future::BoxFuture;
 
 use tagloop::agent::{RunOptions, WrapCommand};
 use tagloop::llm::{DeltaSink, LlmError, Model, TurnRequest, TurnResult};
-use tagloop::session::{self, Transcript};
 
 use super::options::{RunOpts, usage};
-use super::run::{OutputOpts, event_sink, exit_code, open_events, redact_outcome};
+use super::run::{OutputOpts, event_sink, exit_code, new_transcript, open_events, redact_outcome};
 use super::setup::Setup;
 
 /// `tagloop wrap`.
@@ -85,15 +84,7 @@ pub async fn wrap(args: WrapArgs) -> Result<ExitCode> {
     };
     let agent = setup.agent(model)?;
     let dir = args.out.session_dir();
-    let transcript = Transcript::create(&dir, &session::new_id())
-        .with_context(|| {
-            format!(
-                "cannot write sessions to {} (use --session-dir)",
-                dir.display()
-            )
-        })
-        .map_err(usage)?
-        .redacting(setup.redactor.clone());
+    let transcript = new_transcript(&dir)?.redacting(setup.redactor.clone());
     let events = open_events(args.out.events.as_deref())?;
     let options = RunOptions {
         context: setup.context.clone(),

@@ -296,7 +296,10 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
         let (outcome, records, took) =
             episode(&server, dir.path(), "How many lines does notes.txt have?");
         let what = format!("{model:?}: {outcome}");
-        assert!(took < Duration::from_secs(90), "{what}: took {took:?}");
+        // Under the turn grammar llama.cpp samples these tiny models several times slower
+        // (BENCHMARKS.md, *Grammar-guided turns*): the bound is generous, the point is that the
+        // episode ends by itself.
+        assert!(took < Duration::from_secs(240), "{what}: took {took:?}");
         let status = outcome["status"].as_str().unwrap();
         assert!(
             ["ok", "max_steps", "loop_detected", "invalid_final"].contains(&status),

@@ -236,3 +236,19 @@ async fn a_server_that_refuses_the_grammar_is_asked_again_without_it_for_good() 
         );
     }
 }
+
+#[tokio::test]
+async fn once_the_server_is_known_to_take_no_grammar_none_is_built() {
+    let mut fake = FakeConfig::turns([TURN]);
+    fake.owned_by = Some("library".into());
+    let server = FakeServer::start(fake).await;
+    let model = model_for(&server, Api::Chat, |_| {}).await;
+    assert!(model.wants_grammar(), "unknown until detected");
+    one_turn(&model, Api::Chat, false).await;
+    assert!(!model.wants_grammar(), "Ollama takes none");
+    let server = FakeServer::start(FakeConfig::turns([TURN])).await;
+    let model = model_for(&server, Api::Chat, |c| c.server = Some(ServerKind::Vllm)).await;
+    assert!(model.wants_grammar());
+    let model = model_for(&server, Api::Chat, |c| c.server = Some(ServerKind::OpenAi)).await;
+    assert!(!model.wants_grammar());
+}

@@ -261,6 +261,16 @@ impl Model for OpenAiModel {
     }
 
     fn wants_grammar(&self) -> bool {
-        self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected()
+        if self.cfg.grammar == GrammarMode::Off || self.grammar_rejected() {
+            return false;
+        }
+        // Once the server's kind is known (stated, or detected by an earlier run of this
+        // client), an agent for a server that takes no grammar does not build one: `tagloop
+        // batch` builds an agent per task.
+        match self.cfg.server.or_else(|| self.server.get().copied()) {
+            Some(kind) if self.cfg.grammar == GrammarMode::Auto => kind.takes_grammar(),
+            Some(kind) => !kind.lacks_grammar(),
+            None => true,
+        }
     }
 }

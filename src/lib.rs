@@ -24,6 +24,7 @@ pub mod agent;
 pub mod llm;
 pub mod prompt;
 pub mod protocol;
+pub mod queue;
 pub mod secret;
 pub mod session;
 pub mod tools;

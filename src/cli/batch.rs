@@ -61,24 +61,93 @@ struct TaskLine {
     context: Option<Vec<ContextItem>>,
 }
 
-struct Task {
-    id: Value,
-    key: String,
-    task: String,
-    role: Option<Role>,
+/// One task, read and checked.
+pub(super) struct Task {
+    pub id: Value,
+    /// The id as text: what reruns and the queue match on.
+    pub key: String,
+    pub task: String,
+    pub role: Option<Role>,
     /// How the task's role is written into its session, so `continue` uses the same one.
-    role_meta: Option<(&'static str, Value)>,
-    context: Option<Vec<ContextItem>>,
+    pub role_meta: Option<(&'static str, Value)>,
+    pub context: Option<Vec<ContextItem>>,
 }
 
-fn id_key(id: &Value) -> String {
+impl Task {
+    /// The task as one self-contained JSON line (a role file is inlined), for the queue: a
+    /// worker on another machine has no access to the pusher's files.
+    pub fn to_line(&self) -> Value {
+        let mut line = Map::new();
+        line.insert("id".into(), self.id.clone());
+        line.insert("task".into(), Value::String(self.task.clone()));
+        if let Some(role) = &self.role {
+            let mut r = Map::new();
+            r.insert("name".into(), role.name().into());
+            r.insert("instructions".into(), role.instructions().into());
+            if let Some(schema) = role.output_schema() {
+                r.insert("output_schema".into(), schema.clone());
+            }
+            line.insert("role".into(), Value::Object(r));
+        }
+        if let Some(context) = &self.context {
+            line.insert(
+                "context".into(),
+                serde_json::to_value(context).unwrap_or(Value::Null),
+            );
+        }
+        Value::Object(line)
+    }
+}
+
+/// The id as text: `"1"` and `1` are the same id.
+pub(super) fn id_key(id: &Value) -> String {
     match id {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
+/// Check one task line. A role may be a file path (relative to `base`) only when `base` is
+/// given: a task from the queue must carry its role inline.
+pub(super) fn parse_task(t: Value, base: Option<&Path>) -> Result<Task> {
+    let t: TaskLine = serde_json::from_value(t)
+        .map_err(|e| anyhow::anyhow!("expected {{\"id\": …, \"task\": \"…\"}} ({e})"))?;
+    let key = id_key(&t.id);
+    if t.task.trim().is_empty() {
+        anyhow::bail!("the task is empty");
+    }
+    let (role, role_meta) = match (t.role, base) {
+        (None, _) => (None, None),
+        (Some(Value::String(p)), Some(base)) => {
+            let path = std::path::absolute(base.join(&p)).unwrap_or_else(|_| base.join(&p));
+            let role = Role::load(&path).with_context(|| format!("task {key}"))?;
+            (
+                Some(role),
+                Some(("role", Value::String(path.display().to_string()))),
+            )
+        }
+        (Some(Value::String(_)), None) => {
+            anyhow::bail!("task {key}: a queued task's role must be inline, not a file path")
+        }
+        (Some(obj @ Value::Object(_)), _) => {
+            let role = Role::from_inline(&obj).with_context(|| format!("task {key}"))?;
+            (Some(role), Some(("role_inline", obj)))
+        }
+        (Some(_), _) => anyhow::bail!("task {key}: role must be a file path or an object"),
+    };
+    Ok(Task {
+        role_meta,
+        id: t.id,
+        key,
+        task: t.task,
+        role,
+        context: t.context,
+    })
+}
+
+/// Read and check INPUT whole: a bad line, an empty task or an id used twice is an error naming
+/// the line.
+pub(super) fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Text of the id -> (line number, the id as written), to name both lines of a collision.
@@ -88,55 +157,24 @@ fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
         if line.trim().is_empty() {
             continue;
         }
-        let t: TaskLine = serde_json::from_str(line).with_context(|| {
-            format!(
-                "{} line {}: expected {{\"id\": …, \"task\": \"…\"}}",
-                path.display(),
-                i + 1
-            )
-        })?;
-        let key = id_key(&t.id);
-        if let Some((first, earlier)) = seen.get(&key) {
+        let at = || format!("{} line {}", path.display(), i + 1);
+        let value: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: expected {{\"id\": …, \"task\": \"…\"}}", at()))?;
+        let t = parse_task(value, Some(base)).with_context(at)?;
+        if let Some((first, earlier)) = seen.get(&t.key) {
             let how = if *earlier == t.id {
                 "appears twice".to_string()
             } else {
                 format!("is the same as the id {earlier} (ids are compared as text)")
             };
             anyhow::bail!(
-                "{} line {}: the id {} {how}; first used on line {first}",
-                path.display(),
-                i + 1,
+                "{}: the id {} {how}; first used on line {first}",
+                at(),
                 t.id
             );
         }
-        seen.insert(key.clone(), (i + 1, t.id.clone()));
-        if t.task.trim().is_empty() {
-            anyhow::bail!("{} line {}: the task is empty", path.display(), i + 1);
-        }
-        let (role, role_meta) = match t.role {
-            None => (None, None),
-            Some(Value::String(p)) => {
-                let path = std::path::absolute(base.join(&p)).unwrap_or_else(|_| base.join(&p));
-                let role = Role::load(&path).with_context(|| format!("task {key}"))?;
-                (
-                    Some(role),
-                    Some(("role", Value::String(path.display().to_string()))),
-                )
-            }
-            Some(obj @ Value::Object(_)) => {
-                let role = Role::from_inline(&obj).with_context(|| format!("task {key}"))?;
-                (Some(role), Some(("role_inline", obj)))
-            }
-            Some(_) => anyhow::bail!("task {key}: role must be a file path or an object"),
-        };
-        tasks.push(Task {
-            role_meta,
-            id: t.id,
-            key,
-            task: t.task,
-            role,
-            context: t.context,
-        });
+        seen.insert(t.key.clone(), (i + 1, t.id.clone()));
+        tasks.push(t);
     }
     Ok(tasks)
 }
@@ -172,7 +210,7 @@ fn done_ids(out: &Path) -> Result<HashSet<String>> {
 }
 
 /// Let a large batch open as many files and sockets as the hard limit allows.
-fn raise_fd_limit() {
+pub(super) fn raise_fd_limit() {
     // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
     unsafe {
         let mut lim = libc::rlimit {
@@ -288,6 +326,25 @@ async fn run_task(
     meta: Value,
     out: &Mutex<std::fs::File>,
 ) -> Result<(Status, u64)> {
+    let key = task.key.clone();
+    let (status, used, line) = run_one(setup, task, session_dir, meta).await?;
+    let mut bytes = serde_json::to_vec(&line)?;
+    bytes.push(b'\n');
+    let mut f = out.lock().await;
+    f.write_all(&bytes)
+        .with_context(|| format!("cannot append the result of task {key}"))?;
+    f.flush()?;
+    Ok((status, used))
+}
+
+/// Run one task as `batch` does and return its status, the tokens it used and its result line
+/// (`{"id": …, <outcome fields>}`).
+pub(super) async fn run_one(
+    setup: &Setup,
+    task: Task,
+    session_dir: Option<&Path>,
+    meta: Value,
+) -> Result<(Status, u64, Value)> {
     let model = setup.model(0)?;
     let mut meta = meta;
     if let (Some((field, value)), Some(obj)) = (&task.role_meta, meta.as_object_mut()) {
@@ -328,11 +385,5 @@ async fn run_task(
     if let Value::Object(fields) = value {
         line.extend(fields);
     }
-    let mut bytes = serde_json::to_vec(&Value::Object(line))?;
-    bytes.push(b'\n');
-    let mut f = out.lock().await;
-    f.write_all(&bytes)
-        .with_context(|| format!("cannot append the result of task {}", task.key))?;
-    f.flush()?;
-    Ok((status, used))
+    Ok((status, used, Value::Object(line)))
 }

@@ -8,9 +8,11 @@ mod inspect;
 mod live;
 mod options;
 mod parse;
+mod queue;
 mod run;
 mod sessions;
 mod setup;
+mod worker;
 mod wrap;
 
 use std::process::ExitCode;
@@ -43,6 +45,10 @@ enum Command {
     Continue(run::ContinueArgs),
     /// Run many tasks from JSON Lines, concurrently; a rerun skips finished ids
     Batch(batch::BatchArgs),
+    /// Push tasks to a shared Redis queue, count them, collect their results
+    Queue(queue::QueueArgs),
+    /// Take tasks from a shared Redis queue and run them, as batch does, until stopped
+    Worker(worker::WorkerArgs),
     /// Run an external program (an agent CLI) on a task and make its output the role's result
     Wrap(wrap::WrapArgs),
     /// Run a suite of checked tasks and report pass rate, readable turns, steps, tokens, time
@@ -79,7 +85,10 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         tagloop::tools::spawn_orphan_reaper();
-        tokio::spawn(exit_on_signal());
+        // A worker handles its signals itself: it stops taking tasks and hands running ones back.
+        if !matches!(cli.command, Command::Worker(_)) {
+            tokio::spawn(exit_on_signal());
+        }
         match cli.command {
             Command::Run(a) => run::run(a).await,
             Command::Parse(a) => parse::run(&a),
@@ -91,6 +100,8 @@ pub fn main() -> ExitCode {
             Command::Batch(a) => batch::batch(a).await,
             Command::Eval(a) => eval::eval(a).await,
             Command::Wrap(a) => wrap::wrap(a).await,
+            Command::Queue(a) => queue::queue(a).await,
+            Command::Worker(a) => worker::worker(a).await,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     shell,

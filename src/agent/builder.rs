@@ -1,6 +1,6 @@
 //! Building an [`Agent`]: the model first, then tools, role, templates and settings; `build`
-//! renders the system prompt once, so every run of the agent starts from the same bytes, and
-//! builds the turn grammars once when the model may send them.
+//! renders the system prompt once, so every run of the agent starts from the same bytes (the turn
+//! grammars are built at the first turn that may send one).
 
 use std::sync::Arc;
 
@@ -8,7 +8,6 @@ use crate::llm::Model;
 use crate::prompt::Templates;
 use crate::tools::Registry;
 
-use super::grammars::{GrammarInputs, Grammars};
 use super::preview::{system_input, tool_docs};
 use super::{Agent, AgentConfig, AgentError, Api, Role};
 
@@ -75,15 +74,6 @@ impl AgentBuilder {
         let system = self
             .templates
             .system(&system_input(&self.role, &docs, &self.config))?;
-        let grammars = if self.model.wants_grammar() {
-            Grammars::build(&GrammarInputs {
-                tools: &self.tools,
-                role: &self.role,
-                api: self.config.api,
-            })
-        } else {
-            Grammars::default()
-        };
         Ok(Agent {
             model: self.model,
             tools: self.tools,
@@ -92,7 +82,7 @@ impl AgentBuilder {
             templates: self.templates,
             config: self.config,
             system,
-            grammars,
+            grammars: std::sync::OnceLock::new(),
         })
     }
 }

@@ -106,14 +106,30 @@ pub struct Agent {
     /// The tools as the prompts describe them.
     tool_docs: Vec<ToolDoc>,
     system: String,
-    /// The grammars turns are constrained with (empty when the model takes none).
-    grammars: grammars::Grammars,
+    /// The grammars turns are constrained with: built at the first turn that may send one (never
+    /// for a model that takes none), then shared by every run of this agent.
+    grammars: std::sync::OnceLock<grammars::Grammars>,
 }
 
 impl Agent {
     /// Start building an agent around a model.
     pub fn builder(model: Arc<dyn Model>) -> AgentBuilder {
         AgentBuilder::new(model)
+    }
+
+    /// The grammars, built on first use if the model may send them.
+    fn grammars(&self) -> &grammars::Grammars {
+        self.grammars.get_or_init(|| {
+            if self.model.wants_grammar() {
+                grammars::Grammars::build(&grammars::GrammarInputs {
+                    tools: &self.tools,
+                    role: &self.role,
+                    api: self.config.api,
+                })
+            } else {
+                grammars::Grammars::default()
+            }
+        })
     }
 
     /// The rendered system prompt.

@@ -86,6 +86,7 @@ impl<'a> Run<'a> {
     pub(crate) async fn execute(mut self) -> Outcome {
         let span = info_span!("run", session = self.session.as_deref().unwrap_or(""));
         async move {
+            self.agent.model.prepare().await;
             let ending = match self.start() {
                 Ok(()) => self.steps().await,
                 Err(e) => Ending::stop(Status::Error, e.to_string()),

@@ -113,7 +113,7 @@ impl Run<'_> {
     fn grammar(&mut self, final_only: bool) -> Option<std::sync::Arc<crate::llm::TurnGrammar>> {
         let refused = self.refused_tool.take().is_some();
         self.agent
-            .grammars
+            .grammars()
             .pick(final_only || refused, self.reasoning)
     }
 }

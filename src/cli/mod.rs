@@ -73,10 +73,7 @@ pub fn main() -> ExitCode {
     // dropped after the runtime.
     let _descendants = KillDescendantsOnExit;
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -125,6 +122,33 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+    }
+}
+
+/// The variable that asks for a multi-threaded runtime (`TAGLOOP_THREADS=N`, N ≥ 2).
+const THREADS_VAR: &str = "TAGLOOP_THREADS";
+
+/// The async runtime: one thread unless `TAGLOOP_THREADS` asks for more.
+///
+/// An agent's work between two model calls is small (a turn parsed, a tool called, a line
+/// written), so one thread carries a thousand concurrent tasks with CPU to spare, and costs far
+/// less than handing every event between threads (docs/performance.md). File tools and other
+/// blocking work still run on tokio's blocking pool. Only a batch whose tools do heavy work inside
+/// the async tasks (rare: MCP servers and commands are other processes) gains from more threads.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = std::env::var(THREADS_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(1);
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
     }
 }
 

@@ -202,4 +202,12 @@ pub trait Model: Send + Sync {
     fn wants_grammar(&self) -> bool {
         false
     }
+
+    /// Settle what [`Model::wants_grammar`] answers before a run's first turn: a client that
+    /// detects its server's kind does it here (once per client; concurrent runs wait for the
+    /// one detection), so runs for a server that takes no grammar never build one. The loop
+    /// calls it once per run; the default does nothing.
+    fn prepare(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }

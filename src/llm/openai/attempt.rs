@@ -15,7 +15,6 @@ use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use backon::{BackoffBuilder, ExponentialBuilder};
-use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use crate::llm::{Constraint, DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
@@ -47,6 +46,7 @@ impl OpenAiModel {
                 .with_header(name, v.as_str())
                 .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
         }
+        let headers = stream_headers(&cfg)?;
         let client = Client::with_config(oa).with_http_service(Transport { http: http.clone() });
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
@@ -55,6 +55,7 @@ impl OpenAiModel {
             base_url,
             client,
             http,
+            headers,
             stop_rejected: AtomicBool::new(false),
             grammar_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
@@ -221,51 +222,7 @@ impl OpenAiModel {
         }
         let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions);
         if stream {
-            let opened = match self.cfg.api {
-                Api::Chat => {
-                    self.client
-                        .chat()
-                        .create_stream_byot::<_, WireChunk>(&body)
-                        .await
-                }
-                Api::Completions => {
-                    self.client
-                        .completions()
-                        .create_stream_byot::<_, WireChunk>(&body)
-                        .await
-                }
-            };
-            let mut events = opened.map_err(|e| self.convert(e, 0))?;
-            let mut last_event = Instant::now();
-            while let Some(item) = events.next().await {
-                let chunk = item.map_err(|e| {
-                    let mut a = self.convert(e, state.received);
-                    // async-openai reduces body errors to text; a failure after a silence as
-                    // long as the read timeout is the read timeout.
-                    if matches!(a.err, LlmError::StreamCut { .. })
-                        && last_event.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
-                    {
-                        a.err = LlmError::ReadTimeout {
-                            url: self.base_url.clone(),
-                            limit: self.cfg.read_timeout,
-                        };
-                    }
-                    a.emitted = state.emitted;
-                    a
-                })?;
-                last_event = Instant::now();
-                if let Err(err) = state.absorb(chunk, &self.base_url, &mut *on_delta) {
-                    return Err(AttemptError {
-                        err,
-                        emitted: state.emitted,
-                        stop_rejected: false,
-                        grammar_rejected: false,
-                    });
-                }
-                if state.scanner.is_stopped() || state.repeated.is_some() {
-                    break; // dropping `events` aborts the request: the server stops generating
-                }
-            }
+            self.stream(&body, &mut state, &mut *on_delta).await?;
         } else {
             let answer = match self.cfg.api {
                 Api::Chat => self.client.chat().create_byot::<_, WireChunk>(&body).await,
@@ -286,24 +243,124 @@ impl OpenAiModel {
         Ok(result)
     }
 
+    /// A streamed turn: the request sent with our HTTP client, the server-sent events read as
+    /// they arrive ([`super::sse`]) and absorbed into `state`. Returning early (a stop string
+    /// seen, a repetition) drops the response, which aborts the request: the server stops
+    /// generating.
+    async fn stream(
+        &self,
+        body: &Value,
+        state: &mut TurnState,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), AttemptError> {
+        let path = match self.cfg.api {
+            Api::Chat => "/chat/completions",
+            Api::Completions => "/completions",
+        };
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| LlmError::Other(format!("cannot encode the request: {e}")))?;
+        let sent = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .headers(self.headers.clone())
+            .body(bytes)
+            .send()
+            .await;
+        let mut response = match sent {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => return Err(self.failure(read_failure(r).await)),
+            Err(e) => {
+                let err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
+                return Err(AttemptError::from(err.redacted(&self.redactor)));
+            }
+        };
+        let fail = |err: LlmError, state: &TurnState| AttemptError {
+            err: err.redacted(&self.redactor),
+            emitted: state.emitted,
+            stop_rejected: false,
+            grammar_rejected: false,
+        };
+        let mut events = super::sse::Decoder::default();
+        let mut last_read = Instant::now();
+        let mut at_end = false;
+        loop {
+            while let Some(event) = events.next(at_end) {
+                if event.name == b"keepalive" {
+                    continue;
+                }
+                if event.data == b"[DONE]" {
+                    return Ok(());
+                }
+                let chunk: WireChunk = serde_json::from_slice(event.data).map_err(|e| {
+                    let err = LlmError::Malformed {
+                        url: self.base_url.clone(),
+                        reason: e.to_string(),
+                        snippet: clip_bytes(&String::from_utf8_lossy(event.data), 200),
+                    };
+                    fail(err, state)
+                })?;
+                state
+                    .absorb(chunk, &self.base_url, &mut *on_delta)
+                    .map_err(|e| fail(e, state))?;
+                if state.scanner.is_stopped() || state.repeated.is_some() {
+                    return Ok(());
+                }
+            }
+            if at_end {
+                return Ok(());
+            }
+            match response.chunk().await {
+                Ok(Some(bytes)) => {
+                    events.feed(&bytes);
+                    last_read = Instant::now();
+                }
+                Ok(None) => at_end = true,
+                Err(e) => {
+                    let mut err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
+                    if let LlmError::StreamCut { received, .. } = &mut err {
+                        *received = state.received;
+                    }
+                    // A failure after a silence as long as the read timeout is the read timeout.
+                    if matches!(err, LlmError::StreamCut { .. })
+                        && last_read.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
+                    {
+                        err = LlmError::ReadTimeout {
+                            url: self.base_url.clone(),
+                            limit: self.cfg.read_timeout,
+                        };
+                    }
+                    return Err(fail(err, state));
+                }
+            }
+        }
+    }
+
+    /// A non-2xx answer as our error, keeping the status (and whether a 400 named `stop` or the
+    /// grammar field).
+    fn failure(&self, f: HttpFailure) -> AttemptError {
+        // The body is the server's text: the key it may echo goes before anything is built
+        // from it.
+        let body = self.redactor.redact(&f.body);
+        AttemptError {
+            err: classify_status(
+                f.status,
+                f.retry_after,
+                &body,
+                &self.base_url,
+                &self.cfg.model,
+            ),
+            emitted: false,
+            stop_rejected: f.status == 400 && names_stop(&body),
+            grammar_rejected: f.status == 400 && names_grammar(&body),
+        }
+    }
+
     /// Turn an async-openai error into ours, keeping the HTTP status.
     pub(super) fn convert(&self, e: OpenAIError, received: usize) -> AttemptError {
         let url = self.base_url.clone();
         let err = match e {
             OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
-                Ok(f) => {
-                    // The body is the server's text: the key it may echo goes before anything
-                    // is built from it.
-                    let body = self.redactor.redact(&f.body);
-                    let stop_rejected = f.status == 400 && names_stop(&body);
-                    let grammar_rejected = f.status == 400 && names_grammar(&body);
-                    return AttemptError {
-                        err: classify_status(f.status, f.retry_after, &body, &url, &self.cfg.model),
-                        emitted: false,
-                        stop_rejected,
-                        grammar_rejected,
-                    };
-                }
+                Ok(f) => return self.failure(*f),
                 Err(other) => match other.downcast::<reqwest::Error>() {
                     Ok(re) => reqwest_error(&re, &url, self.cfg.read_timeout),
                     Err(other) => LlmError::Other(other.to_string()),
@@ -345,4 +402,26 @@ impl OpenAiModel {
             grammar_rejected: false,
         }
     }
+}
+
+/// The headers of a streamed request, as async-openai sends them: the key as a bearer token,
+/// then the configured headers (which win).
+fn stream_headers(cfg: &OpenAiConfig) -> Result<reqwest::header::HeaderMap, LlmError> {
+    use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut auth =
+        HeaderValue::from_str(&format!("Bearer {}", cfg.api_key.expose())).map_err(|_| {
+            LlmError::Config("the API key holds characters a header cannot carry".into())
+        })?;
+    auth.set_sensitive(true);
+    headers.insert(AUTHORIZATION, auth);
+    for (k, v) in &cfg.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }

@@ -80,6 +80,7 @@ use crate::secret::{Redactor, Secret};
 mod attempt;
 mod errors;
 mod server;
+mod sse;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -188,8 +189,10 @@ pub struct OpenAiModel {
     cfg: OpenAiConfig,
     base_url: String,
     client: Client<OpenAIConfig>,
-    /// The same HTTP client, for the server-kind probes.
+    /// The same HTTP client, for streamed turns and the server-kind probes.
     http: reqwest::Client,
+    /// The headers of a streamed request (the key among them; never printed).
+    headers: reqwest::header::HeaderMap,
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.
     grammar_rejected: AtomicBool,
@@ -258,6 +261,14 @@ impl Model for OpenAiModel {
             Api::Completions => "completions",
         };
         format!("{} ({api}) at {}", self.cfg.model, self.base_url)
+    }
+
+    fn prepare(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected() {
+                self.server_kind().await;
+            }
+        })
     }
 
     fn wants_grammar(&self) -> bool {

@@ -48,23 +48,28 @@ impl tower::Service<HttpRequestFactory> for Transport {
         Box::pin(async move {
             let request = factory.build().await?;
             let response = http.execute(request).await?;
-            let status = response.status();
-            if status.is_success() {
+            if response.status().is_success() {
                 return Ok(response);
             }
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64);
-            let body = response.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpFailure {
-                status: status.as_u16(),
-                retry_after,
-                body,
-            })))
+            Err(OpenAIError::Boxed(Box::new(read_failure(response).await)))
         })
+    }
+}
+
+/// Read a non-2xx answer: its status, `Retry-After` (seconds) and body.
+pub(super) async fn read_failure(response: reqwest::Response) -> HttpFailure {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    let body = response.text().await.unwrap_or_default();
+    HttpFailure {
+        status: status.as_u16(),
+        retry_after,
+        body,
     }
 }

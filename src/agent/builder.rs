@@ -23,11 +23,19 @@ pub struct AgentBuilder {
 impl AgentBuilder {
     /// A builder with no tools, the default role, the built-in templates and default settings.
     pub(crate) fn new(model: Arc<dyn Model>) -> Self {
+        /// The built-in templates, compiled once per process and shared by every builder that
+        /// keeps them (compiling them is most of the cost of building an agent).
+        fn builtin_templates() -> Arc<Templates> {
+            static BUILTIN: std::sync::OnceLock<Arc<Templates>> = std::sync::OnceLock::new();
+            BUILTIN
+                .get_or_init(|| Arc::new(Templates::builtin()))
+                .clone()
+        }
         AgentBuilder {
             model,
             tools: Registry::new(),
             role: Role::default(),
-            templates: Arc::new(Templates::builtin()),
+            templates: builtin_templates(),
             config: AgentConfig::default(),
         }
     }

@@ -214,9 +214,21 @@ impl<'a> Run<'a> {
         if let Some(sink) = &self.options.events {
             sink(&event);
         }
+        // Records are staged and written at the points where the run waits or a step ends, so
+        // the file is complete at every step boundary (see `Transcript::stage`).
+        let boundary = matches!(
+            event,
+            Event::TurnStarted { .. }
+                | Event::ToolStarted { .. }
+                | Event::StepCompleted { .. }
+                | Event::Final { .. }
+                | Event::Finished { .. }
+        );
         if let Some(t) = self.options.transcript.as_mut()
             && !self.transcript_failed
-            && let Err(e) = t.append(&event)
+            && let Err(e) = t
+                .stage(&event)
+                .and_then(|()| if boundary { t.flush() } else { Ok(()) })
         {
             warn!(error = %e, "the transcript could not be written; the run goes on without it");
             self.transcript_failed = true;

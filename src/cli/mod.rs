@@ -86,28 +86,13 @@ pub fn main() -> ExitCode {
         if !matches!(cli.command, Command::Worker(_)) {
             tokio::spawn(exit_on_signal());
         }
-        match cli.command {
-            Command::Run(a) => run::run(a).await,
-            Command::Parse(a) => parse::run(&a),
-            Command::Prompt(a) => inspect::prompt(a).await,
-            Command::Tools(a) => inspect::tools(a).await,
-            Command::Sessions(a) => sessions::sessions(a),
-            Command::Replay(a) => sessions::replay(a),
-            Command::Continue(a) => run::continue_run(a).await,
-            Command::Batch(a) => batch::batch(a).await,
-            Command::Eval(a) => eval::eval(a).await,
-            Command::Wrap(a) => wrap::wrap(a).await,
-            Command::Queue(a) => queue::queue(a).await,
-            Command::Worker(a) => worker::worker(a).await,
-            Command::Completions { shell } => {
-                clap_complete::generate(
-                    shell,
-                    &mut Cli::command(),
-                    "tagloop",
-                    &mut std::io::stdout(),
-                );
-                Ok(ExitCode::SUCCESS)
-            }
+        // The command runs as a task of its own, not as the future `block_on` drives: on the
+        // one-thread runtime, every wake-up of the `block_on` future costs a trip to the I/O
+        // driver first (an extra `epoll_wait` per streamed event), a task's costs nothing.
+        match tokio::spawn(command(cli.command)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(anyhow::anyhow!("the command was cancelled: {e}")),
         }
     });
     // MCP children and streams are dropped with the runtime; do not wait for stuck tasks.
@@ -149,6 +134,33 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
             .worker_threads(threads)
             .enable_all()
             .build()
+    }
+}
+
+/// Run one command.
+async fn command(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(a) => run::run(a).await,
+        Command::Parse(a) => parse::run(&a),
+        Command::Prompt(a) => inspect::prompt(a).await,
+        Command::Tools(a) => inspect::tools(a).await,
+        Command::Sessions(a) => sessions::sessions(a),
+        Command::Replay(a) => sessions::replay(a),
+        Command::Continue(a) => run::continue_run(a).await,
+        Command::Batch(a) => batch::batch(a).await,
+        Command::Eval(a) => eval::eval(a).await,
+        Command::Wrap(a) => wrap::wrap(a).await,
+        Command::Queue(a) => queue::queue(a).await,
+        Command::Worker(a) => worker::worker(a).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "tagloop",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

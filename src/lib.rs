@@ -14,6 +14,7 @@
 //!                  ├─► protocol  (turn reader, action grammar, binding, observations)
 //!                  ├─► tools     (Tool trait, registry, built-in toolkit, MCP)
 //!                  └─► session   (transcripts on disk)
+//! queue (a Redis Streams task queue for workers on many machines; used by the CLI only)
 //! ```
 //!
 //! No module reaches back up: `protocol` is pure and knows nothing of models or tools.

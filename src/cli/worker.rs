@@ -407,10 +407,24 @@ async fn run_delivery(
     } else {
         match parse_task(d.task, None) {
             Err(e) => (false, error_line(&id, format!("bad task: {e:#}"))),
-            Ok(task) => match run_one(&setup, task, session_dir.as_deref(), meta).await {
-                Ok((status, _, line)) => (status == Status::Ok, line),
-                Err(e) => (false, error_line(&id, format!("{e:#}"))),
-            },
+            Ok(task) => {
+                // A panic in one task (a bug) becomes that task's error result: otherwise its
+                // entry would stay held and `--until-empty` would never see the queue settle.
+                let run = std::panic::AssertUnwindSafe(run_one(
+                    &setup,
+                    task,
+                    session_dir.as_deref(),
+                    meta,
+                ));
+                match futures::FutureExt::catch_unwind(run).await {
+                    Ok(Ok((status, _, line))) => (status == Status::Ok, line),
+                    Ok(Err(e)) => (false, error_line(&id, format!("{e:#}"))),
+                    Err(_) => (
+                        false,
+                        error_line(&id, "tagloop panicked while running this task".into()),
+                    ),
+                }
+            }
         }
     };
     tally.ran.fetch_add(1, Ordering::Relaxed);

@@ -59,7 +59,7 @@ pub struct WorkerArgs {
     /// A task delivered this many times without a result (its workers kept dying) is stored as an error
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub max_deliveries: u64,
-    /// This worker's name in the queue [default: HOST-PID]
+    /// This worker's name in the queue [default: HOST-PID-NNNNN]
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
     #[command(flatten)]
@@ -116,14 +116,20 @@ fn seconds(flag: &str, v: f64, min: f64) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// The default worker name: host and process id, unique on a machine and readable in `status`.
+/// The default worker name: host, process id and a few digits of the start time. A container
+/// restarted in the same pod has the same host name and often the same pid (1), so the time
+/// keeps a new worker from taking the name (and the pending tasks) of the one that died.
 fn default_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "worker".into());
-    format!("{host}-{}", std::process::id())
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() % 100_000)
+        .unwrap_or(0);
+    format!("{host}-{}-{stamp:05}", std::process::id())
 }
 
 /// Run the worker until the queue is empty (`--until-empty`) or a signal stops it.

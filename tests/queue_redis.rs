@@ -367,8 +367,14 @@ fn the_redis_password_never_appears_in_output_results_or_transcripts() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // In the URL, and from the environment.
-    let out = env.tagloop(&["queue", "push", &input, "--queue", &with_pw]);
+    // From TAGLOOP_REDIS_PASSWORD beside a URL without one; for the worker, the whole URL (with
+    // the password) from TAGLOOP_QUEUE.
+    let out = env
+        .cmd()
+        .env("TAGLOOP_REDIS_PASSWORD", pw)
+        .args(["queue", "push", &input, "--queue", &plain])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -376,16 +382,8 @@ fn the_redis_password_never_appears_in_output_results_or_transcripts() {
     );
     let mut w = env
         .cmd()
-        .env("TAGLOOP_REDIS_PASSWORD", pw)
-        .args([
-            "worker",
-            "--queue",
-            &plain,
-            "--name",
-            "w",
-            "--model",
-            "scripted:model.txt",
-        ])
+        .env("TAGLOOP_QUEUE", &with_pw)
+        .args(["worker", "--name", "w", "--model", "scripted:model.txt"])
         .args([
             "--allow-shell",
             "--session-dir",
@@ -423,6 +421,10 @@ fn the_redis_password_never_appears_in_output_results_or_transcripts() {
         "the commands' output should be in the transcripts"
     );
     assert!(!everything.contains(pw), "the password leaked");
+    assert!(
+        !everything.contains("TAGLOOP_QUEUE"),
+        "the queue's variable reached a child"
+    );
     assert!(
         !everything.contains("TAGLOOP_REDIS_PASSWORD"),
         "the password's variable reached a child"

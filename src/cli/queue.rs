@@ -24,7 +24,12 @@ pub const PASSWORD_VAR: &str = "TAGLOOP_REDIS_PASSWORD";
 pub struct QueueArg {
     /// The queue: redis://[:PASSWORD@]HOST[:PORT]/NAME[?db=N] (the password may instead come
     /// from TAGLOOP_REDIS_PASSWORD)
-    #[arg(long, value_name = "URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TAGLOOP_QUEUE",
+        hide_env_values = true
+    )]
     pub queue: String,
 }
 

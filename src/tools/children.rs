@@ -4,7 +4,8 @@
 //! control, so two rules hold for every child:
 //!
 //! 1. **No key tagloop knows of reaches a child.** [`ChildEnv`] builds a child's environment from
-//!    tagloop's own minus `OPENAI_API_KEY`, `OPENAI_ADMIN_KEY`, every `TAGLOOP_*` variable whose
+//!    tagloop's own minus `OPENAI_API_KEY`, `OPENAI_ADMIN_KEY`, `TAGLOOP_QUEUE` (a queue address
+//!    may hold a password), every `TAGLOOP_*` variable whose
 //!    name says it is a secret (`KEY`, `TOKEN`, `SECRET`, `PASSWORD`), every variable the caller
 //!    names (a provider's `api_key_env`), and every variable whose *value* contains a secret the
 //!    caller hands over (the key in use, from wherever it came). Only what the user passes
@@ -40,7 +41,7 @@ use std::sync::{Mutex, MutexGuard};
 pub const JOB_VAR: &str = "TAGLOOP_JOB";
 
 /// Variables that are always removed from a child's environment.
-pub const ALWAYS_REMOVED: [&str; 2] = ["OPENAI_API_KEY", "OPENAI_ADMIN_KEY"];
+pub const ALWAYS_REMOVED: [&str; 3] = ["OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "TAGLOOP_QUEUE"];
 
 /// Secrets shorter than this are only matched against whole values (a 3-character "key" would
 /// otherwise remove half the environment).

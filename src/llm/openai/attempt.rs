@@ -2,6 +2,7 @@
 //! conversion of async-openai's errors into ours (keeping the HTTP status).
 
 use super::errors::*;
+use super::plain::Fault;
 use super::server::names_grammar;
 use super::state::*;
 use super::transport::*;
@@ -19,6 +20,15 @@ use serde_json::{Map, Value};
 
 use crate::llm::{Constraint, DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
 use crate::text::clip_bytes;
+
+/// The part of an error answer's body that is kept.
+const MAX_ERROR_BODY: usize = 1 << 20;
+
+/// A streamed answer's body, read by our HTTP/1.1 reader or by reqwest.
+enum Body<'c> {
+    Plain(super::plain::Response<'c>),
+    Reqwest(reqwest::Response),
+}
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 const MAX_SERVER_STOPS: usize = 4;
@@ -58,12 +68,23 @@ impl OpenAiModel {
             Client::build(http.clone(), oa).with_http_service(Transport { http: http.clone() });
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
+        let plain = if cfg.own_http {
+            super::plain::PlainHttp::for_url(
+                &base_url,
+                &headers,
+                cfg.connect_timeout,
+                cfg.read_timeout,
+            )
+        } else {
+            None
+        };
         Ok(OpenAiModel {
             cfg,
             base_url,
             client,
             http,
             headers,
+            plain,
             stop_rejected: AtomicBool::new(false),
             grammar_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
@@ -329,19 +350,40 @@ impl OpenAiModel {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",
         };
-        let sent = self
-            .http
-            .post(format!("{}{path}", self.base_url))
-            .headers(self.headers.clone())
-            .body(body)
-            .send()
-            .await;
-        let mut response = match sent {
-            Ok(r) if r.status().is_success() => r,
-            Ok(r) => return Err(self.failure(read_failure(r).await)),
-            Err(e) => {
-                let err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
-                return Err(AttemptError::from(err.redacted(&self.redactor)));
+        let mut response = match &self.plain {
+            Some(plain) => match plain.post(path, &body).await {
+                Ok(r) if (200..300).contains(&r.status) => Body::Plain(r),
+                Ok(r) => {
+                    let (status, retry_after) = (r.status, r.retry_after);
+                    let body = r.text(MAX_ERROR_BODY).await;
+                    return Err(self.failure(HttpFailure {
+                        status,
+                        retry_after,
+                        body,
+                    }));
+                }
+                Err(fault) => {
+                    return Err(AttemptError::from(
+                        self.fault(fault).redacted(&self.redactor),
+                    ));
+                }
+            },
+            None => {
+                let sent = self
+                    .http
+                    .post(format!("{}{path}", self.base_url))
+                    .headers(self.headers.clone())
+                    .body(body)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status().is_success() => Body::Reqwest(r),
+                    Ok(r) => return Err(self.failure(read_failure(r).await)),
+                    Err(e) => {
+                        let err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
+                        return Err(AttemptError::from(err.redacted(&self.redactor)));
+                    }
+                }
             }
         };
         let fail = |err: LlmError, state: &TurnState| AttemptError {
@@ -358,6 +400,10 @@ impl OpenAiModel {
                     continue;
                 }
                 if event.data == b"[DONE]" {
+                    if let Body::Plain(r) = response {
+                        // Its connection is reused when the body's end is already here.
+                        r.finish();
+                    }
                     return Ok(());
                 }
                 let chunk: WireChunk = serde_json::from_slice(event.data).map_err(|e| {
@@ -378,18 +424,52 @@ impl OpenAiModel {
             if at_end {
                 return Ok(());
             }
-            match response.chunk().await {
-                Ok(Some(bytes)) => events.feed(&bytes),
-                Ok(None) => at_end = true,
-                Err(e) => {
+            let read = match &mut response {
+                Body::Plain(r) => r
+                    .read(&mut |bytes| events.feed(bytes))
+                    .await
+                    .map_err(|f| self.fault(f)),
+                Body::Reqwest(r) => match r.chunk().await {
+                    Ok(Some(bytes)) => {
+                        events.feed(&bytes);
+                        Ok(true)
+                    }
+                    Ok(None) => Ok(false),
                     // reqwest says when a read timed out (the idle time between chunks).
-                    let mut err = reqwest_error(&e, &self.base_url, self.cfg.read_timeout);
+                    Err(e) => Err(reqwest_error(&e, &self.base_url, self.cfg.read_timeout)),
+                },
+            };
+            match read {
+                Ok(more) => at_end = !more,
+                Err(mut err) => {
                     if let LlmError::StreamCut { received, .. } = &mut err {
                         *received = state.received;
                     }
                     return Err(fail(err, state));
                 }
             }
+        }
+    }
+
+    /// A fault of our own HTTP reader as our error (the kinds reqwest's are mapped to).
+    fn fault(&self, fault: Fault) -> LlmError {
+        let url = self.base_url.clone();
+        match fault {
+            Fault::Connect(reason) => LlmError::Connect { url, reason },
+            Fault::Timeout => LlmError::ReadTimeout {
+                url,
+                limit: self.cfg.read_timeout,
+            },
+            Fault::Cut(reason) => LlmError::StreamCut {
+                url,
+                received: 0,
+                reason,
+            },
+            Fault::NotHttp(reason, start) => LlmError::Malformed {
+                url,
+                reason,
+                snippet: clip_bytes(&String::from_utf8_lossy(&start), 200),
+            },
         }
     }
 

@@ -11,6 +11,10 @@
 //!   `"stream": true` is set by us (the `byot` feature removes async-openai's own guard). It
 //!   also gives us SSE framing, `[DONE]`, and cancel-on-drop: dropping the stream at the first
 //!   stop aborts the HTTP request, so the server stops generating.
+//! * **Streamed turns to plain-`http://` servers skip reqwest** (`own_http`, on by default):
+//!   [`plain`] writes the request and reads the chunked body on the turn's own task, so the dozens
+//!   of events of a turn are decoded in one pass per socket read instead of one task hand-off
+//!   each. `https://`, proxies and whole answers go through reqwest as below.
 //! * **We own the HTTP transport below it** (async-openai's `middleware` feature): a small tower
 //!   service over our `reqwest::Client` replaces its default executor. This (a) turns off
 //!   async-openai's built-in retries, which cannot be disabled otherwise, and (b) reads non-2xx
@@ -79,6 +83,7 @@ use crate::secret::{Redactor, Secret};
 
 mod attempt;
 mod errors;
+mod plain;
 mod server;
 mod sse;
 mod state;
@@ -115,6 +120,10 @@ pub struct OpenAiConfig {
     pub retry_after_cap: Duration,
     /// Stream the answer (SSE).
     pub stream: bool,
+    /// Read streamed answers from plain-`http://` servers with tagloop's own HTTP/1.1 reader
+    /// rather than reqwest (the same promises, a fraction of the CPU per event; see the module
+    /// docs). reqwest serves `https://`, proxies and whole answers either way.
+    pub own_http: bool,
     /// Send the stop strings to the server (they are enforced on our side anyway).
     pub send_stop: bool,
     /// Ask for usage in the stream (`stream_options.include_usage`); some proxies reject it.
@@ -151,6 +160,7 @@ impl OpenAiConfig {
             retry_max_delay: Duration::from_secs(8),
             retry_after_cap: Duration::from_secs(30),
             stream: true,
+            own_http: true,
             send_stop: true,
             include_usage: true,
             prefill: false,
@@ -193,6 +203,9 @@ pub struct OpenAiModel {
     http: reqwest::Client,
     /// The headers of a streamed request (the key among them; never printed).
     headers: reqwest::header::HeaderMap,
+    /// Our own HTTP/1.1 reader for streamed turns, when the base URL is plain `http://`, no
+    /// proxy is configured and `own_http` is on.
+    plain: Option<plain::PlainHttp>,
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.
     grammar_rejected: AtomicBool,

@@ -406,7 +406,11 @@ impl OpenAiModel {
                     }
                     return Ok(());
                 }
-                let chunk: WireChunk = serde_json::from_slice(event.data).map_err(|e| {
+                let parsed = match super::chunk::read(event.data) {
+                    Some(chunk) => Ok(chunk),
+                    None => serde_json::from_slice::<WireChunk>(event.data),
+                };
+                let chunk = parsed.map_err(|e| {
                     let err = LlmError::Malformed {
                         url: self.base_url.clone(),
                         reason: e.to_string(),

@@ -82,6 +82,7 @@ use super::Api;
 use crate::secret::{Redactor, Secret};
 
 mod attempt;
+mod chunk;
 mod errors;
 mod plain;
 mod server;

@@ -214,15 +214,13 @@ impl<'a> Run<'a> {
         if let Some(sink) = &self.options.events {
             sink(&event);
         }
-        // Records are staged and written at the points where the run waits or a step ends, so
-        // the file is complete at every step boundary (see `Transcript::stage`).
+        // Records are staged and written before every wait (a model call, a tool call) and at
+        // the run's end, so nothing staged ever waits (see `Transcript::stage`). A step's end
+        // needs no write of its own: the next step's `TurnStarted` follows it without a wait,
+        // as `Finished` follows `Final`.
         let boundary = matches!(
             event,
-            Event::TurnStarted { .. }
-                | Event::ToolStarted { .. }
-                | Event::StepCompleted { .. }
-                | Event::Final { .. }
-                | Event::Finished { .. }
+            Event::TurnStarted { .. } | Event::ToolStarted { .. } | Event::Finished { .. }
         );
         if let Some(t) = self.options.transcript.as_mut()
             && !self.transcript_failed

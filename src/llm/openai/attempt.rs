@@ -393,6 +393,7 @@ impl OpenAiModel {
             grammar_rejected: false,
         };
         let mut events = super::sse::Decoder::default();
+        let mut template = super::chunk::Template::default();
         let mut at_end = false;
         loop {
             while let Some(event) = events.next(at_end) {
@@ -406,7 +407,7 @@ impl OpenAiModel {
                     }
                     return Ok(());
                 }
-                let parsed = match super::chunk::read(event.data) {
+                let parsed = match template.read(event.data) {
                     Some(chunk) => Ok(chunk),
                     None => serde_json::from_slice::<WireChunk>(event.data),
                 };

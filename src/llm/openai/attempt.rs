@@ -21,6 +21,40 @@ use serde_json::{Map, Value};
 use crate::llm::{Constraint, DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
 use crate::text::clip_bytes;
 
+/// The JSON strings of the last few system prompts: every turn of every task of a batch sends
+/// the same one (kilobytes of text to escape again each time otherwise).
+#[derive(Debug, Default)]
+pub(super) struct SystemCache {
+    /// (text, its JSON string), the most recently used last.
+    slots: std::sync::Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+impl SystemCache {
+    /// Prompts kept.
+    const SLOTS: usize = 4;
+
+    /// Write `text` as a JSON string, from the cache when it is there.
+    fn write(&self, out: &mut Vec<u8>, text: &str) -> serde_json::Result<()> {
+        let Ok(mut slots) = self.slots.lock() else {
+            return serde_json::to_writer(out, text);
+        };
+        if let Some(i) = slots.iter().rposition(|(t, _)| t == text) {
+            let slot = slots.remove(i);
+            out.extend_from_slice(&slot.1);
+            slots.push(slot);
+            return Ok(());
+        }
+        let mut json = Vec::with_capacity(text.len() + 16);
+        serde_json::to_writer(&mut json, text)?;
+        out.extend_from_slice(&json);
+        if slots.len() == Self::SLOTS {
+            slots.remove(0);
+        }
+        slots.push((text.to_owned(), json));
+        Ok(())
+    }
+}
+
 /// The part of an error answer's body that is kept.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
@@ -85,6 +119,7 @@ impl OpenAiModel {
             http,
             headers,
             plain,
+            system_json: SystemCache::default(),
             stop_rejected: AtomicBool::new(false),
             grammar_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
@@ -195,21 +230,12 @@ impl OpenAiModel {
 
     /// The body's bytes, written straight from the request's messages (a turn late in a run
     /// carries the whole history: copying it into a JSON value first would double the work).
+    /// A system message's JSON form is kept between requests ([`SystemCache`]).
     pub(super) fn body_bytes(
         &self,
         req: &TurnRequest,
         fields: &Map<String, Value>,
     ) -> Result<Vec<u8>, LlmError> {
-        #[derive(serde::Serialize)]
-        struct Body<'a> {
-            model: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            messages: Option<&'a [crate::llm::Message]>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            prompt: Option<&'a str>,
-            #[serde(flatten)]
-            fields: &'a Map<String, Value>,
-        }
         let encode =
             |e: serde_json::Error| LlmError::Other(format!("cannot encode the request: {e}"));
         if ["model", "messages", "prompt"]
@@ -219,17 +245,46 @@ impl OpenAiModel {
             // The configuration overrides one of them: the general path keeps its value.
             return serde_json::to_vec(&self.whole_body(req, fields.clone())).map_err(encode);
         }
-        let (messages, prompt) = match &req.prompt {
-            Prompt::Chat(m) => (Some(m.as_slice()), None),
-            Prompt::Text(t) => (None, Some(t.as_str())),
+        let size = match &req.prompt {
+            Prompt::Chat(m) => m.iter().map(|m| m.content.len() + 32).sum::<usize>(),
+            Prompt::Text(t) => t.len(),
         };
-        serde_json::to_vec(&Body {
-            model: &self.cfg.model,
-            messages,
-            prompt,
-            fields,
-        })
-        .map_err(encode)
+        let mut out = Vec::with_capacity(size + 512);
+        out.extend_from_slice(b"{\"model\":");
+        serde_json::to_writer(&mut out, &self.cfg.model).map_err(encode)?;
+        match &req.prompt {
+            Prompt::Chat(messages) => {
+                out.extend_from_slice(b",\"messages\":[");
+                for (i, m) in messages.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"{\"role\":");
+                    serde_json::to_writer(&mut out, &m.role).map_err(encode)?;
+                    out.extend_from_slice(b",\"content\":");
+                    if m.role == crate::llm::Role::System {
+                        self.system_json.write(&mut out, &m.content)
+                    } else {
+                        serde_json::to_writer(&mut out, &m.content)
+                    }
+                    .map_err(encode)?;
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
+            Prompt::Text(t) => {
+                out.extend_from_slice(b",\"prompt\":");
+                serde_json::to_writer(&mut out, t).map_err(encode)?;
+            }
+        }
+        for (k, v) in fields {
+            out.push(b',');
+            serde_json::to_writer(&mut out, k).map_err(encode)?;
+            out.push(b':');
+            serde_json::to_writer(&mut out, v).map_err(encode)?;
+        }
+        out.push(b'}');
+        Ok(out)
     }
 
     pub(super) async fn run_turn(

@@ -204,6 +204,8 @@ pub struct OpenAiModel {
     http: reqwest::Client,
     /// The headers of a streamed request (the key among them; never printed).
     headers: reqwest::header::HeaderMap,
+    /// The JSON form of recent system prompts, for request bodies.
+    system_json: attempt::SystemCache,
     /// Our own HTTP/1.1 reader for streamed turns, when the base URL is plain `http://`, no
     /// proxy is configured and `own_http` is on.
     plain: Option<plain::PlainHttp>,

@@ -75,6 +75,24 @@ fn the_streamed_body_written_from_the_messages_is_the_same_json() {
     let bytes = model.body_bytes(&req, &fields).unwrap();
     let streamed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(streamed, model.request_body(&req, true, true).unwrap());
+    // The system prompt's JSON comes from the cache the next times, among other prompts.
+    for round in 0..3 {
+        for k in 0..6 {
+            let mut other = req.clone();
+            if let Prompt::Chat(m) = &mut other.prompt {
+                m[0].content = format!("sys {k} \"quoted\"\n{}", "x".repeat(k * 500));
+            }
+            let fields = model.request_fields(&other, true, true).unwrap();
+            let bytes = model.body_bytes(&other, &fields).unwrap();
+            let streamed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(
+                streamed,
+                model.request_body(&other, true, true).unwrap(),
+                "{round} {k}"
+            );
+        }
+        assert_eq!(model.body_bytes(&req, &fields).unwrap(), bytes);
+    }
     // A configuration that overrides the model still wins.
     let mut cfg = OpenAiConfig::new("http://h/v1", "m");
     cfg.extra.insert("model".into(), serde_json::json!("other"));

@@ -87,16 +87,17 @@ fn open_text(
 ) -> Result<(BufReader<std::fs::File>, String, u64), ToolError> {
     let target = ws.resolve(path, Access::Read)?;
     let shown = ws.display(&target);
-    let file = ws.open_read(&target)?;
-    let meta = file
-        .metadata()
-        .map_err(|e| ToolError::Failed(format!("`{shown}`: {e}")))?;
+    let (file, meta) = ws.open_read_meta(&target)?;
     if meta.is_dir() {
         return Err(ToolError::Failed(format!(
             "`{shown}` is a folder; use list_dir to see what it contains"
         )));
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    // A small file needs no 64 KiB buffer (it would be one more large allocation per read).
+    let capacity = usize::try_from(meta.len().saturating_add(1))
+        .unwrap_or(usize::MAX)
+        .clamp(512, 64 * 1024);
+    let mut reader = BufReader::with_capacity(capacity, file);
     let head = reader
         .fill_buf()
         .map_err(|e| ToolError::Failed(format!("cannot read `{shown}`: {e}")))?;

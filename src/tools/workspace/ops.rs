@@ -10,6 +10,11 @@ impl Workspace {
     /// result is a regular file or a folder (anything else is refused; a FIFO cannot block
     /// because it is opened non-blocking).
     pub fn open_read(&self, path: &Path) -> Result<fs::File, ToolError> {
+        self.open_read_meta(path).map(|(file, _)| file)
+    }
+
+    /// [`Workspace::open_read`], with the file's metadata (read from the open handle).
+    pub fn open_read_meta(&self, path: &Path) -> Result<(fs::File, fs::Metadata), ToolError> {
         let rel = self.rel(path)?;
         let fd = sys::open_beneath(
             &self.root_fd,
@@ -26,7 +31,7 @@ impl Workspace {
                 self.display(path)
             )));
         }
-        Ok(file)
+        Ok((file, meta))
     }
 
     /// A handle on the parent folder of a resolved path and the last name, opened without

@@ -447,7 +447,7 @@ impl OpenAiModel {
             stop_rejected: false,
             grammar_rejected: false,
         };
-        let mut events = super::sse::Decoder::default();
+        let mut events = super::sse::Decoder::with_capacity(16 * 1024);
         let mut template = super::chunk::Template::default();
         let mut at_end = false;
         loop {

@@ -39,6 +39,15 @@ pub(super) struct Decoder {
 }
 
 impl Decoder {
+    /// A decoder whose buffer holds `bytes` before it grows (a whole streamed turn often
+    /// arrives in one read and is fed in before any event is taken out).
+    pub(super) fn with_capacity(bytes: usize) -> Self {
+        Decoder {
+            buf: Vec::with_capacity(bytes),
+            ..Decoder::default()
+        }
+    }
+
     /// Add bytes from the body.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         if self.pos > 0 && self.pos == self.buf.len() {

@@ -129,7 +129,9 @@ fn read_lines(
     let mut out: Vec<u8> = Vec::new();
     let mut count: u64 = 0;
     let mut cut_after = None;
-    loop {
+    // The last line ended at the end of the file: asking again would only read nothing.
+    let mut ended = false;
+    while !ended {
         let keep = if count + 1 < start {
             0
         } else {
@@ -139,6 +141,7 @@ fn read_lines(
         let Some(line) = read_line_capped(reader, &mut out, keep)? else {
             break;
         };
+        ended = line.at_end;
         count += 1;
         if count < start {
             continue;
@@ -171,6 +174,8 @@ fn read_lines(
 pub(super) struct LineRead {
     len: u64,
     kept: usize,
+    /// The line ended at the end of the file (nothing more to read).
+    at_end: bool,
 }
 
 /// Read one line (up to and including `\n`) from `reader`, appending at most `keep` of its bytes
@@ -181,10 +186,15 @@ pub(super) fn read_line_capped(
     out: &mut Vec<u8>,
     keep: usize,
 ) -> std::io::Result<Option<LineRead>> {
-    let mut line = LineRead { len: 0, kept: 0 };
+    let mut line = LineRead {
+        len: 0,
+        kept: 0,
+        at_end: false,
+    };
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
+            line.at_end = true;
             return Ok((line.len > 0).then_some(line));
         }
         let (chunk, done) = match memchr::memchr(b'\n', buf) {

@@ -133,8 +133,8 @@ impl Workspace {
         let resolved = if access == Access::Entry {
             self.resolve_entry(user_path, &rel)?
         } else {
-            let resolved = self.walk(user_path, &rel, access)?;
-            self.check_kind(user_path, &resolved, access)?;
+            let (resolved, meta) = self.walk(user_path, &rel, access)?;
+            self.check_kind(user_path, &resolved, access, meta)?;
             resolved
         };
         // The name the call finally acts on (after links), and the name the model wrote.
@@ -191,8 +191,14 @@ impl Workspace {
         ))
     }
 
-    /// Resolve `rel` from the root, following links component by component.
-    fn walk(&self, user_path: &str, rel: &Path, access: Access) -> Result<PathBuf, ToolError> {
+    /// Resolve `rel` from the root, following links component by component. Also gives the
+    /// metadata (not following links) of the resolved path when the walk took it last.
+    fn walk(
+        &self,
+        user_path: &str,
+        rel: &Path,
+        access: Access,
+    ) -> Result<(PathBuf, Option<fs::Metadata>), ToolError> {
         let mut pending: VecDeque<OsString> = VecDeque::new();
         for c in rel.components() {
             match c {
@@ -207,7 +213,10 @@ impl Workspace {
         let mut hops = 0usize;
         // Set once a component does not exist: the rest is appended literally (writes only).
         let mut missing = false;
+        // The metadata of `current`, when the last step was a plain (non-link) component.
+        let mut last: Option<fs::Metadata> = None;
         while let Some(name) = pending.pop_front() {
+            last = None;
             if name == ".." {
                 if missing {
                     return Err(ToolError::Refused(format!(
@@ -260,6 +269,7 @@ impl Workspace {
                         )));
                     }
                     current = candidate;
+                    last = Some(meta);
                 }
             }
         }
@@ -267,7 +277,7 @@ impl Workspace {
         if !current.starts_with(&self.root) {
             return Err(Self::outside(user_path));
         }
-        Ok(current)
+        Ok((current, last))
     }
 
     /// The components a symbolic link's `target` puts in place of the link. An absolute target
@@ -300,8 +310,14 @@ impl Workspace {
     }
 
     /// Refuse device files, FIFOs, sockets.
-    fn check_kind(&self, user_path: &str, path: &Path, access: Access) -> Result<(), ToolError> {
-        match fs::symlink_metadata(path) {
+    fn check_kind(
+        &self,
+        user_path: &str,
+        path: &Path,
+        access: Access,
+        known: Option<fs::Metadata>,
+    ) -> Result<(), ToolError> {
+        match known.map_or_else(|| fs::symlink_metadata(path), Ok) {
             Ok(meta) => {
                 let ft = meta.file_type();
                 if ft.is_file() || ft.is_dir() {
@@ -323,7 +339,7 @@ impl Workspace {
             Some(Component::Normal(name)) => {
                 let parent = rel.parent().unwrap_or(Path::new(""));
                 let parent_str = parent.to_string_lossy();
-                let dir = self.walk(user_path, parent, Access::Write)?;
+                let (dir, _) = self.walk(user_path, parent, Access::Write)?;
                 if let Ok(meta) = fs::symlink_metadata(&dir)
                     && !meta.is_dir()
                 {
@@ -344,7 +360,7 @@ impl Workspace {
             }
             _ => {
                 // `.`, `..` or empty as the last component: the entry is a real directory.
-                let resolved = self.walk(user_path, rel, Access::Read)?;
+                let (resolved, _) = self.walk(user_path, rel, Access::Read)?;
                 if resolved == self.root {
                     return Err(ToolError::Refused(format!(
                         "`{user_path}` is the workspace root itself"

@@ -84,6 +84,23 @@ impl History {
         }
     }
 
+    /// The prompt for the next turn, lent rather than copied: the history is empty until
+    /// [`History::give_back`] returns it (a turn late in a run carries kilobytes of history).
+    pub(crate) fn lend(&mut self) -> Prompt {
+        match self.api {
+            Api::Chat => Prompt::Chat(std::mem::take(&mut self.messages)),
+            Api::Completions => Prompt::Text(std::mem::take(&mut self.text)),
+        }
+    }
+
+    /// Take back what [`History::lend`] lent.
+    pub(crate) fn give_back(&mut self, prompt: Prompt) {
+        match prompt {
+            Prompt::Chat(messages) => self.messages = messages,
+            Prompt::Text(text) => self.text = text,
+        }
+    }
+
     /// The prompt for continuing a turn the model has already written `partial` of.
     pub(crate) fn prompt_with_partial(&self, partial: &str) -> Prompt {
         match self.api {

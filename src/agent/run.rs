@@ -58,6 +58,8 @@ pub(crate) struct Run<'a> {
     pub(super) reasoning: bool,
     /// The tool whose call the loop guard just refused: left out of the next turn's grammar.
     pub(super) refused_tool: Option<String>,
+    /// The stop strings, kept between turns (each request takes them and gives them back).
+    pub(super) stops: Vec<String>,
     session: Option<String>,
     transcript_failed: bool,
 }
@@ -77,6 +79,7 @@ impl<'a> Run<'a> {
             guard: LoopGuard::default(),
             reasoning: agent.config.reasoning,
             refused_tool: None,
+            stops: Vec::new(),
             session,
             transcript_failed: false,
         }

@@ -37,14 +37,21 @@ impl Run<'_> {
         let mut action_start: Option<usize> = None;
         self.progress.llm_calls += 1;
         loop {
-            let prompt = if generated.is_empty() {
-                self.history.prompt()
+            // A fresh turn borrows the history and gives it back below, whatever the result
+            // (nothing else reads it meanwhile; a cancelled turn drops the whole run).
+            let lent = generated.is_empty();
+            let prompt = if lent {
+                self.history.lend()
             } else {
                 self.history.prompt_with_partial(&generated)
             };
+            let mut stop = std::mem::take(&mut self.stops);
+            if stop.is_empty() {
+                stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
+            }
             let request = TurnRequest {
                 prompt,
-                stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
+                stop,
                 temperature: agent.config.temperature,
                 max_tokens: agent.config.max_tokens,
                 seed: agent.config.seed,
@@ -66,7 +73,13 @@ impl Run<'_> {
                 }
             };
             let started = Instant::now();
-            let result = agent.model.turn(&request, &mut on_delta).await?;
+            let result = agent.model.turn(&request, &mut on_delta).await;
+            let TurnRequest { prompt, stop, .. } = request;
+            if lent {
+                self.history.give_back(prompt);
+            }
+            self.stops = stop;
+            let result = result?;
             self.requests += 1;
             self.progress.usage.add(result.usage);
             generated.push_str(&result.text);

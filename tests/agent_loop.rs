@@ -735,3 +735,68 @@ fn outcome_serialises_to_the_spec_shape() {
         )
     );
 }
+
+#[tokio::test]
+async fn the_transcript_is_on_disk_before_every_wait() {
+    // A tool that waits, then reads the transcript: everything up to its own start is there.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let seen = path.clone();
+    let mut registry = tools();
+    registry.add(Arc::new(tool_fn(
+        "peek",
+        "Wait a moment, then read the transcript.",
+        move |_: Nothing| {
+            let seen = seen.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let text = std::fs::read_to_string(&seen).unwrap_or_default();
+                let last = text
+                    .lines()
+                    .last()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                    .map(|v| v["type"].to_string())
+                    .unwrap_or_default();
+                Ok(format!("records {} last {last}", text.lines().count()))
+            }
+        },
+    )));
+    let agent = Agent::builder(script(&[
+        "<action>add(a=1, b=2)</action>",
+        "<action>peek()</action>",
+        "<final_answer>done</final_answer>",
+    ]))
+    .tools(registry)
+    .build()
+    .expect("agent builds");
+    let t = tagloop::session::Transcript::create(dir.path(), "s").unwrap();
+    let o = agent
+        .run_with(
+            "t",
+            RunOptions {
+                transcript: Some(t),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert_eq!(o.status, Status::Ok);
+    let obs = observations(&o.messages);
+    assert!(
+        obs[1].contains("records ") && obs[1].contains("last \"tool_started\""),
+        "{}",
+        obs[1]
+    );
+    // The whole run is there at the end, the quick `add` call's records included.
+    let records = tagloop::session::load(&path).unwrap().records;
+    let kinds: Vec<String> = records
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r).unwrap()["type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "tool_finished").count(), 2);
+    assert_eq!(kinds.last().map(String::as_str), Some("finished"));
+}

@@ -108,10 +108,20 @@ impl Run<'_> {
             tool: name.to_string(),
         });
         let started = Instant::now();
-        let config = &self.agent.config;
-        let result = tokio::time::timeout(config.tool_timeout, tool.call(args))
-            .instrument(info_span!("tool", name))
-            .await;
+        let agent = self.agent;
+        let config = &agent.config;
+        let call = tokio::time::timeout(config.tool_timeout, tool.call(args))
+            .instrument(info_span!("tool", name));
+        let mut call = std::pin::pin!(call);
+        // A call that is done at once (a small file read in place) does not wait: the staged
+        // records are written only before a real wait.
+        let result = match futures::poll!(call.as_mut()) {
+            std::task::Poll::Ready(result) => result,
+            std::task::Poll::Pending => {
+                self.flush_transcript();
+                call.await
+            }
+        };
         let (ok, refused, text) = match result {
             Ok(Ok(out)) => (
                 true,

@@ -217,19 +217,27 @@ impl<'a> Run<'a> {
         if let Some(sink) = &self.options.events {
             sink(&event);
         }
-        // Records are staged and written before every wait (a model call, a tool call) and at
-        // the run's end, so nothing staged ever waits (see `Transcript::stage`). A step's end
-        // needs no write of its own: the next step's `TurnStarted` follows it without a wait,
-        // as `Finished` follows `Final`.
-        let boundary = matches!(
-            event,
-            Event::TurnStarted { .. } | Event::ToolStarted { .. } | Event::Finished { .. }
-        );
+        // Records are staged and written before every wait (a model call here, a tool call
+        // that does not finish at once in `run_tool`) and at the run's end, so nothing staged
+        // ever waits (see `Transcript::stage`). A step's end needs no write of its own: the next
+        // step's `TurnStarted` follows it without a wait, as `Finished` follows `Final`.
+        let boundary = matches!(event, Event::TurnStarted { .. } | Event::Finished { .. });
         if let Some(t) = self.options.transcript.as_mut()
             && !self.transcript_failed
             && let Err(e) = t
                 .stage(&event)
                 .and_then(|()| if boundary { t.flush() } else { Ok(()) })
+        {
+            warn!(error = %e, "the transcript could not be written; the run goes on without it");
+            self.transcript_failed = true;
+        }
+    }
+
+    /// Write the staged transcript records now (before a wait).
+    pub(super) fn flush_transcript(&mut self) {
+        if let Some(t) = self.options.transcript.as_mut()
+            && !self.transcript_failed
+            && let Err(e) = t.flush()
         {
             warn!(error = %e, "the transcript could not be written; the run goes on without it");
             self.transcript_failed = true;

@@ -184,8 +184,9 @@ impl Transcript {
 
     /// Add one record to the lines written by the next [`Transcript::flush`] (or `append`, or
     /// the drop of the transcript). The agent loop stages records and flushes before each wait
-    /// (a model call, a tool call) and at the run's end: nothing staged ever waits, so the file
-    /// is complete at every step boundary, at two writes per step instead of one per record.
+    /// (a model call, a tool call that does not finish at once) and at the run's end: nothing
+    /// staged ever waits, so the file is complete at every step boundary, at one or two writes
+    /// per step instead of one per record.
     pub fn stage<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<(), SessionError> {
         let start = self.pending.len();
         let written = if self.redactor.is_empty() {

@@ -74,7 +74,14 @@ pub(super) struct PlainHttp {
     head: Vec<u8>,
     connect_timeout: Duration,
     read_timeout: Duration,
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// A pooled connection with its read buffer (kept, so a request allocates none).
+struct Idle {
+    conn: TcpStream,
+    buf: Vec<u8>,
+    since: Instant,
 }
 
 impl std::fmt::Debug for PlainHttp {
@@ -152,16 +159,16 @@ impl PlainHttp {
 
     /// Send `POST {base path}{path}` with this JSON body and read the answer's head.
     pub(super) async fn post(&self, path: &str, body: &[u8]) -> Result<Response<'_>, Fault> {
-        let mut request = Vec::with_capacity(self.head.len() + body.len() + 96);
-        request.extend_from_slice(b"POST ");
-        request.extend_from_slice(self.base_path.as_bytes());
-        request.extend_from_slice(path.as_bytes());
-        request.extend_from_slice(b" HTTP/1.1\r\n");
-        request.extend_from_slice(&self.head);
-        request.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
-        request.extend_from_slice(body);
-        if let Some(conn) = self.checkout() {
-            match self.exchange(conn, &request).await {
+        let mut head = Vec::with_capacity(self.head.len() + 96);
+        head.extend_from_slice(b"POST ");
+        head.extend_from_slice(self.base_path.as_bytes());
+        head.extend_from_slice(path.as_bytes());
+        head.extend_from_slice(b" HTTP/1.1\r\n");
+        head.extend_from_slice(&self.head);
+        head.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+        let request = [head.as_slice(), body];
+        if let Some(idle) = self.checkout() {
+            match self.exchange(idle.conn, idle.buf, &request).await {
                 // The server closed the idle connection as the request went out: nothing was
                 // answered, so nothing was processed twice. Once more on a new connection.
                 Err(Fault::Connect(reason)) => {
@@ -171,31 +178,37 @@ impl PlainHttp {
             }
         }
         let conn = self.connect().await?;
-        self.exchange(conn, &request).await
+        self.exchange(conn, Vec::with_capacity(READ_SIZE), &request)
+            .await
     }
 
     /// An idle connection that still looks open, newest first; stale ones are closed.
-    fn checkout(&self) -> Option<TcpStream> {
-        let mut idle = self.idle.lock().ok()?;
-        while let Some((conn, since)) = idle.pop() {
-            if since.elapsed() > IDLE_LIMIT {
+    fn checkout(&self) -> Option<Idle> {
+        let mut pool = self.idle.lock().ok()?;
+        while let Some(idle) = pool.pop() {
+            if idle.since.elapsed() > IDLE_LIMIT {
                 continue;
             }
             // Readable while idle means closed (0), or bytes nobody asked for: either way unusable.
             let mut probe = [0u8; 1];
-            match conn.try_read(&mut probe) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(conn),
+            match idle.conn.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(idle),
                 _ => continue,
             }
         }
         None
     }
 
-    fn checkin(&self, conn: TcpStream) {
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.retain(|(_, since)| since.elapsed() <= IDLE_LIMIT);
-            if idle.len() < MAX_IDLE {
-                idle.push((conn, Instant::now()));
+    fn checkin(&self, conn: TcpStream, mut buf: Vec<u8>) {
+        if let Ok(mut pool) = self.idle.lock() {
+            pool.retain(|idle| idle.since.elapsed() <= IDLE_LIMIT);
+            if pool.len() < MAX_IDLE {
+                buf.clear();
+                pool.push(Idle {
+                    conn,
+                    buf,
+                    since: Instant::now(),
+                });
             }
         }
     }
@@ -219,14 +232,19 @@ impl PlainHttp {
         Ok(conn)
     }
 
-    /// Write the request on `conn` and read the answer's head.
-    async fn exchange(&self, mut conn: TcpStream, request: &[u8]) -> Result<Response<'_>, Fault> {
-        match tokio::time::timeout(self.read_timeout, conn.write_all(request)).await {
+    /// Write the request (its parts in one system call where the socket takes them) on `conn`
+    /// and read the answer's head into `raw` (empty).
+    async fn exchange(
+        &self,
+        mut conn: TcpStream,
+        mut raw: Vec<u8>,
+        request: &[&[u8]],
+    ) -> Result<Response<'_>, Fault> {
+        match tokio::time::timeout(self.read_timeout, write_all_parts(&mut conn, request)).await {
             Err(_) => return Err(Fault::Timeout),
             Ok(Err(e)) => return Err(Fault::Connect(e.to_string())),
             Ok(Ok(())) => {}
         }
-        let mut raw: Vec<u8> = Vec::with_capacity(READ_SIZE);
         loop {
             if !raw.is_empty() {
                 let mut headers = [httparse::EMPTY_HEADER; 100];
@@ -248,14 +266,13 @@ impl PlainHttp {
                             continue;
                         }
                         let head = Head::read(&parsed).map_err(|e| not_http(&e, &raw))?;
-                        raw.drain(..len);
                         return Ok(Response {
                             client: self,
                             status,
                             retry_after: head.retry_after,
                             conn: Some(conn),
                             raw,
-                            pos: 0,
+                            pos: len,
                             framing: head.framing,
                             keep_alive: head.keep_alive,
                         });
@@ -278,6 +295,21 @@ impl PlainHttp {
             }
         }
     }
+}
+
+/// Write every byte of `parts`, as few system calls as the socket allows.
+async fn write_all_parts(conn: &mut TcpStream, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> =
+        parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
+    let mut rest = slices.as_mut_slice();
+    while !rest.is_empty() {
+        let n = conn.write_vectored(rest).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
 }
 
 fn not_http(reason: &str, raw: &[u8]) -> Fault {
@@ -515,7 +547,8 @@ impl Response<'_> {
             && self.keep_alive
             && self.pos == self.raw.len()
         {
-            self.client.checkin(conn);
+            self.client.checkin(conn, std::mem::take(&mut self.raw));
+            self.pos = 0;
         }
     }
 

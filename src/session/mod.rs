@@ -113,13 +113,18 @@ impl Drop for Transcript {
 impl Transcript {
     /// Create the transcript of a new session (the directory is created if needed).
     pub fn create(dir: &Path, id: &str) -> Result<Self, SessionError> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = dir.join(format!("{id}.jsonl"));
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
+        let open = || OpenOptions::new().create_new(true).append(true).open(&path);
+        // The folder is made when it is missing (a batch creates many files in one folder: one
+        // `mkdir` each would be a path walk for nothing).
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+                open()
+            }
+            other => other,
+        }
+        .map_err(io_err(&path))?;
         Ok(Transcript {
             id: id.to_string(),
             path,

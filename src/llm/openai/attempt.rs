@@ -55,6 +55,10 @@ impl SystemCache {
     }
 }
 
+/// The largest server-sent event accepted (a chunk is a few hundred bytes; a server that never
+/// ends an event is cut off here rather than filling the memory).
+const MAX_EVENT: usize = 8 << 20;
+
 /// The part of an error answer's body that is kept.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
@@ -480,6 +484,14 @@ impl OpenAiModel {
                 if state.scanner.is_stopped() || state.repeated.is_some() {
                     return Ok(());
                 }
+            }
+            if events.pending() > MAX_EVENT {
+                let err = LlmError::Malformed {
+                    url: self.base_url.clone(),
+                    reason: format!("an event of over {} MiB that does not end", MAX_EVENT >> 20),
+                    snippet: String::new(),
+                };
+                return Err(fail(err, state));
             }
             if at_end {
                 return Ok(());

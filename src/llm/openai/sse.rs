@@ -48,6 +48,12 @@ impl Decoder {
         }
     }
 
+    /// Bytes held for the event not yet complete (its data so far and its unread lines): a
+    /// server that never ends an event would otherwise grow this without bound.
+    pub(super) fn pending(&self) -> usize {
+        self.buf.len() - self.pos + if self.dispatched { 0 } else { self.data.len() }
+    }
+
     /// Add bytes from the body.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         if self.pos > 0 && self.pos == self.buf.len() {
@@ -142,6 +148,27 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_counts_what_an_unfinished_event_holds() {
+        let mut d = Decoder::default();
+        d.feed(b"data: one\n\ndata: tw");
+        assert_eq!(
+            d.next(false).map(|e| e.data.to_vec()),
+            Some(b"one".to_vec())
+        );
+        assert_eq!(d.pending(), "data: tw".len());
+        assert!(d.next(false).is_none());
+        d.feed(b"o\ndata: th");
+        assert!(d.next(false).is_none());
+        assert_eq!(d.pending(), "two".len() + "data: th".len());
+        d.feed(b"ree\n\n");
+        assert_eq!(
+            d.next(false).map(|e| e.data.to_vec()),
+            Some(b"two\nthree".to_vec())
+        );
+        assert_eq!(d.pending(), 0);
+    }
 
     /// Every event of `chunks` fed in order, as (name, data) strings.
     fn events(chunks: &[&[u8]]) -> Vec<(String, String)> {

@@ -467,7 +467,15 @@ impl OpenAiModel {
                     return Ok(());
                 }
                 let parsed = match template.read(event.data) {
-                    Some(chunk) => Ok(chunk),
+                    Some(super::chunk::Chunk::Text(text)) => {
+                        // Nothing but choice 0's text (see `Template`).
+                        state.absorb_text(&text, &mut *on_delta);
+                        if state.scanner.is_stopped() || state.repeated.is_some() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Some(super::chunk::Chunk::Whole(chunk)) => Ok(chunk),
                     None => serde_json::from_slice::<WireChunk>(event.data),
                 };
                 let chunk = parsed.map_err(|e| {

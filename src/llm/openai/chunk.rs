@@ -50,6 +50,16 @@ fn read_in<'a>(r: &mut Reader<'a>) -> Option<WireChunk<'a>> {
     (r.i == r.b.len()).then_some(chunk)
 }
 
+/// A chunk as [`Template::read`] gives it.
+#[derive(Debug)]
+pub(super) enum Chunk<'a> {
+    /// A chunk that matched the template: only its text differs from it (choice 0's delta
+    /// content; nothing else is set).
+    Text(Cow<'a, str>),
+    /// A chunk read in full.
+    Whole(WireChunk<'a>),
+}
+
 /// The chunks of one stream differ, as a rule, only in their text: the last chunk that was
 /// nothing but text, split around its content string, reads the next ones that match it
 /// byte for byte outside that string.
@@ -63,16 +73,15 @@ pub(super) struct Template {
     /// The bytes before the content string and after it; empty: no template yet.
     before: Vec<u8>,
     after: Vec<u8>,
-    /// The choice's index.
-    index: u32,
 }
 
 impl Template {
-    /// Read a chunk: by the template when it matches, else in full (learning a new
-    /// template from a chunk that is only text); `None`: ask serde.
-    pub(super) fn read<'a>(&mut self, data: &'a [u8]) -> Option<WireChunk<'a>> {
-        if let Some(chunk) = self.apply(data) {
-            return Some(chunk);
+    /// Read a chunk: by the template when it matches (then only its text is given, as
+    /// [`Chunk::Text`]), else in full (learning a new template from a chunk that is only
+    /// text); `None`: ask serde.
+    pub(super) fn read<'a>(&mut self, data: &'a [u8]) -> Option<Chunk<'a>> {
+        if let Some(text) = self.text(data) {
+            return Some(Chunk::Text(text));
         }
         let mut r = Reader {
             s: std::str::from_utf8(data).ok()?,
@@ -82,10 +91,11 @@ impl Template {
         };
         let chunk = read_in(&mut r)?;
         self.learn(&chunk, data, r.content);
-        Some(chunk)
+        Some(Chunk::Whole(chunk))
     }
 
-    fn apply<'a>(&self, data: &'a [u8]) -> Option<WireChunk<'a>> {
+    /// The text of a chunk that matches the template.
+    fn text<'a>(&self, data: &'a [u8]) -> Option<Cow<'a, str>> {
         if self.before.is_empty()
             || data.len() < self.before.len() + self.after.len() + 2
             || !data.starts_with(&self.before)
@@ -104,14 +114,17 @@ impl Template {
             return None;
         }
         let text = r.string()?;
-        if r.i != middle.len() {
-            return None;
-        }
+        (r.i == middle.len()).then_some(text)
+    }
+
+    /// [`Template::text`] as the whole chunk it stands for (the tests compare it with serde's).
+    #[cfg(test)]
+    fn apply<'a>(&self, data: &'a [u8]) -> Option<WireChunk<'a>> {
         Some(WireChunk {
             choices: vec![WireChoice {
-                index: self.index,
+                index: 0,
                 delta: Some(WireMessage {
-                    content: Some(text),
+                    content: Some(self.text(data)?),
                     ..WireMessage::default()
                 }),
                 ..WireChoice::default()
@@ -120,13 +133,14 @@ impl Template {
         })
     }
 
-    /// Keep `data` as the template when its reading is one choice with a delta that holds
-    /// only text; otherwise keep the old one.
+    /// Keep `data` as the template when its reading is one choice, choice 0, with a delta that
+    /// holds only text; otherwise keep the old one.
     fn learn(&mut self, chunk: &WireChunk<'_>, data: &[u8], content: Option<(usize, usize)>) {
         let [choice] = chunk.choices.as_slice() else {
             return;
         };
-        let only_text = chunk.usage.is_none()
+        let only_text = choice.index == 0
+            && chunk.usage.is_none()
             && chunk.error.is_none()
             && choice.message.is_none()
             && choice.text.is_none()
@@ -141,7 +155,6 @@ impl Template {
             self.before.extend_from_slice(&data[..start]);
             self.after.clear();
             self.after.extend_from_slice(&data[end..]);
-            self.index = choice.index;
         }
     }
 }
@@ -508,6 +521,14 @@ mod tests {
         })
     }
 
+    /// A chunk read in full, as text (`None` for a template's text or no reading).
+    fn whole(c: Option<Chunk<'_>>) -> Option<String> {
+        match c? {
+            Chunk::Whole(c) => Some(format!("{c:?}")),
+            Chunk::Text(_) => None,
+        }
+    }
+
     /// What serde reads, as text (a `Cow` prints the same borrowed or owned).
     fn serde(data: &[u8]) -> Result<String, String> {
         serde_json::from_slice::<WireChunk>(data)
@@ -736,10 +757,7 @@ mod tests {
         // The closing chunk differs outside the text: read in full, and never learnt from.
         let last = chunk("", "\"stop\"");
         assert!(t.apply(last.as_bytes()).is_none());
-        assert_eq!(
-            t.read(last.as_bytes()).map(|c| format!("{c:?}")),
-            serde(last.as_bytes()).ok()
-        );
+        assert_eq!(whole(t.read(last.as_bytes())), serde(last.as_bytes()).ok());
         assert!(
             t.apply(chunk("b", "null").as_bytes()).is_some(),
             "the text template stays"
@@ -774,7 +792,16 @@ mod tests {
             }
             let mut t = Template::default();
             for data in &stream {
-                let with = t.read(data).map(|c| format!("{c:?}"));
+                let with = t.read(data).map(|c| match c {
+                    Chunk::Text(text) => format!("{:?}", WireChunk {
+                        choices: vec![WireChoice {
+                            delta: Some(WireMessage { content: Some(text), ..WireMessage::default() }),
+                            ..WireChoice::default()
+                        }],
+                        ..WireChunk::default()
+                    }),
+                    Chunk::Whole(c) => format!("{c:?}"),
+                });
                 prop_assert_eq!(with, fast(data), "{}", String::from_utf8_lossy(data));
             }
         }

@@ -91,22 +91,30 @@ impl TurnState {
             self.stop_reason = choice.stop_reason;
         }
         let text = content.or(choice.text).unwrap_or_default();
-        if !text.is_empty() {
-            self.received += text.len();
-            let safe = self.scanner.push(&text);
-            if !safe.is_empty() {
-                self.first_token
-                    .get_or_insert_with(|| self.started.elapsed());
-                self.emitted = true;
-                on_delta(safe);
-            }
-            if self.repeated.is_none()
-                && let Some(guard) = &mut self.guard
-            {
-                self.repeated = guard.check(self.scanner.text());
-            }
-        }
+        self.absorb_text(&text, on_delta);
         Ok(())
+    }
+
+    /// Take in the text of a chunk that holds nothing else (choice 0's delta content), as
+    /// [`TurnState::absorb`] does for a whole chunk.
+    pub(super) fn absorb_text(&mut self, text: &str, on_delta: DeltaSink<'_>) {
+        self.saw_choice = true;
+        if text.is_empty() {
+            return;
+        }
+        self.received += text.len();
+        let safe = self.scanner.push(text);
+        if !safe.is_empty() {
+            self.first_token
+                .get_or_insert_with(|| self.started.elapsed());
+            self.emitted = true;
+            on_delta(safe);
+        }
+        if self.repeated.is_none()
+            && let Some(guard) = &mut self.guard
+        {
+            self.repeated = guard.check(self.scanner.text());
+        }
     }
 
     pub(super) fn finish(

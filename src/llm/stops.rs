@@ -69,7 +69,8 @@ impl StopScanner {
             first_bytes,
             min_len,
             max_len,
-            buf: String::new(),
+            // A turn is a few hundred bytes: room for it up front spares the regrowths.
+            buf: String::with_capacity(1024),
             emitted: 0,
             fired: None,
             finished: false,

@@ -207,13 +207,18 @@ pub(super) fn which_stop(
         let Some(name) = stop.strip_prefix("</").and_then(|s| s.strip_suffix('>')) else {
             continue;
         };
-        let open = format!("<{name}");
-        let last_open = text.rmatch_indices(&open).map(|(i, _)| i).find(|&i| {
-            matches!(
-                text.as_bytes().get(i + open.len()),
-                Some(b'>' | b' ' | b'\n' | b'\t' | b'\r')
-            )
-        });
+        // `<name` followed by `>` or a space: the name found with a `<` before it.
+        let last_open = text
+            .rmatch_indices(name)
+            .map(|(i, _)| i)
+            .filter(|&i| i > 0 && text.as_bytes()[i - 1] == b'<')
+            .find(|&i| {
+                matches!(
+                    text.as_bytes().get(i + name.len()),
+                    Some(b'>' | b' ' | b'\n' | b'\t' | b'\r')
+                )
+            })
+            .map(|i| i - 1);
         let last_close = text.rfind(stop.as_str());
         if let Some(o) = last_open
             && last_close.is_none_or(|c| c < o)

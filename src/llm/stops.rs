@@ -69,8 +69,9 @@ impl StopScanner {
             first_bytes,
             min_len,
             max_len,
-            // A turn is a few hundred bytes: room for it up front spares the regrowths.
-            buf: String::with_capacity(1024),
+            // A turn is a few hundred bytes: room for it up front spares the regrowths (and
+            // stays below glibc's large-chunk size, whose allocation sweeps the fast bins).
+            buf: String::with_capacity(512),
             emitted: 0,
             fired: None,
             finished: false,

@@ -412,6 +412,24 @@ impl OpenAiModel {
         let mut response = match &self.plain {
             Some(plain) => match plain.post(path, &body).await {
                 Ok(r) if (200..300).contains(&r.status) => Body::Plain(r),
+                Ok(r) if (300..400).contains(&r.status) => {
+                    // This client follows no redirection (a streamed POST should not wander);
+                    // say where the server points instead.
+                    let message = match &r.location {
+                        Some(to) => format!(
+                            "it redirects to {to}; use that address (without the endpoint path) as the base URL"
+                        ),
+                        None => "it redirects elsewhere; check the base URL".to_owned(),
+                    };
+                    return Err(AttemptError::from(
+                        LlmError::Http {
+                            status: r.status,
+                            url: self.base_url.clone(),
+                            message,
+                        }
+                        .redacted(&self.redactor),
+                    ));
+                }
                 Ok(r) => {
                     let (status, retry_after) = (r.status, r.retry_after);
                     let body = r.text(MAX_ERROR_BODY).await;

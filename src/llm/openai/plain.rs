@@ -270,6 +270,7 @@ impl PlainHttp {
                             client: self,
                             status,
                             retry_after: head.retry_after,
+                            location: head.location,
                             conn: Some(conn),
                             raw,
                             pos: len,
@@ -335,6 +336,7 @@ struct Head {
     framing: Framing,
     keep_alive: bool,
     retry_after: Option<Duration>,
+    location: Option<String>,
 }
 
 impl Head {
@@ -343,6 +345,7 @@ impl Head {
         let mut length: Option<u64> = None;
         let mut close = parsed.version == Some(0);
         let mut retry_after = None;
+        let mut location = None;
         for h in parsed.headers.iter() {
             let value = String::from_utf8_lossy(h.value);
             let value = value.trim();
@@ -368,6 +371,8 @@ impl Head {
                         close = false;
                     }
                 }
+            } else if h.name.eq_ignore_ascii_case("location") {
+                location = Some(value.to_owned());
             } else if h.name.eq_ignore_ascii_case("retry-after") {
                 retry_after = value
                     .parse::<f64>()
@@ -385,6 +390,7 @@ impl Head {
             keep_alive: !close && !matches!(framing, Framing::Close),
             framing,
             retry_after,
+            location,
         })
     }
 }
@@ -422,6 +428,8 @@ pub(super) struct Response<'c> {
     pub(super) status: u16,
     /// `Retry-After`, in seconds.
     pub(super) retry_after: Option<Duration>,
+    /// `Location` (a redirection; this client follows none).
+    pub(super) location: Option<String>,
     conn: Option<TcpStream>,
     /// Received bytes not decoded yet start at `pos`.
     raw: Vec<u8>,
@@ -887,6 +895,7 @@ mod tests {
         let s = server(vec![
             reply("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
             reply("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 13\r\n\r\n{\"error\":\"x\"}"),
+            reply("HTTP/1.1 308 Permanent Redirect\r\nLocation: https://h/v1/chat/completions\r\nContent-Length: 0\r\n\r\n"),
         ])
         .await;
         let c = client(&s.base, Duration::from_secs(2));
@@ -897,6 +906,11 @@ mod tests {
             (429, Some(Duration::from_secs(2)))
         );
         assert_eq!(r.text(1 << 20).await, "{\"error\":\"x\"}");
+        let r = c.post("/x", b"{}").await.unwrap();
+        assert_eq!(
+            (r.status, r.location.as_deref()),
+            (308, Some("https://h/v1/chat/completions"))
+        );
     }
 
     #[tokio::test]
@@ -941,6 +955,7 @@ mod tests {
             client: &c,
             status: 200,
             retry_after: None,
+            location: None,
             conn: None,
             raw: Vec::new(),
             pos: 0,

@@ -274,7 +274,12 @@ impl PlainHttp {
                             conn: Some(conn),
                             raw,
                             pos: len,
-                            framing: head.framing,
+                            // 204 and 304 answers have no body, whatever their head says.
+                            framing: if status == 204 || status == 304 {
+                                Framing::Done
+                            } else {
+                                head.framing
+                            },
                             keep_alive: head.keep_alive,
                         });
                     }
@@ -896,6 +901,7 @@ mod tests {
             reply("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
             reply("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 13\r\n\r\n{\"error\":\"x\"}"),
             reply("HTTP/1.1 308 Permanent Redirect\r\nLocation: https://h/v1/chat/completions\r\nContent-Length: 0\r\n\r\n"),
+            reply("HTTP/1.1 204 No Content\r\n\r\n"),
         ])
         .await;
         let c = client(&s.base, Duration::from_secs(2));
@@ -911,6 +917,8 @@ mod tests {
             (r.status, r.location.as_deref()),
             (308, Some("https://h/v1/chat/completions"))
         );
+        // No body and no framing: not read to the end of the connection.
+        assert_eq!(fetch(&c).await.unwrap(), (204, String::new()));
     }
 
     #[tokio::test]

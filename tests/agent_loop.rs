@@ -95,6 +95,14 @@ fn with_events(sink: EventSink) -> RunOptions {
     }
 }
 
+/// Run options that write the transcript to `dir/s.jsonl`.
+fn with_transcript(dir: &std::path::Path) -> RunOptions {
+    RunOptions {
+        transcript: Some(tagloop::session::Transcript::create(dir, "s").unwrap()),
+        ..Default::default()
+    }
+}
+
 fn collect_events() -> (EventSink, Arc<Mutex<Vec<Event>>>) {
     let store = Arc::new(Mutex::new(Vec::new()));
     let s = store.clone();
@@ -603,15 +611,8 @@ async fn a_run_cut_short_resumes_from_its_last_complete_step() {
         "<final_answer>3</final_answer>",
     ];
     let dir = tempfile::tempdir().unwrap();
-    let t = tagloop::session::Transcript::create(dir.path(), "s").unwrap();
     let full = agent(script(&turns), |_| {})
-        .run_with(
-            "t",
-            RunOptions {
-                transcript: Some(t),
-                ..Default::default()
-            },
-        )
+        .run_with("t", with_transcript(dir.path()))
         .await;
     assert_eq!(full.status, Status::Ok);
     let records = tagloop::session::load(&dir.path().join("s.jsonl"))
@@ -769,16 +770,7 @@ async fn the_transcript_is_on_disk_before_every_wait() {
     .tools(registry)
     .build()
     .expect("agent builds");
-    let t = tagloop::session::Transcript::create(dir.path(), "s").unwrap();
-    let o = agent
-        .run_with(
-            "t",
-            RunOptions {
-                transcript: Some(t),
-                ..Default::default()
-            },
-        )
-        .await;
+    let o = agent.run_with("t", with_transcript(dir.path())).await;
     assert_eq!(o.status, Status::Ok);
     let obs = observations(&o.messages);
     assert!(

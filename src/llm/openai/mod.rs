@@ -3,19 +3,19 @@
 //!
 //! # How it is built
 //!
-//! * **async-openai is the base.** Requests go through its `byot` methods
-//!   (`chat().create_byot`, `create_stream_byot`, and the same on `completions()`), with our own
-//!   request body (a JSON map: the token-limit field name is configurable and vendor fields are
-//!   merged in) and our own lenient response type (`WireChunk`: every field
-//!   `#[serde(default)]`, `finish_reason` a plain string, `reasoning_content`/`reasoning` kept).
-//!   `"stream": true` is set by us (the `byot` feature removes async-openai's own guard). It
-//!   also gives us SSE framing, `[DONE]`, and cancel-on-drop: dropping the stream at the first
-//!   stop aborts the HTTP request, so the server stops generating.
-//! * **Streamed turns to plain-`http://` servers skip reqwest** (`own_http`, on by default):
-//!   [`plain`] writes the request and reads the chunked body on the turn's own task, so the dozens
-//!   of events of a turn are decoded in one pass per socket read instead of one task hand-off
-//!   each. `https://`, proxies and whole answers go through reqwest as below.
-//! * **We own the HTTP transport below it** (async-openai's `middleware` feature): a small tower
+//! * **Whole answers go through async-openai**: its `byot` methods (`chat().create_byot` and
+//!   the same on `completions()`), with our own request body (a JSON map: the token-limit field
+//!   name is configurable and vendor fields are merged in) and our own lenient response type
+//!   (`WireChunk`: every field `#[serde(default)]`, `finish_reason` a plain string,
+//!   `reasoning_content`/`reasoning` kept).
+//! * **Streamed turns are ours end to end**: the body is written straight from the messages,
+//!   `"stream": true` set by us; to a plain-`http://` server (`own_http`, on by default) the
+//!   request is sent and the chunked answer read by `plain.rs`, a small HTTP/1.1 client working on
+//!   the turn's own task, so the dozens of events of a turn are decoded in one pass per socket
+//!   read; to `https://` servers and through proxies it goes through our `reqwest::Client`. Either
+//!   way `sse.rs` decodes the events and `chunk.rs` reads the chunks (serde for anything unusual).
+//!   Dropping the answer at the first stop closes the connection, so the server stops generating.
+//! * **We own the HTTP transport below async-openai** (its `middleware` feature): a small tower
 //!   service over our `reqwest::Client` replaces its default executor. This (a) turns off
 //!   async-openai's built-in retries, which cannot be disabled otherwise, and (b) reads non-2xx
 //!   answers itself, so the HTTP status and `Retry-After` survive error bodies that are not

@@ -349,6 +349,15 @@ async fn honours_retry_after_capped() {
     .await;
     r.expect("turn");
     assert!(t.elapsed() < Duration::from_secs(5));
+    // A Retry-After no duration can hold is ignored (the backoff applies), on both clients.
+    for own in [true, false] {
+        let mut fake = FakeConfig::turns([TURN]);
+        fake.rate_limit_first = 1;
+        fake.retry_after = Some("1e20".into());
+        let (server, r, d) = one_via(fake, Api::Chat, true, own, |_| {}).await;
+        assert_eq!(ok(r, &d, "429 1e20").text, CUT);
+        assert_eq!(server.request_count(), 2);
+    }
     // Exhausted 429s keep the status and say so.
     let mut fake = FakeConfig::turns([TURN]);
     fake.rate_limit_first = 100;

@@ -113,7 +113,7 @@ fn seconds(flag: &str, v: f64, min: f64) -> Result<Duration> {
     if !v.is_finite() || v < min {
         return Err(usage(format!("{flag} must be a number of seconds ≥ {min}")));
     }
-    Ok(Duration::from_secs_f64(v))
+    Duration::try_from_secs_f64(v).map_err(|_| usage(format!("{flag} is too large: {v} seconds")))
 }
 
 /// The default worker name: host, process id and a few digits of the start time. A container
@@ -615,4 +615,20 @@ fn signal_count() -> watch::Receiver<u8> {
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_refuse_what_a_duration_cannot_hold() {
+        assert_eq!(
+            seconds("--grace", 1.5, 0.0).unwrap(),
+            Duration::from_millis(1500)
+        );
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 1e30] {
+            assert!(seconds("--grace", bad, 0.0).is_err(), "{bad}");
+        }
+    }
 }

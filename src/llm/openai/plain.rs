@@ -347,6 +347,8 @@ struct Head {
 impl Head {
     fn read(parsed: &httparse::Response<'_, '_>) -> Result<Head, String> {
         let mut chunked = false;
+        // A transfer coding other than chunked last: the body runs to the connection's end.
+        let mut other_coding = false;
         let mut length: Option<u64> = None;
         let mut close = parsed.version == Some(0);
         let mut retry_after = None;
@@ -360,10 +362,12 @@ impl Head {
                     .rsplit(',')
                     .next()
                     .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+                other_coding = !chunked;
             } else if h.name.eq_ignore_ascii_case("content-length") {
-                let n = value
-                    .parse::<u64>()
-                    .map_err(|_| format!("bad Content-Length '{value}'"))?;
+                let n = Some(value)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| format!("bad Content-Length '{value}'"))?;
                 if length.is_some_and(|m| m != n) {
                     return Err("two different Content-Length headers".into());
                 }
@@ -379,17 +383,18 @@ impl Head {
             } else if h.name.eq_ignore_ascii_case("location") {
                 location = Some(value.to_owned());
             } else if h.name.eq_ignore_ascii_case("retry-after") {
+                // Negative, infinite or too large for a `Duration`: ignored.
                 retry_after = value
                     .parse::<f64>()
                     .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map(Duration::from_secs_f64);
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok());
             }
         }
-        let framing = match (chunked, length) {
-            (true, _) => Framing::Chunked(Chunk::Size),
-            (false, Some(n)) => Framing::Length(n),
-            (false, None) => Framing::Close,
+        // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3).
+        let framing = match (chunked, other_coding, length) {
+            (true, _, _) => Framing::Chunked(Chunk::Size),
+            (false, true, _) | (false, false, None) => Framing::Close,
+            (false, false, Some(n)) => Framing::Length(n),
         };
         Ok(Head {
             keep_alive: !close && !matches!(framing, Framing::Close),
@@ -627,7 +632,7 @@ fn line(rest: &[u8]) -> Result<Option<(usize, usize)>, Fault> {
 fn chunk_size(line: &[u8]) -> Result<u64, Fault> {
     let digits = line.split(|&b| b == b';').next().unwrap_or_default();
     let digits = std::str::from_utf8(digits).unwrap_or("").trim();
-    if digits.is_empty() || digits.len() > 15 {
+    if digits.is_empty() || digits.len() > 15 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Fault::Cut(format!(
             "bad chunk size '{}'",
             String::from_utf8_lossy(&line[..line.len().min(40)])
@@ -902,6 +907,7 @@ mod tests {
             reply("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 13\r\n\r\n{\"error\":\"x\"}"),
             reply("HTTP/1.1 308 Permanent Redirect\r\nLocation: https://h/v1/chat/completions\r\nContent-Length: 0\r\n\r\n"),
             reply("HTTP/1.1 204 No Content\r\n\r\n"),
+            reply("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1e20\r\nContent-Length: 0\r\n\r\n"),
         ])
         .await;
         let c = client(&s.base, Duration::from_secs(2));
@@ -919,6 +925,9 @@ mod tests {
         );
         // No body and no framing: not read to the end of the connection.
         assert_eq!(fetch(&c).await.unwrap(), (204, String::new()));
+        // A Retry-After no `Duration` can hold is ignored, not a panic.
+        let r = c.post("/x", b"{}").await.unwrap();
+        assert_eq!((r.status, r.retry_after), (429, None));
     }
 
     #[tokio::test]
@@ -950,6 +959,25 @@ mod tests {
         .await;
         let c = client(&s.base, Duration::from_secs(2));
         assert_eq!(fetch(&c).await.unwrap().1, "all of it");
+    }
+
+    #[tokio::test]
+    async fn transfer_encoding_wins_over_content_length_and_lengths_are_digits() {
+        let s = server(vec![
+            Reply {
+                close: true,
+                ..reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\nokextra")
+            },
+            reply("HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"),
+        ])
+        .await;
+        let c = client(&s.base, Duration::from_secs(2));
+        assert_eq!(fetch(&c).await.unwrap().1, "okextra", "read to the close");
+        let e = fetch(&c).await.unwrap_err();
+        assert!(
+            matches!(&e, Fault::NotHttp(r, _) if r.contains("Content-Length")),
+            "{e:?}"
+        );
     }
 
     /// Decode `bytes` handed over in pieces of `piece` bytes; the body and the final state.
@@ -994,6 +1022,7 @@ mod tests {
             &b"zz\r\nhello\r\n"[..],
             b"5\r\nhello!!\r\n",
             b";\r\n",
+            b"+5\r\nhello\r\n",
             &[b'1'; 5000],
         ] {
             let e = decode_in_pieces(Framing::Chunked(Chunk::Size), bad, 3).unwrap_err();

@@ -64,8 +64,8 @@ pub(super) async fn read_failure(response: reqwest::Response) -> HttpFailure {
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
+        // A value too large for a `Duration` (a server may send anything) is ignored.
+        .and_then(|s| Duration::try_from_secs_f64(s).ok());
     let body = response.text().await.unwrap_or_default();
     HttpFailure {
         status: status.as_u16(),

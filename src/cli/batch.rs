@@ -146,8 +146,9 @@ pub(super) fn parse_task(t: Value, base: Option<&Path>) -> Result<Task> {
 }
 
 /// Read and check INPUT whole: a bad line, an empty task or an id used twice is an error naming
-/// the line.
-pub(super) fn read_tasks(path: &Path, base: &Path) -> Result<Vec<Task>> {
+/// the line. Role files are found relative to INPUT's folder.
+pub(super) fn read_tasks(path: &Path) -> Result<Vec<Task>> {
+    let base = path.parent().unwrap_or(Path::new(""));
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Text of the id -> (line number, the id as written), to name both lines of a collision.
@@ -229,12 +230,7 @@ pub async fn batch(args: BatchArgs) -> Result<ExitCode> {
     if args.concurrency == 0 {
         return Err(usage("--concurrency must be at least 1"));
     }
-    let base = args
-        .input
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let tasks = read_tasks(&args.input, &base).map_err(usage)?;
+    let tasks = read_tasks(&args.input).map_err(usage)?;
     let done = done_ids(&args.out).map_err(usage)?;
     let todo: Vec<Task> = tasks
         .into_iter()

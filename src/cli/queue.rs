@@ -4,7 +4,7 @@
 //! runs the tasks.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -103,13 +103,8 @@ pub async fn queue(args: QueueArgs) -> Result<ExitCode> {
 
 async fn push(args: PushArgs) -> Result<ExitCode> {
     let queue = args.queue.open()?;
-    let base = args
-        .input
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
     // Every line is checked before anything is pushed.
-    let tasks = read_tasks(&args.input, &base).map_err(usage)?;
+    let tasks = read_tasks(&args.input).map_err(usage)?;
     let lines: Vec<_> = tasks.iter().map(|t| (t.key.clone(), t.to_line())).collect();
     let report = queue.push(&lines).await?;
     eprintln!(

@@ -12,6 +12,8 @@
 
 #[path = "../tests/common/fake_server.rs"]
 mod fake_server;
+#[path = "support/release.rs"]
+mod release;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -56,18 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(2)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
-    let bin = std::env::current_exe()?
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("tagloop"))
-        .ok_or("no binary dir")?;
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: run `cargo build --release` first",
-            bin.display()
-        )
-        .into());
-    }
+    let bin = release::tagloop_binary()?;
     let rt = tokio::runtime::Runtime::new()?;
     let calls = [
         "list_dir(path=\".\")",

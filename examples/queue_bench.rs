@@ -18,8 +18,10 @@
 
 #[path = "../tests/common/fake_server.rs"]
 mod fake_server;
+#[path = "support/release.rs"]
+mod release;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -112,18 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tasks = arg(1, 400) as usize;
     let per_worker = arg(2, 8) as usize;
     let latency = Duration::from_millis(arg(3, 20));
-    let bin: PathBuf = std::env::current_exe()?
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("tagloop"))
-        .ok_or("no binary dir")?;
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: run `cargo build --release` first",
-            bin.display()
-        )
-        .into());
-    }
+    let bin = release::tagloop_binary()?;
     let rt = tokio::runtime::Runtime::new()?;
     let mut cfg = FakeConfig::turns([
         "<thought>Look first.</thought>\n<action>list_dir(path=\".\")</action>".to_string(),

@@ -19,14 +19,15 @@ use super::Status;
 use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::{CallKey, Check};
-use super::run::{Ending, Run, Step};
+use super::run::{Ending, Next, Run};
 
 impl Run<'_> {
-    /// Parse, bind, check for loops and run the tool; the observation, or the end of the run.
-    pub(super) async fn act(&mut self, turn: &Turn, finish: &Finish) -> Step {
+    /// Parse, bind, check for loops and run the tool: the step's observation (a correction when
+    /// the call could not run), or the end of the run when the model loops.
+    pub(super) async fn act(&mut self, turn: &Turn, finish: &Finish) -> Next {
         if let (Some(dialect), Some(error)) = (turn.dialect, &turn.dialect_error) {
             self.guard.clear_block();
-            return Ok(self.correct(Correction::Dialect {
+            return Next::step(self.correct(Correction::Dialect {
                 dialect: dialect.name(),
                 error: error.clone(),
             }));
@@ -42,7 +43,7 @@ impl Run<'_> {
             Ok(c) => c,
             Err(e) => {
                 self.guard.clear_block();
-                return Ok(self.correct(Correction::ParseError {
+                return Next::step(self.correct(Correction::ParseError {
                     message: e.message,
                     offset: e.offset,
                     cut: e.open_string.then(|| finish.clone()),
@@ -56,13 +57,13 @@ impl Run<'_> {
                 names: tools.names().iter().map(|n| n.to_string()).collect(),
                 name: call.tool,
             };
-            return Ok(self.correct(correction));
+            return Next::step(self.correct(correction));
         };
         let args = match protocol::bind(&call.args, tool.parameters()) {
             Ok(a) => a,
             Err(e) => {
                 self.guard.clear_block();
-                return Ok(self.correct(Correction::BadArguments {
+                return Next::step(self.correct(Correction::BadArguments {
                     tool: call.tool,
                     error: e.to_string(),
                 }));
@@ -75,7 +76,7 @@ impl Run<'_> {
         let key = CallKey::new(&call.tool, &args);
         match self.guard.check(&key) {
             Check::Stop => {
-                return Err(Ending::stop(
+                return Next::End(Ending::stop(
                     Status::LoopDetected,
                     format!(
                         "the model repeated the call `{}` after being told it was a loop",
@@ -84,8 +85,10 @@ impl Run<'_> {
                 ));
             }
             Check::Blocked { reason, earlier } => {
-                self.refused_tool = Some(call.tool.clone());
-                return Ok(self.correct(Correction::Loop { reason, earlier }));
+                return Next::Step {
+                    observation: self.correct(Correction::Loop { reason, earlier }),
+                    refused_call: true,
+                };
             }
             Check::Run => {}
         }
@@ -94,7 +97,7 @@ impl Run<'_> {
         if !call.warnings.is_empty() {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
-        Ok(output)
+        Next::step(output)
     }
 
     /// Run a tool with its time limit; the result (or the error) as text for the model.

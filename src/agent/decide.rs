@@ -14,12 +14,12 @@ use super::Status;
 use super::correction::{Correction, DISCARDED_NOTE};
 use super::events::Event;
 use super::finalcheck::{self, Verdict};
-use super::run::{Ending, Run, Step};
+use super::run::{Ending, Next, Run};
 use super::think::ModelTurn;
 
 impl Run<'_> {
     /// Read the turn and decide what happens next.
-    pub(super) async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Step {
+    pub(super) async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Next {
         let names = self.agent.tools.names();
         let mut turn = protocol::read_turn_with(&model_turn.text, &names);
         // A turn the degeneration guard cut is used only when what it kept (up to the first
@@ -42,37 +42,32 @@ impl Run<'_> {
             self.emit(Event::Thought { text: t.clone() });
         }
         if final_only {
-            return Err(self.last_chance(&turn));
+            return Next::End(self.last_chance(&turn));
         }
-        let observation = match turn.kind {
-            TurnKind::Final => self.final_answer(&turn)?,
-            TurnKind::None => {
-                self.progress.steps += 1;
-                self.refusals = 0;
-                self.correct(if model_turn.finish == Finish::Length {
-                    Correction::Truncated
-                } else {
-                    Correction::NoDecision
-                })
-            }
-            TurnKind::Action => {
-                self.progress.steps += 1;
-                self.refusals = 0;
-                self.act(&turn, &model_turn.finish).await?
-            }
+        let mut next = match turn.kind {
+            TurnKind::Final => self.final_answer(&turn),
+            TurnKind::None => Next::step(self.correct(if model_turn.finish == Finish::Length {
+                Correction::Truncated
+            } else {
+                Correction::NoDecision
+            })),
+            TurnKind::Action => self.act(&turn, &model_turn.finish).await,
         };
-        Ok(match turn.discarded {
-            Some(_) => format!("{observation}\n\n{DISCARDED_NOTE}"),
-            None => observation,
-        })
+        if turn.discarded.is_some()
+            && let Next::Step { observation, .. } | Next::Refused(observation) = &mut next
+        {
+            observation.push_str("\n\n");
+            observation.push_str(DISCARDED_NOTE);
+        }
+        next
     }
 
     /// A final answer: accepted, the run ends; refused, the model is told why (and after
     /// `max_refusals` refusals in a row the run ends).
-    fn final_answer(&mut self, turn: &Turn) -> Step {
+    fn final_answer(&mut self, turn: &Turn) -> Next {
         let text = turn.final_text.as_deref().unwrap_or_default();
         match self.check_final(text) {
-            Ok(value) => Err(Ending {
+            Ok(value) => Next::End(Ending {
                 status: Status::Ok,
                 answer: Some(value),
                 error: None,
@@ -86,7 +81,7 @@ impl Run<'_> {
                     empty,
                 });
                 if self.refusals >= self.agent.config.max_refusals {
-                    return Err(Ending::stop(
+                    return Next::End(Ending::stop(
                         Status::InvalidFinal,
                         format!(
                             "{} final answers in a row were refused; the last: {why}",
@@ -94,7 +89,7 @@ impl Run<'_> {
                         ),
                     ));
                 }
-                Ok(message)
+                Next::Refused(message)
             }
         }
     }
@@ -142,14 +137,12 @@ impl Run<'_> {
     /// A turn the degeneration guard cut: nothing in it is run (an action in it may be cut
     /// short); the history keeps what was written up to the first repetition, and the model is
     /// told plainly what happened.
-    fn repeated(&mut self, text: &str, final_only: bool) -> Step {
+    fn repeated(&mut self, text: &str, final_only: bool) -> Next {
         self.remember_turn(text.trim_end().to_string());
         if final_only {
-            return Err(self.last_chance(&protocol::read_turn("")));
+            return Next::End(self.last_chance(&protocol::read_turn("")));
         }
-        self.progress.steps += 1;
-        self.refusals = 0;
-        Ok(self.correct(Correction::Repetition))
+        Next::step(self.correct(Correction::Repetition))
     }
 
     /// Put the kept part of a turn into the history (the closing tag a stop removed restored).

@@ -7,7 +7,7 @@
 //! through [`Run::emit`]: to the caller's event sink and, step by step, to the transcript.
 
 use serde_json::Value;
-use tracing::{Instrument, info_span, warn};
+use tracing::{Instrument, debug, info_span, warn};
 
 use crate::llm::{Message, Role as MsgRole};
 use crate::prompt::PromptError;
@@ -38,8 +38,43 @@ impl Ending {
     }
 }
 
-/// What a step leads to: the observation for the next step, or the end of the run.
-pub(crate) type Step = Result<String, Ending>;
+/// What a turn leads to. Only [`Next::Step`] counts as a step (in [`Run::steps`], the one
+/// place steps are counted): a refused final answer is a correction that costs no step.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// A step was taken (a tool ran, or the model was corrected): the observation for the
+    /// model, and whether the loop guard just refused a repeated call (the next turn may then
+    /// only answer).
+    Step {
+        observation: String,
+        refused_call: bool,
+    },
+    /// A final answer was refused: the model is told why.
+    Refused(String),
+    /// The run ends (an accepted answer among the ways).
+    End(Ending),
+}
+
+impl Next {
+    /// A step whose observation is `observation`.
+    pub(crate) fn step(observation: String) -> Self {
+        Next::Step {
+            observation,
+            refused_call: false,
+        }
+    }
+}
+
+/// What the loop knows between turns and hands to the next one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnPlan {
+    /// The step limit is reached: only a final answer is accepted.
+    pub(crate) final_only: bool,
+    /// The model reasons first (see `grammars.rs`).
+    pub(crate) reasoning: bool,
+    /// The loop guard refused the last call: the next turn may only answer.
+    pub(crate) after_refused_call: bool,
+}
 
 /// The state of one run.
 pub(crate) struct Run<'a> {
@@ -54,10 +89,6 @@ pub(crate) struct Run<'a> {
     /// Final answers refused in a row.
     pub(super) refusals: u32,
     pub(super) guard: LoopGuard,
-    /// The model has shown that it reasons first (see `grammars.rs`).
-    pub(super) reasoning: bool,
-    /// The tool whose call the loop guard just refused: left out of the next turn's grammar.
-    pub(super) refused_tool: Option<String>,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
     session: Option<String>,
@@ -77,8 +108,6 @@ impl<'a> Run<'a> {
             step_limit: agent.config.max_steps,
             refusals: 0,
             guard: LoopGuard::default(),
-            reasoning: agent.config.reasoning,
-            refused_tool: None,
             stops: Vec::new(),
             session,
             transcript_failed: false,
@@ -100,24 +129,49 @@ impl<'a> Run<'a> {
         .await
     }
 
-    /// The loop: one iteration per step, and the last-chance turn at the step limit.
+    /// The loop: one iteration per turn, and the last-chance turn at the step limit. Steps are
+    /// counted here and only here.
     async fn steps(&mut self) -> Ending {
+        let mut plan = TurnPlan {
+            final_only: false,
+            reasoning: self.agent.config.reasoning,
+            after_refused_call: false,
+        };
         loop {
-            let final_only = self.progress.steps >= self.step_limit;
+            plan.final_only = self.progress.steps >= self.step_limit;
             let step = self.progress.steps + 1;
             let next = async {
-                self.emit(Event::TurnStarted { step, final_only });
-                let turn = self
-                    .think(final_only)
-                    .await
-                    .map_err(|e| Ending::stop(Status::Error, e.to_string()))?;
-                self.decide(turn, final_only).await
+                self.emit(Event::TurnStarted {
+                    step,
+                    final_only: plan.final_only,
+                });
+                let turn = match self.think(plan).await {
+                    Ok(turn) => turn,
+                    Err(e) => return Next::End(Ending::stop(Status::Error, e.to_string())),
+                };
+                if turn.shows_reasoning && !plan.reasoning {
+                    debug!(
+                        "the model reasons first: its later turns get grammars that leave reasoning free"
+                    );
+                    plan.reasoning = true;
+                }
+                self.decide(turn, plan.final_only).await
             }
             .instrument(info_span!("step", n = step))
             .await;
+            plan.after_refused_call = false;
             match next {
-                Ok(observation) => self.observe(observation),
-                Err(ending) => return ending,
+                Next::Step {
+                    observation,
+                    refused_call,
+                } => {
+                    self.progress.steps += 1;
+                    self.refusals = 0;
+                    plan.after_refused_call = refused_call;
+                    self.observe(observation);
+                }
+                Next::Refused(correction) => self.observe(correction),
+                Next::End(ending) => return ending,
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
 use super::events::Event;
-use super::run::Run;
+use super::run::{Run, TurnPlan};
 
 /// What one model turn gave, continuations joined.
 pub(crate) struct ModelTurn {
@@ -25,16 +25,20 @@ pub(crate) struct ModelTurn {
     /// Where the action's body starts when the turn was continued inside one of its strings: the
     /// body then runs to the end of the turn (the stop strings inside it are content).
     pub(crate) action_start: Option<usize>,
+    /// The turn carried reasoning (separate reasoning from the server, or a `<think>` block):
+    /// the model reasons first.
+    pub(crate) shows_reasoning: bool,
 }
 
 impl Run<'_> {
-    /// One model turn, with its continuations.
-    pub(super) async fn think(&mut self, final_only: bool) -> Result<ModelTurn, LlmError> {
+    /// One model turn, with its continuations, asked as `plan` says.
+    pub(super) async fn think(&mut self, plan: TurnPlan) -> Result<ModelTurn, LlmError> {
         let agent = self.agent;
         let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
         let mut generated = String::new();
         let mut continuations = 0;
         let mut action_start: Option<usize> = None;
+        let mut reasoned = false;
         self.progress.llm_calls += 1;
         loop {
             // A fresh turn borrows the history and gives it back below, whatever the result
@@ -58,8 +62,12 @@ impl Run<'_> {
                 keep_repetitions: agent.config.keep_repetitions,
                 extra: agent.config.extra.clone(),
                 // A continuation starts inside the turn: the grammar of a whole turn does not fit.
+                // Right after the loop guard refused a repeated call, the turn gets the last
+                // turn's grammar (the model was just shown the result it keeps asking for).
                 grammar: if generated.is_empty() {
-                    self.grammar(final_only)
+                    self.agent
+                        .grammars()
+                        .pick(plan.final_only || plan.after_refused_call, plan.reasoning)
                 } else {
                     None
                 },
@@ -90,12 +98,7 @@ impl Run<'_> {
                 elapsed_ms: started.elapsed().as_millis() as u64,
                 constraint: result.constraint,
             });
-            if !self.reasoning && shows_reasoning(&result) {
-                debug!(
-                    "the model reasons first: its later turns get grammars that leave reasoning free"
-                );
-                self.reasoning = true;
-            }
+            reasoned |= shows_reasoning(&result);
             let text = self.history.turn_text(&generated);
             if let Finish::Stop(stop) = &result.finish
                 && can_continue
@@ -114,20 +117,9 @@ impl Run<'_> {
                 text,
                 finish: result.finish,
                 action_start,
+                shows_reasoning: reasoned,
             });
         }
-    }
-}
-
-impl Run<'_> {
-    /// The grammar of the next fresh turn: the agent's own, or, right after the loop guard
-    /// refused a repeated call, the last turn's grammar, which allows only a final answer (the
-    /// model was just shown the result it keeps asking for).
-    fn grammar(&mut self, final_only: bool) -> Option<std::sync::Arc<crate::llm::TurnGrammar>> {
-        let refused = self.refused_tool.take().is_some();
-        self.agent
-            .grammars()
-            .pick(final_only || refused, self.reasoning)
     }
 }
 

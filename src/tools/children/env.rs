@@ -1,7 +1,6 @@
 //! A child's environment: tagloop's own minus every key tagloop knows of (rule 1 of the
 //! [module docs](super)).
 
-use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 
 /// The environment variable that marks a child with the job (command or MCP server) it belongs to.

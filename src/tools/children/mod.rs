@@ -35,8 +35,5 @@
 mod env;
 mod tree;
 
-pub use env::{ALWAYS_REMOVED, ChildEnv, JOB_VAR};
-pub use tree::{
-    Job, forget, harden_process, is_hardened, kill_all_descendants, kill_tree, reap_orphans,
-    spawn_orphan_reaper,
-};
+pub use env::ChildEnv;
+pub use tree::{Job, forget, harden_process, kill_all_descendants, kill_tree, spawn_orphan_reaper};

@@ -12,6 +12,7 @@ mod queue;
 mod run;
 mod sessions;
 mod setup;
+mod target;
 mod worker;
 mod wrap;
 

@@ -22,7 +22,8 @@ use tagloop::tools::{
     McpAccess, McpOptions, McpSource, TerminalConfirm, ToolkitOptions, Workspace, toolkit,
 };
 
-use super::config::{Sources, resolve_model};
+use super::config::Sources;
+use super::target::resolve_model;
 
 use super::options::{RunOpts, usage};
 

@@ -1,8 +1,7 @@
 //! The parse error model: the furthest point reached, what was expected there (a bit set merged
 //! across branches), and where the parser was, turned into one message and an offset.
 
-use super::lex::*;
-use super::*;
+use super::ActionError;
 
 use nom::{
     IResult,
@@ -98,6 +97,13 @@ impl PErr {
         }
     }
 
+    /// Whether a value was among what the parser expected here.
+    pub(super) fn expects_value(&self) -> bool {
+        self.expected.0 & Exp::VALUE.0 != 0
+    }
+
+    /// The error as the caller sees it: one message (what was expected, and where) and the
+    /// offset in the turn (`region` starts at `base`).
     pub(super) fn into_action_error(self, region: &str, base: usize) -> ActionError {
         let start = region.as_ptr() as usize;
         let off = |addr: usize| addr.saturating_sub(start).min(region.len());
@@ -144,16 +150,6 @@ impl PErr {
                 )
             }
         };
-        let mut message = message;
-        let here = &region[off(self.at)..];
-        if self.expected.0 & Exp::VALUE.0 != 0
-            && let Ok((_, word)) = ident(here)
-            && keyword(here).is_err()
-        {
-            message.push_str(&format!(
-                "; found the bare word `{word}`: text must be in quotes"
-            ));
-        }
         ActionError {
             message,
             offset: base + off(self.at),

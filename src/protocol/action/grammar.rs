@@ -1,16 +1,23 @@
 //! The grammar for one choice vector: a call, its arguments, and values (strings, numbers,
 //! keywords, arrays, objects), reading strings by hand where a quote may or may not close them.
 
-use super::error::*;
-use super::lex::*;
-use super::*;
 use std::cell::{Cell, RefCell};
+
+use super::Arg;
+use super::error::{ECtx, Exp, PErr, Res, expect, fail};
+use super::lex::{
+    Place, ident, is_id_start, keyword, named_arg_start, number, skip_ws, tool_ident, unescape,
+    value_start, ws,
+};
 
 use nom::{
     Parser,
     character::complete::{char, one_of},
 };
 use serde_json::{Map, Value};
+
+/// Arrays and objects deeper than this are an error.
+pub const MAX_DEPTH: usize = 128;
 
 pub(super) struct Ctx<'r, 'c> {
     pub(super) region: &'r str,

@@ -1,8 +1,7 @@
 //! Lexical pieces: white space, identifiers and tool names, keywords, numbers, and the escapes
 //! and lookaheads that decide where a string may close.
 
-use super::error::*;
-use super::*;
+use super::error::{ECtx, Exp, PErr, Res};
 
 use nom::{
     Parser,
@@ -13,6 +12,9 @@ use nom::{
     error::{ErrorKind, ParseError},
 };
 use serde_json::{Number, Value};
+
+/// An argument name longer than this is not looked for when deciding where a string closes.
+pub(super) const MAX_LOOKAHEAD_IDENT: usize = 128;
 
 pub(super) fn ws(i: &str) -> Res<'_, &str> {
     take_while(|c: char| c.is_ascii_whitespace())(i)

@@ -22,9 +22,11 @@ mod tests;
 
 use serde_json::Value;
 
-use lex::*;
-pub use search::MAX_DEPTH;
-use search::*;
+pub use grammar::MAX_DEPTH;
+use lex::{ident, tool_ident};
+use search::{
+    FUEL_FIXED, FUEL_PER_BYTE, Search, loose_can_differ, ordered, search, strip_markdown,
+};
 
 /// One argument of a call: named (`path="a"`) or positional (`"a"`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -249,6 +251,20 @@ pub fn parse_action_with(text: &str, accept: &dyn Fn(&Call) -> bool) -> Result<C
             call.warnings = warnings;
             Ok(call)
         }
-        Err(e) => Err(e.into_action_error(region, base)),
+        Err(e) => {
+            let wants_value = e.expects_value();
+            let mut error = e.into_action_error(region, base);
+            if wants_value {
+                let here = region.get(error.offset - base..).unwrap_or_default();
+                if let Ok((_, word)) = ident(here)
+                    && lex::keyword(here).is_err()
+                {
+                    error.message.push_str(&format!(
+                        "; found the bare word `{word}`: text must be in quotes"
+                    ));
+                }
+            }
+            Err(error)
+        }
     }
 }

@@ -2,12 +2,13 @@
 //! earliest first under a fuel budget, strict before loose; and one layer of markdown around
 //! the call removed first.
 
-use super::error::*;
-use super::grammar::*;
-use super::*;
 use std::cell::{Cell, RefCell};
 
 use nom::error::ParseError;
+
+use super::Call;
+use super::error::{ECtx, Exp, PErr};
+use super::grammar::Ctx;
 
 /// Loose mode only adds readings where `)` is followed by more text; without such a `)` it would
 /// repeat the strict search for nothing.
@@ -30,10 +31,6 @@ pub(super) const FUEL_PER_BYTE: usize = 3;
 pub(super) const FUEL_FIXED: usize = 256 * 1024;
 /// At most this many choice vectors are tried.
 pub(super) const MAX_ATTEMPTS: usize = 64;
-/// Arrays and objects deeper than this are an error.
-pub const MAX_DEPTH: usize = 128;
-/// An argument name longer than this is not looked for when deciding where a string closes.
-pub(super) const MAX_LOOKAHEAD_IDENT: usize = 128;
 
 pub(super) enum Search {
     Accepted(Call),

@@ -1,5 +1,6 @@
 //! Unit tests of the grammar's pieces (the behaviour: tests/protocol_*.rs and the corpus).
 
+use super::lex::unescape;
 use super::*;
 use serde_json::json;
 

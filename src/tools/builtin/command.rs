@@ -1,7 +1,8 @@
 //! `run_command` (offered only with `allow_shell`): `sh -c` in the workspace root, with a time
 //! limit that kills the whole process tree, and the output capped.
 
-use super::*;
+use super::{Args, Ctx, Reply, ask, opt_pos_int, req_str};
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
 //! `read_file`: a file's text exactly as it is, read with a bounded buffer (a long line shows
 //! its beginning), cut at a line boundary with a note saying where to read on.
 
-use super::*;
+use super::{Args, Ctx, Limits, Reply, blocking, not_a_folder_path, opt_pos_int, req_str};
+
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 

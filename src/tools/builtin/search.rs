@@ -1,7 +1,8 @@
 //! `list_dir` and `search_files`: walks that respect ignore files, never follow links and print
 //! paths relative to the workspace root; search skips binary files and files with giant lines.
 
-use super::*;
+use super::{Args, Ctx, Limits, Reply, blocking, opt_bool, opt_str, req_str};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

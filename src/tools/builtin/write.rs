@@ -1,7 +1,8 @@
 //! The tools that change the workspace (offered only with `allow_write`): write, append, edit,
 //! make a folder, move and delete; each one asks first under `--confirm`.
 
-use super::*;
+use super::{Args, Ctx, Reply, ask, blocking, not_a_folder_path, preview, req_str};
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};

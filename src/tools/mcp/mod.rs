@@ -38,20 +38,12 @@
 //! through an honest server. [`McpAccess::Write`] treats every tool as a writer, for servers the
 //! user would rather not take at their word.
 
-use std::collections::{HashSet, VecDeque};
-use std::path::Path;
-use std::process::Stdio;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
-use serde_json::{Map, Value};
-use tokio::io::AsyncBufReadExt;
+use rmcp::service::{Peer, RoleClient, RunningService};
 
 use crate::tools::children::{ChildEnv, Job};
 use crate::tools::confirm::Confirm;
@@ -63,8 +55,7 @@ mod start;
 mod tests;
 mod tool;
 
-pub use command_line::{CommandLine, CommandLineError, sanitize, split_command_line};
-use tool::McpTool;
+use command_line::CommandLineError;
 
 /// How many lines of the server's stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;

@@ -2,9 +2,26 @@
 //! with tagloop), keep the tail of its stderr for error messages, initialise the session and list
 //! the tools within the start timeout, then offer each tool under the write gate.
 
-use rmcp::model::Tool as RemoteTool;
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::*;
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use super::command_line::{CommandLine, CommandLineError, sanitize, split_command_line};
+use super::tool::McpTool;
+use super::{Conn, McpAccess, McpError, McpOptions, McpSource, STDERR_TAIL_LINES, Tail, tail_text};
+use crate::tools::Tool;
+use crate::tools::children::Job;
+
+use rmcp::model::Tool as RemoteTool;
 
 /// A spawned server whose session is not initialised yet.
 struct Spawned {

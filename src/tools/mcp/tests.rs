@@ -1,6 +1,6 @@
 //! Unit tests of command-line splitting and name sanitising (servers: tests/tools_mcp*.rs).
 
-use super::*;
+use super::command_line::{CommandLine, sanitize, split_command_line};
 
 #[test]
 fn splits_like_a_shell() {

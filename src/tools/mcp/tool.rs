@@ -1,7 +1,16 @@
 //! One MCP tool as a tagloop [`Tool`]: the call under the gates (`--confirm`, read-only or
 //! write), its time limit, and the result rendered as text for the model.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::service::ServiceError;
+use serde_json::{Map, Value};
+
+use super::Conn;
+use crate::tools::{Tool, ToolError};
 
 pub(super) struct McpTool {
     pub(super) local: String,

@@ -3,7 +3,14 @@
 //! the module docs), so a link swapped in after the decision fails the call instead of being
 //! followed.
 
-use super::*;
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use super::{Workspace, sys};
+use crate::tools::ToolError;
 
 impl Workspace {
     /// Open a resolved path for reading through the root handle, following no link at all. The

@@ -1,7 +1,12 @@
 //! Thin, checked wrappers over the `*at` system calls. Every name passed in is one path
 //! component; every open adds `O_NOFOLLOW | O_CLOEXEC`.
 
-use super::*;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 fn cstr(name: &OsStr) -> std::io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))

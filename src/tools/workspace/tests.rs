@@ -1,5 +1,7 @@
 //! Unit tests of the handle-based resolution (the escape suite is tests/tools_escape.rs).
 
+use std::sync::atomic::Ordering;
+
 use super::*;
 
 /// Both ways of opening beneath the root (openat2, and the component walk used where it is

@@ -64,6 +64,7 @@ use crate::llm::Api;
 
 /// Errors while setting up an agent or a run (a run itself ends in an [`Outcome`], whatever happens).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// A template did not render.
     #[error(transparent)]

@@ -35,6 +35,7 @@ pub struct Resume {
 
 /// Why a transcript cannot be continued.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResumeError {
     /// No `run_started` record: not a transcript of a run.
     #[error("the transcript has no run_started record")]

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 /// Errors while making a role.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RoleError {
     /// The role file could not be read.
     #[error("cannot read role file {path}: {source}")]

@@ -31,6 +31,7 @@ pub const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/completion.j2"
 
 /// Errors while loading or rendering a template.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PromptError {
     /// A template file could not be read.
     #[error("cannot read template {path}: {source}")]

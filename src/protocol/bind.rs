@@ -13,6 +13,7 @@ use super::action::Arg;
 
 /// Why arguments did not bind; the message is written for the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BindError {
     /// An argument name the tool does not have.
     #[error("unknown argument `{name}`{}; its parameters are: {}", for_tool(.tool), list(.params))]

@@ -25,6 +25,7 @@ pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
 
 /// Why a tool call failed. The message becomes the observation the model sees.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]

@@ -62,6 +62,7 @@ const STDERR_TAIL_LINES: usize = 20;
 
 /// Why an MCP server could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// The command line is empty or badly quoted.
     #[error("bad MCP server command line `{command}`: {reason}")]

@@ -48,6 +48,7 @@ const MAX_SYMLINK_HOPS: usize = 40;
 
 /// Why a workspace could not be opened.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkspaceError {
     /// The root does not exist or cannot be canonicalised.
     #[error("workspace root {path}: {source}")]

@@ -1,6 +1,9 @@
 //! What the records of a transcript commit: the steps, and the damaged lines that leave a hole
 //! in that history.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::Loaded;
@@ -45,9 +48,66 @@ pub(super) struct Ended {
     pub(super) steps: Option<u64>,
 }
 
+/// The `type` of a record, borrowed from its line when it has no escapes.
+#[derive(Deserialize)]
+struct Kind<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+/// The fields of a `run_started` line (as [`Record::RunStarted`]).
+#[derive(Deserialize)]
+struct StartedLine {
+    #[serde(default)]
+    task: String,
+    #[serde(default)]
+    started: String,
+}
+
+/// The field of a `step_completed` line.
+#[derive(Deserialize)]
+struct StepLine {
+    steps: Option<u64>,
+}
+
+/// The field of a `finished` line.
+#[derive(Deserialize)]
+struct FinishedLine {
+    #[serde(default)]
+    outcome: Ended,
+}
+
 impl Record {
     pub(super) fn read(value: &Value) -> Record {
         <Record as serde::Deserialize>::deserialize(value).unwrap_or_default()
+    }
+
+    /// Read a record straight from its line of JSON, building only the fields it keeps.
+    ///
+    /// `Record`'s own `Deserialize` (an internally tagged enum) first buffers the whole record
+    /// in memory to find its `type`, which for a 40 MB line of small values costs gigabytes. Here
+    /// the line is read twice instead: once for `type` alone, and, for the three kinds this
+    /// module reads, once for their fields. Every other field is skipped as it is parsed
+    /// (serde's `IgnoredAny`, which the derived structs use for unknown fields) and never built.
+    /// A line that is not JSON, or does not fit its kind, is `Other`, as with [`Record::read`].
+    pub(super) fn from_line(line: &[u8]) -> Record {
+        let Ok(Kind { kind }) = serde_json::from_slice::<Kind>(line) else {
+            return Record::Other;
+        };
+        let record = match kind.as_ref() {
+            "run_started" => {
+                serde_json::from_slice::<StartedLine>(line).map(|l| Record::RunStarted {
+                    task: l.task,
+                    started: l.started,
+                })
+            }
+            "step_completed" => serde_json::from_slice::<StepLine>(line)
+                .map(|l| Record::StepCompleted { steps: l.steps }),
+            "finished" => serde_json::from_slice::<FinishedLine>(line)
+                .map(|l| Record::Finished { outcome: l.outcome }),
+            _ => return Record::Other,
+        };
+        record.unwrap_or_default()
     }
 
     /// The step a commit record commits (a `finished` record commits the last one).
@@ -109,6 +169,35 @@ pub fn records_through_step(records: &[Value], step: u64) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_read_from_its_line_is_the_record_read_from_its_value() {
+        for line in [
+            r#"{"type":"run_started","task":"t\u00e9","started":"2026","meta":{"x":[1,2]}}"#,
+            r#"{"type":"run_started"}"#,
+            r#"{"type":"run_started","task":3}"#,
+            r#"{"type":"step_completed","steps":4,"big":[0,0,0]}"#,
+            r#"{"type":"step_completed"}"#,
+            r#"{"type":"finished","outcome":{"status":"ok","steps":2,"final":{"a":1}}}"#,
+            r#"{"type":"finished","outcome":7}"#,
+            r#"{"type":"message","message":{"content":"x"}}"#,
+            r#"{"type":5}"#,
+            r#"{"no_type":1}"#,
+        ] {
+            let value: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                format!("{:?}", Record::from_line(line.as_bytes())),
+                format!("{:?}", Record::read(&value)),
+                "{line}"
+            );
+        }
+        for bad in ["", "{bad", "[1]", "{\"type\":\"finished\"} trailing"] {
+            assert!(
+                matches!(Record::from_line(bad.as_bytes()), Record::Other),
+                "{bad}"
+            );
+        }
+    }
     use crate::session::read::read_records;
     use std::path::Path;
 

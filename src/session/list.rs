@@ -1,13 +1,13 @@
 //! `tagloop sessions`: one summary per transcript in a directory.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::history::Record;
-use super::read::{open_regular, read_records};
+use super::read::open_regular;
 use super::{SessionError, io_err};
 
 /// Largest transcript `tagloop sessions` reads to summarise it; a larger one is listed with the
@@ -29,33 +29,61 @@ pub struct Summary {
     pub started: String,
 }
 
-/// Summarise a transcript from its records.
-pub fn summarise(id: &str, records: &[Value]) -> Summary {
-    let mut s = Summary {
-        id: id.to_string(),
-        status: "incomplete".into(),
-        task: String::new(),
-        steps: 0,
-        started: String::new(),
-    };
-    for r in records {
-        match Record::read(r) {
+impl Summary {
+    /// The summary of a session with no records yet.
+    fn empty(id: &str) -> Summary {
+        Summary {
+            id: id.to_string(),
+            status: "incomplete".into(),
+            task: String::new(),
+            steps: 0,
+            started: String::new(),
+        }
+    }
+
+    /// Take the next record into account.
+    fn add(&mut self, record: Record) {
+        match record {
             Record::RunStarted { task, started } => {
-                if s.started.is_empty() {
-                    s.started = started;
-                    s.task = task;
+                if self.started.is_empty() {
+                    self.started = started;
+                    self.task = task;
                 }
-                s.status = "incomplete".into();
+                self.status = "incomplete".into();
             }
-            Record::StepCompleted { steps } => s.steps = steps.unwrap_or(s.steps),
+            Record::StepCompleted { steps } => self.steps = steps.unwrap_or(self.steps),
             Record::Finished { outcome } => {
-                s.status = outcome.status.unwrap_or_else(|| "error".into());
-                s.steps = outcome.steps.unwrap_or(s.steps);
+                self.status = outcome.status.unwrap_or_else(|| "error".into());
+                self.steps = outcome.steps.unwrap_or(self.steps);
             }
             Record::Other => {}
         }
     }
+}
+
+/// Summarise a transcript from its records.
+pub fn summarise(id: &str, records: &[Value]) -> Summary {
+    let mut s = Summary::empty(id);
+    for r in records {
+        s.add(Record::read(r));
+    }
     s
+}
+
+/// Summarise a transcript as it is read, one line at a time, without building its records:
+/// the memory is one line (at most [`LIST_MAX_BYTES`], the bound `file` is read to) and the
+/// summary's fields, whatever the records hold.
+fn summarise_lines(id: &str, file: impl Read) -> std::io::Result<Summary> {
+    let mut s = Summary::empty(id);
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(s);
+        }
+        s.add(Record::from_line(&line));
+    }
 }
 
 /// Every session in a directory, newest first. Only regular `.jsonl` files are read (symlinks,
@@ -81,11 +109,11 @@ pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
             continue;
         };
         if len > LIST_MAX_BYTES {
-            let mut s = summarise(&id, &[]);
+            let mut s = Summary::empty(&id);
             s.status = "too_large".into();
             out.push(s);
-        } else if let Ok(loaded) = read_records(&path, file.take(LIST_MAX_BYTES)) {
-            out.push(summarise(&id, &loaded.records));
+        } else if let Ok(s) = summarise_lines(&id, file.take(LIST_MAX_BYTES)) {
+            out.push(s);
         }
     }
     out.sort_by(|a, b| b.started.cmp(&a.started).then(b.id.cmp(&a.id)));
@@ -121,6 +149,35 @@ mod tests {
                 .map(|s| (s.id.as_str(), s.status.as_str()))
                 .collect::<Vec<_>>(),
             [("b", "incomplete"), ("a", "max_steps")]
+        );
+    }
+
+    #[test]
+    fn a_listed_summary_is_the_summary_of_the_loaded_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = [
+            r#"{"type":"run_started","task":"first","started":"2026-01-01T00:00:00Z"}"#,
+            r#"{"type":"message","message":{"content":[1,2,3]}}"#,
+            "{torn",
+            r#"{"type":"step_completed","steps":1}"#,
+            r#"{"type":"finished","outcome":{"status":"max_steps","steps":1}}"#,
+            r#"{"type":"run_started","task":"again","started":"2026-01-02T00:00:00Z"}"#,
+            r#"{"type":"step_completed","steps":2}"#,
+            "",
+        ]
+        .join("\n");
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let loaded = crate::session::load(&path).unwrap();
+        let listed = list(dir.path()).unwrap();
+        assert_eq!(listed, vec![summarise("s", &loaded.records)]);
+        assert_eq!(
+            (
+                listed[0].task.as_str(),
+                listed[0].status.as_str(),
+                listed[0].steps
+            ),
+            ("first", "incomplete", 2)
         );
     }
 }

@@ -12,6 +12,7 @@ mod queue;
 mod run;
 mod sessions;
 mod setup;
+mod task_paths;
 mod worker;
 mod wrap;
 

@@ -93,7 +93,8 @@ fn without_a_schema_the_output_is_the_answer_and_no_model_is_called() {
     // The transcript records the command, its output and the outcome.
     let records = env.transcript(&o);
     assert_eq!(records[0]["type"], "run_started");
-    assert_eq!(records[0]["meta"]["wrap"]["command"][0], "sh");
+    assert_eq!(records[0]["meta"]["wrap"]["program"], "sh");
+    assert_eq!(records[0]["meta"]["wrap"]["arguments"], 2);
     assert!(records.iter().any(|r| r["type"] == "final"));
     assert_eq!(records.last().unwrap()["type"], "finished");
 }
@@ -253,4 +254,74 @@ fn wrap_needs_a_command_and_a_task() {
     assert_eq!(out.status.code(), Some(2));
     let out = env.wrap(&["--task", " "], &["true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Issue 21 item 8: the wrapped command line can hold secrets (`--api-key=…`, a token after a
+/// flag). Neither the transcript, nor the outcome, nor what the model reads may hold them: only
+/// the program's name and how many arguments it had are kept.
+#[test]
+fn the_wrapped_command_line_is_stored_as_its_program_and_argument_count() {
+    const KEY: &str = "sk-wrap-argv-secret-4242";
+    const TOKEN: &str = "tok-wrap-argv-secret-4343";
+    let env = Env::new();
+    std::fs::write(
+        env.path("schema.json"),
+        r#"{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}"#,
+    )
+    .unwrap();
+    let script = common::script::file(
+        &env.path("extract.script"),
+        &["<thought>One.</thought><final_answer>{\"n\": 1}</final_answer>"],
+    );
+    let key_flag = format!("--api-key={KEY}");
+    for (extra, body, code) in [
+        // No model: the output is the answer.
+        (vec![], "echo one", 0),
+        // The model extracts the result from a question that names the program.
+        (
+            vec!["--output-schema", "schema.json", "--model", script.as_str()],
+            "echo one",
+            0,
+        ),
+        // A failure: the error names the program.
+        (vec![], "echo broke >&2; exit 3", 1),
+    ] {
+        let mut args = vec!["--task", "t"];
+        args.extend(extra.iter().copied());
+        let out = env
+            .wrap(&args, &["sh", "-c", body, &key_flag, "--token", TOKEN])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let o = outcome(&out.stdout);
+        let records = env.transcript(&o);
+        let file = std::fs::read_to_string(
+            env.path("sessions")
+                .join(format!("{}.jsonl", o["session"].as_str().unwrap())),
+        )
+        .unwrap();
+        for (what, text) in [
+            ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+            ("stderr", String::from_utf8_lossy(&out.stderr).into_owned()),
+            ("the transcript", file),
+        ] {
+            assert!(
+                !text.contains(KEY) && !text.contains(TOKEN),
+                "{body}: {what} holds an argument:\n{text}"
+            );
+        }
+        let wrap = &records[0]["meta"]["wrap"];
+        if code == 0 {
+            assert_eq!(wrap["program"], "sh", "{wrap}");
+            assert_eq!(wrap["arguments"], 5, "{wrap}");
+        } else {
+            let err = o["error"].as_str().unwrap();
+            assert!(err.contains("`sh` (5 arguments) exited with 3"), "{err}");
+        }
+    }
 }

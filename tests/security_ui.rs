@@ -1,4 +1,5 @@
-//! Untrusted input reaching the user interface (issue 9, items 9, 10 and the batch part of 12):
+//! Untrusted input reaching the user interface (issue 9, items 9, 10 and the batch part of 12;
+//! issue 21, item 10: a huge transcript line):
 //! terminal escapes written by a model or a tool, hostile files in the session directory, and
 //! batch inputs that `run` would refuse. Each test reproduces the attack through the binary.
 
@@ -229,6 +230,64 @@ fn a_session_file_over_the_size_bound_is_listed_without_being_read() {
     assert_eq!(
         (list[0]["id"].as_str(), list[0]["status"].as_str()),
         (Some("huge"), Some("too_large"))
+    );
+}
+
+/// Bytes of data (heap and other private writable memory) `tagloop sessions` may use in the
+/// test below: about 25 times the 40 MB line, and far below what building a JSON value of it
+/// costs (2 GB).
+const LISTING_DATA_LIMIT: u64 = 1 << 30;
+
+#[test]
+fn a_huge_line_under_the_listing_bound_is_summarised_without_building_it() {
+    let env = Env::new();
+    // 40 MB in one record: twenty million small numbers, each a 32-byte JSON value when built.
+    let n = 20 << 20;
+    let mut text = String::with_capacity(2 * n + 300);
+    text.push_str(
+        "{\"type\":\"run_started\",\"task\":\"the big one\",\"started\":\"2026-01-01T00:00:00Z\"}\n",
+    );
+    text.push_str("{\"type\":\"message\",\"message\":{\"role\":\"tool\",\"content\":[0");
+    for _ in 1..n {
+        text.push_str(",0");
+    }
+    text.push_str("]}}\n{\"type\":\"finished\",\"outcome\":{\"status\":\"ok\",\"steps\":1}}\n");
+    std::fs::write(env.path("sessions/big.jsonl"), &text).unwrap();
+    drop(text);
+
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tagloop"));
+    cmd.args(["sessions", "--json", "--session-dir"])
+        .arg(env.path("sessions"));
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LISTING_DATA_LIMIT as libc::rlim_t,
+                rlim_max: LISTING_DATA_LIMIT as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "the listing ran out of its {LISTING_DATA_LIMIT} bytes: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(
+        (
+            list[0]["task"].as_str(),
+            list[0]["status"].as_str(),
+            list[0]["steps"].as_u64()
+        ),
+        (Some("the big one"), Some("ok"), Some(1))
     );
 }
 

@@ -137,11 +137,13 @@ impl Role {
         let is_toml = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        // The parsers' messages are turned into a place and a reason without the file's text:
+        // a mistyped path can reach a file of secrets (`.env`), and an error must not print it.
         let parsed: Result<RoleFile, String> = if is_toml {
-            toml::from_str(&text).map_err(|e| e.to_string())
+            toml::from_str(&text).map_err(|e| toml_detail(&e, &text))
         } else {
             serde_json::from_str(&text)
-                .map_err(|e| e.to_string())
+                .map_err(|e| json_detail(&e))
                 .or_else(|json_err| toml::from_str(&text).map_err(|_| json_err))
         };
         let file = parsed.map_err(|detail| RoleError::Format {
@@ -168,7 +170,7 @@ impl Role {
         })?;
         serde_json::from_str(&text).map_err(|e| RoleError::Format {
             path: path.display().to_string(),
-            detail: e.to_string(),
+            detail: json_detail(&e),
         })
     }
 
@@ -204,6 +206,55 @@ impl Role {
     pub(crate) fn validator(&self) -> Option<&jsonschema::Validator> {
         self.schema.as_ref().map(|(_, v)| v.as_ref())
     }
+}
+
+/// A TOML error as a reason and a place. The error's `Display` quotes the offending line of the
+/// file, so only its message and span are used.
+fn toml_detail(e: &toml::de::Error, text: &str) -> String {
+    let reason = without_quoted_text(e.message());
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            format!("TOML: {reason} at line {line}, column {column}")
+        }
+        None => format!("TOML: {reason}"),
+    }
+}
+
+/// A JSON error as a reason and a place (serde's messages can quote a string of the file).
+fn json_detail(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let place = format!(" at line {} column {}", e.line(), e.column());
+    let reason = without_quoted_text(message.strip_suffix(&place).unwrap_or(&message));
+    format!("JSON: {reason} at line {}, column {}", e.line(), e.column())
+}
+
+/// `message` on one line, with every double-quoted string in it (serde quotes the values it
+/// could not use: `invalid type: string "…"`) replaced by `"…"`. Names in backticks (fields,
+/// expected tokens) are kept.
+fn without_quoted_text(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push_str("\"…\"");
+                let mut escaped = false;
+                for q in chars.by_ref() {
+                    match q {
+                        '\\' if !escaped => escaped = true,
+                        '"' if !escaped => break,
+                        _ => escaped = false,
+                    }
+                }
+            }
+            '\n' => out.push_str("; "),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

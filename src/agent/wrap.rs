@@ -7,7 +7,12 @@
 //! once, with no tools, to give the result as the final answer, which is validated (and
 //! corrected) exactly as in a run. A program that fails (a non-zero exit, or the time limit, after
 //! which its whole process tree is killed) ends the run with status `error` and the end of its
-//! standard error. The transcript records the command, its output and the extraction.
+//! standard error. The transcript records the program, its output and the extraction.
+//!
+//! The command line is never stored nor shown whole: its arguments may hold secrets
+//! (`--api-key=…`, a token after a flag), so the transcript, the error messages and the model's
+//! question name the program and count its arguments only (`` `tool` (3 arguments) ``), as MCP
+//! servers are recorded by name.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -110,16 +115,16 @@ impl Agent {
         })
         .await;
         let seconds = started.elapsed().as_secs_f64();
-        let shown = command.argv.join(" ");
+        let shown = shown(program, args.len());
         let out = match run {
             Ok(out) => out,
             Err(e) => {
-                let msg = format!("cannot run `{shown}`: {e}");
+                let msg = format!("cannot run {shown}: {e}");
                 return self.unwrapped(task, options, msg, None, seconds);
             }
         };
-        let record = json!({"command": command.argv, "exit_code": out.code, "seconds": seconds,
-                            "timed_out": out.timed_out});
+        let record = json!({"program": program, "arguments": args.len(), "exit_code": out.code,
+                            "seconds": seconds, "timed_out": out.timed_out});
         match &mut options.meta {
             Value::Object(m) => {
                 m.insert("wrap".into(), record);
@@ -130,7 +135,7 @@ impl Agent {
         let tail = clip_tail(stderr.trim_end(), STDERR_TAIL);
         if out.timed_out {
             let msg = format!(
-                "`{shown}` did not finish within {} s and was killed with every process it started; the end of its standard error:\n{tail}",
+                "{shown} did not finish within {} s and was killed with every process it started; the end of its standard error:\n{tail}",
                 command.timeout.as_secs()
             );
             return self.unwrapped(task, options, msg, None, seconds);
@@ -141,7 +146,7 @@ impl Agent {
                 (None, Some(s)) => format!("was killed by signal {s}"),
                 (None, None) => "ended without an exit code".into(),
             };
-            let msg = format!("`{shown}` {how}; the end of its standard error:\n{tail}");
+            let msg = format!("{shown} {how}; the end of its standard error:\n{tail}");
             return self.unwrapped(task, options, msg, out.code, seconds);
         }
         let output = out.stdout.render();
@@ -150,7 +155,7 @@ impl Agent {
         }
         // The model reads the program's output as data: no tag in it can act as a protocol tag.
         let question = format!(
-            "{task}\n\nThe program `{shown}` was run for this task. Everything it printed:\n\n{}\n\nGive the result of the task, as the program found it, as your final answer.",
+            "{task}\n\nThe program {shown} was run for this task. Everything it printed:\n\n{}\n\nGive the result of the task, as the program found it, as your final answer.",
             protocol::neutralise(&output)
         );
         let extractor = match Agent::builder(self.model.clone())
@@ -258,6 +263,16 @@ impl Agent {
             exit_code,
             seconds,
         }
+    }
+}
+
+/// How a program is named in messages and to the model: its name and how many arguments it
+/// had, never the arguments themselves (they may hold secrets).
+fn shown(program: &str, arguments: usize) -> String {
+    match arguments {
+        0 => format!("`{program}`"),
+        1 => format!("`{program}` (1 argument)"),
+        n => format!("`{program}` ({n} arguments)"),
     }
 }
 

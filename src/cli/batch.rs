@@ -1,7 +1,7 @@
 //! `tagloop batch INPUT --out OUTPUT`: many tasks, concurrently, resumable.
 //!
-//! INPUT is JSON Lines: `{"id": "t1", "task": "…"}`, optionally with `"role"` (a role file path, or
-//! an inline role object `{"name", "instructions", "output_schema"}`) and `"context"` (an array of
+//! INPUT is JSON Lines: `{"id": "t1", "task": "…"}`, optionally with `"role"` (a role file path
+//! inside INPUT's folder, or an inline role object `{"name", "instructions", "output_schema"}`) and `"context"` (an array of
 //! `{"name", "content"}`). Each result is appended to OUTPUT as one whole line, `{"id": …, <outcome
 //! fields>}`, as soon as its task finishes; a rerun skips the ids OUTPUT already has, so a killed
 //! batch resumes where it was.
@@ -33,6 +33,7 @@ use tagloop::session::{self, Transcript};
 
 use super::options::{RunOpts, SessionArgs, usage};
 use super::setup::Setup;
+use super::task_paths::TaskFolder;
 
 /// `tagloop batch`.
 #[derive(Debug, Args)]
@@ -107,9 +108,9 @@ pub(super) fn id_key(id: &Value) -> String {
     }
 }
 
-/// Check one task line. A role may be a file path (relative to `base`) only when `base` is
-/// given: a task from the queue must carry its role inline.
-pub(super) fn parse_task(t: Value, base: Option<&Path>) -> Result<Task> {
+/// Check one task line. A role may be a file path (inside `base`, the task file's folder) only
+/// when `base` is given: a task from the queue must carry its role inline.
+pub(super) fn parse_task(t: Value, base: Option<&TaskFolder>) -> Result<Task> {
     let t: TaskLine = serde_json::from_value(t)
         .map_err(|e| anyhow::anyhow!("expected {{\"id\": …, \"task\": \"…\"}} ({e})"))?;
     let key = id_key(&t.id);
@@ -119,7 +120,9 @@ pub(super) fn parse_task(t: Value, base: Option<&Path>) -> Result<Task> {
     let (role, role_meta) = match (t.role, base) {
         (None, _) => (None, None),
         (Some(Value::String(p)), Some(base)) => {
-            let path = std::path::absolute(base.join(&p)).unwrap_or_else(|_| base.join(&p));
+            let path = base
+                .role_file(Path::new(&p))
+                .with_context(|| format!("task {key}"))?;
             let role = Role::load(&path).with_context(|| format!("task {key}"))?;
             (
                 Some(role),
@@ -146,9 +149,9 @@ pub(super) fn parse_task(t: Value, base: Option<&Path>) -> Result<Task> {
 }
 
 /// Read and check INPUT whole: a bad line, an empty task or an id used twice is an error naming
-/// the line. Role files are found relative to INPUT's folder.
+/// the line. Role files are found in INPUT's folder, and must be inside it (symlinks resolved).
 pub(super) fn read_tasks(path: &Path) -> Result<Vec<Task>> {
-    let base = path.parent().unwrap_or(Path::new(""));
+    let base = TaskFolder::of(path, "the task file's folder")?;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Text of the id -> (line number, the id as written), to name both lines of a collision.
@@ -161,7 +164,7 @@ pub(super) fn read_tasks(path: &Path) -> Result<Vec<Task>> {
         let at = || format!("{} line {}", path.display(), i + 1);
         let value: Value = serde_json::from_str(line)
             .with_context(|| format!("{}: expected {{\"id\": …, \"task\": \"…\"}}", at()))?;
-        let t = parse_task(value, Some(base)).with_context(at)?;
+        let t = parse_task(value, Some(&base)).with_context(at)?;
         if let Some((first, earlier)) = seen.get(&t.key) {
             let how = if *earlier == t.id {
                 "appears twice".to_string()

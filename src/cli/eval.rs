@@ -30,6 +30,7 @@ use super::eval_suite::{EvalTask, read_suite};
 use super::live::terminal_safe;
 use super::options::{RunOpts, SessionArgs, usage};
 use super::setup::Setup;
+use super::task_paths::copy_workspace;
 
 /// `tagloop eval`.
 #[derive(Debug, Args)]
@@ -239,7 +240,7 @@ async fn run_checked(
     let copy = match &task.workspace {
         Some(src) => {
             let dir = tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?;
-            copy_dir(src, dir.path())
+            copy_workspace(src, dir.path())
                 .with_context(|| format!("cannot copy the workspace {}", src.display()))?;
             Some(dir)
         }
@@ -315,22 +316,6 @@ async fn run_checked(
         .find_map(|c| c.verify(outcome.final_answer.as_ref(), &workspace).err());
     report.passed = failed.is_none();
     report.reason = failed;
-    Ok(())
-}
-
-/// Copy a folder's files and folders (symlinks are skipped: a fixture is plain files).
-fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let to = dst.join(entry.file_name());
-        if kind.is_dir() {
-            std::fs::create_dir(&to)?;
-            copy_dir(&entry.path(), &to)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
     Ok(())
 }
 

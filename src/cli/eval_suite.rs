@@ -16,6 +16,8 @@
 //! `output_schema` (a JSON Schema object for the final answer), `context` (as in `batch`).
 //!
 //! The whole suite is read and checked before anything runs; a bad line is a usage error naming it.
+//! That includes the paths: a `workspace` or `role` file must lie inside the suite file's folder
+//! once symlinks are resolved, and a workspace within the copy bounds (see `task_paths`).
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
@@ -26,6 +28,8 @@ use serde_json::Value;
 
 use tagloop::agent::Role;
 use tagloop::prompt::ContextItem;
+
+use super::task_paths::TaskFolder;
 
 /// One task of a suite, checked and ready to run.
 pub struct EvalTask {
@@ -82,7 +86,7 @@ struct Line {
 pub fn read_suite(path: &Path) -> Result<Vec<EvalTask>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = TaskFolder::of(path, "the suite's folder")?;
     let mut seen = HashSet::new();
     let mut tasks = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -102,7 +106,7 @@ pub fn read_suite(path: &Path) -> Result<Vec<EvalTask>> {
     Ok(tasks)
 }
 
-fn read_line(line: &str, base: &Path) -> Result<EvalTask> {
+fn read_line(line: &str, base: &TaskFolder) -> Result<EvalTask> {
     let l: Line = serde_json::from_str(line).context(
         "not a suite task: expected {\"id\", \"task\", \"check\"} and optionally \"workspace\", \
          \"role\", \"output_schema\", \"context\"",
@@ -121,18 +125,12 @@ fn read_line(line: &str, base: &Path) -> Result<EvalTask> {
         one => vec![parse_check(&one)?],
     };
     let workspace = match l.workspace {
-        Some(w) => {
-            let dir = base.join(&w);
-            if !dir.is_dir() {
-                bail!("workspace {} is not a folder", dir.display());
-            }
-            Some(dir)
-        }
+        Some(w) => Some(base.workspace(&w)?),
         None => None,
     };
     let role = match l.role {
         None => None,
-        Some(Value::String(p)) => Some(Role::load(&base.join(p))?),
+        Some(Value::String(p)) => Some(Role::load(&base.role_file(Path::new(&p))?)?),
         Some(obj @ Value::Object(_)) => Some(Role::from_inline(&obj)?),
         Some(_) => bail!("role must be a file path or an object"),
     };
@@ -368,7 +366,7 @@ mod tests {
         assert_eq!(tasks[0].id, "1");
         assert_eq!(
             tasks[0].workspace.as_deref(),
-            Some(dir.path().join("ws").as_path())
+            Some(dir.path().join("ws").canonicalize().unwrap().as_path())
         );
         assert_eq!(tasks[1].checks.len(), 2);
         assert!(tasks[1].role.as_ref().unwrap().output_schema().is_some());
@@ -389,7 +387,7 @@ mod tests {
             ),
             (
                 "{\"id\": 1, \"task\": \"t\", \"check\": {\"equals\": 1}, \"workspace\": \"nope\"}",
-                "not a folder",
+                "cannot be found",
             ),
             (
                 "{\"id\": 1, \"task\": \"t\", \"check\": {\"equals\": 1}}\n{\"id\": \"1\", \"task\": \"t\", \"check\": {\"equals\": 1}}",

@@ -13,6 +13,7 @@ mod run;
 mod sessions;
 mod setup;
 mod target;
+mod task_paths;
 mod worker;
 mod wrap;
 

@@ -31,6 +31,7 @@ pub use transcript::Transcript;
 
 /// Errors of the session store.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// A transcript could not be created, written or read.
     #[error("session file {path}: {source}")]

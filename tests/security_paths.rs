@@ -249,3 +249,55 @@ fn a_link_inside_a_workspace_is_never_followed_out_of_it() {
     assert!(reasons[1].contains("leakdir"), "{reasons:?}");
     assert!(!stdout.contains(SECRET));
 }
+
+/// A `file` check reads what the agent left in its workspace the way the agent's own tools
+/// would: a link the agent planted there (here with the shell) cannot make the check read, and
+/// so confirm, a file outside the workspace.
+#[test]
+fn a_file_check_never_follows_a_link_the_agent_planted_out_of_its_workspace() {
+    let lab = Lab::new();
+    let secret = lab.path("outside/secret.txt");
+    std::fs::write(
+        lab.path("suite/script.txt"),
+        format!(
+            "s\n=== turn ===\n<action>run_command(command=\"ln -s {} leak.txt\")</action>\n=== turn ===\n<final_answer>done</final_answer>\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let suite = format!(
+        r#"{{"id": 1, "task": "t", "workspace": "fixture", "check": {{"file": {{"path": "leak.txt", "contains": "{SECRET}"}}}}}}"#
+    );
+    std::fs::write(lab.path("suite/suite.jsonl"), format!("{suite}\n")).unwrap();
+    let out = lab
+        .cmd()
+        .args([
+            "eval",
+            "suite/suite.jsonl",
+            "--json",
+            "--allow-shell",
+            "--model",
+        ])
+        .arg(format!(
+            "scripted:{}",
+            lab.path("suite/script.txt").display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .last()
+        .unwrap_or_else(|| panic!("no JSON report: {stdout}"));
+    let text = report.to_string();
+    assert!(
+        text.contains("\"passed\":0") || text.contains("\"passed\": 0"),
+        "the check passed through a link out of the workspace: {text}"
+    );
+    assert!(
+        text.contains("outside the workspace"),
+        "the check does not say why it failed: {text}"
+    );
+    assert!(!text.contains(SECRET), "the secret leaked: {text}");
+}

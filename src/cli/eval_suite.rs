@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use tagloop::agent::Role;
 use tagloop::prompt::ContextItem;
+use tagloop::tools::{Access, Workspace};
 
 use super::task_paths::TaskFolder;
 
@@ -209,12 +210,38 @@ fn answer_text(answer: &Value) -> String {
     }
 }
 
+/// The most of a checked file that is read (a check looks for a string, not a whole disk).
+const CHECKED_FILE_MAX: u64 = 16 << 20;
+
+/// Read a file the agent left in its workspace, as the agent's own tools would: resolved inside
+/// the workspace (a link the agent planted cannot lead out of it), without blocking on a FIFO,
+/// a regular file only, and at most [`CHECKED_FILE_MAX`] bytes of it.
+fn read_checked_file(workspace: &Path, path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let ws = Workspace::new(workspace).map_err(|e| format!("file {shown}: {e}"))?;
+    let user_path = path.to_string_lossy();
+    let resolved = ws
+        .resolve(&user_path, Access::Read)
+        .map_err(|e| format!("file {shown}: {e}"))?;
+    let (file, meta) = ws
+        .open_read_meta(&resolved)
+        .map_err(|e| format!("file {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("file {shown} is not a regular file"));
+    }
+    let mut text = Vec::new();
+    file.take(CHECKED_FILE_MAX)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("file {shown}: {e}"))?;
+    Ok(text)
+}
+
 impl Check {
     /// `Ok(())` when the result passes, else why not.
     pub fn verify(&self, answer: Option<&Value>, workspace: &Path) -> Result<(), String> {
         if let Check::File { path, contains } = self {
-            let full = workspace.join(path);
-            let text = std::fs::read(&full).map_err(|e| format!("file {}: {e}", path.display()))?;
+            let text = read_checked_file(workspace, path)?;
             return match contains {
                 Some(c) if !String::from_utf8_lossy(&text).contains(c.as_str()) => {
                     Err(format!("file {} does not contain {c:?}", path.display()))

@@ -1,0 +1,8 @@
+-- Stores a result unless one is stored, then settles the entry (acknowledged and deleted).
+-- KEYS: results, failed, tasks. ARGV: id, line, '1' if not ok, group, entry.
+-- Returns 1 if this result was stored, 0 if another was stored first.
+local won = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+if won == 1 and ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[1]) end
+redis.call('XACK', KEYS[3], ARGV[4], ARGV[5])
+redis.call('XDEL', KEYS[3], ARGV[5])
+return won

@@ -14,6 +14,7 @@ use tagloop::queue::{Queue, QueueUrl};
 use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
+use super::live::terminal_safe;
 use super::options::usage;
 
 /// The variable a queue password may come from, so it stays off command lines.
@@ -122,18 +123,21 @@ async fn status(args: StatusArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
     } else {
+        // Worker names are whatever was written to Redis: anyone who can write there could put
+        // escape sequences in one. They are shown escaped here and exact in --json.
+        let names: Vec<_> = s.worker_names.iter().map(|n| terminal_safe(n)).collect();
         println!(
             "{}: {} queued, {} running, {} done, {} failed; {} workers seen{}",
-            queue.shown(),
+            terminal_safe(queue.shown()),
             s.queued,
             s.running,
             s.done,
             s.failed,
             s.workers,
-            if s.worker_names.is_empty() {
+            if names.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", s.worker_names.join(", "))
+                format!(" ({})", names.join(", "))
             }
         );
     }

@@ -133,7 +133,8 @@ pub struct QueueStatus {
     pub failed: u64,
     /// Workers seen in the last minute.
     pub workers: u64,
-    /// Their names, sorted.
+    /// Their names, sorted, exactly as stored (bytes that are not UTF-8 replaced by U+FFFD).
+    /// Any client of the Redis can write a name: escape them before showing them on a terminal.
     pub worker_names: Vec<String>,
 }
 

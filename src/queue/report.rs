@@ -6,6 +6,10 @@ use serde_json::Value;
 
 use super::{GROUP, Queue, QueueError, QueueStatus, WORKER_SEEN_WINDOW, now_ms};
 
+/// A hash read as bytes, not text: any client can write the workers hash, and one field that is
+/// not UTF-8 or not a number must not make the whole status (and `--until-empty`) fail.
+type RawHash = Vec<(Vec<u8>, Vec<u8>)>;
+
 impl Queue {
     /// The queue's counts.
     pub async fn status(&self) -> Result<QueueStatus, QueueError> {
@@ -16,13 +20,8 @@ impl Queue {
         pipe.cmd("SCARD").arg(&self.keys.failed);
         pipe.cmd("XPENDING").arg(&self.keys.tasks).arg(GROUP);
         pipe.cmd("HGETALL").arg(&self.keys.workers);
-        let (known, stored, failed, pending, workers): (
-            u64,
-            u64,
-            u64,
-            redis::Value,
-            HashMap<String, u64>,
-        ) = self.pipe("reading the counts", &pipe).await?;
+        let (known, stored, failed, pending, workers): (u64, u64, u64, redis::Value, RawHash) =
+            self.pipe("reading the counts", &pipe).await?;
         let running = match &pending {
             redis::Value::Array(items) => items
                 .first()
@@ -34,8 +33,11 @@ impl Queue {
         let window = WORKER_SEEN_WINDOW.as_millis() as u64;
         let mut worker_names: Vec<String> = workers
             .into_iter()
-            .filter(|(_, seen)| now.saturating_sub(*seen) <= window)
-            .map(|(name, _)| name)
+            .filter(|(_, seen)| {
+                let seen = std::str::from_utf8(seen).ok().and_then(|s| s.parse().ok());
+                seen.is_some_and(|seen: u64| now.saturating_sub(seen) <= window)
+            })
+            .map(|(name, _)| String::from_utf8_lossy(&name).into_owned())
             .collect();
         worker_names.sort();
         let failed = failed.min(stored);

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use tagloop::queue::{Queue, QueueUrl};
+use tagloop::queue::{Queue, QueueError, QueueUrl};
 use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
@@ -107,7 +107,11 @@ async fn push(args: PushArgs) -> Result<ExitCode> {
     // Every line is checked before anything is pushed.
     let tasks = read_tasks(&args.input).map_err(usage)?;
     let lines: Vec<_> = tasks.iter().map(|t| (t.key.clone(), t.to_line())).collect();
-    let report = queue.push(&lines).await?;
+    let report = match queue.push(&lines).await {
+        // A task too large for the queue is a bad line, like any other: a usage error.
+        Err(e @ QueueError::TaskTooLarge { .. }) => return Err(usage(e)),
+        other => other?,
+    };
     eprintln!(
         "pushed {} tasks to {} ({} skipped: already queued, running or done)",
         report.added,

@@ -11,9 +11,8 @@ use super::keys::Keys;
 use super::scripts::Scripts;
 use super::{QueueError, QueueUrl, is_transient};
 
-/// A connection to one queue. Each command uses a shared multiplexed connection, opened on first
-/// use and opened again after it broke; blocking reads use a second one, so they never hold up
-/// result stores. A command that fails is not retried here: callers decide (see
+/// A connection to one queue. Every command uses one shared multiplexed connection, opened on
+/// first use and opened again after it broke (no command blocks in Redis). A command that fails is not retried here: callers decide (see
 /// [`QueueError::is_transient`]).
 pub struct Queue {
     url: QueueUrl,
@@ -21,7 +20,6 @@ pub struct Queue {
     client: redis::Client,
     pub(super) keys: Keys,
     main: Mutex<Option<MultiplexedConnection>>,
-    reader: Mutex<Option<MultiplexedConnection>>,
     pub(super) scripts: Scripts,
 }
 
@@ -29,14 +27,6 @@ impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Queue({})", self.shown)
     }
-}
-
-/// Which connection a command uses.
-#[derive(Clone, Copy)]
-pub(super) enum Line {
-    Main,
-    /// Blocking reads: a response may take as long as the block.
-    Reader,
 }
 
 impl Queue {
@@ -59,7 +49,6 @@ impl Queue {
             shown,
             client,
             main: Mutex::new(None),
-            reader: Mutex::new(None),
             scripts: Scripts::new(),
         })
     }
@@ -82,22 +71,14 @@ impl Queue {
         }
     }
 
-    pub(super) async fn connection(
-        &self,
-        line: Line,
-        what: &'static str,
-    ) -> Result<MultiplexedConnection, QueueError> {
-        let (slot, timeout) = match line {
-            Line::Main => (&self.main, Duration::from_secs(10)),
-            Line::Reader => (&self.reader, Duration::from_secs(30)),
-        };
-        let mut slot = slot.lock().await;
+    async fn connection(&self, what: &'static str) -> Result<MultiplexedConnection, QueueError> {
+        let mut slot = self.main.lock().await;
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(timeout));
+            .set_response_timeout(Some(Duration::from_secs(10)));
         let c = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
@@ -108,13 +89,9 @@ impl Queue {
     }
 
     /// Forget a connection that failed, so the next command opens a new one.
-    pub(super) async fn failed(&self, line: Line, e: RedisError, what: &'static str) -> QueueError {
+    async fn failed(&self, e: RedisError, what: &'static str) -> QueueError {
         if is_transient(&e) {
-            let slot = match line {
-                Line::Main => &self.main,
-                Line::Reader => &self.reader,
-            };
-            *slot.lock().await = None;
+            *self.main.lock().await = None;
         }
         self.err(what, e)
     }
@@ -124,10 +101,10 @@ impl Queue {
         what: &'static str,
         cmd: &redis::Cmd,
     ) -> Result<T, QueueError> {
-        let mut c = self.connection(Line::Main, what).await?;
+        let mut c = self.connection(what).await?;
         match cmd.query_async(&mut c).await {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.failed(Line::Main, e, what).await),
+            Err(e) => Err(self.failed(e, what).await),
         }
     }
 
@@ -136,10 +113,10 @@ impl Queue {
         what: &'static str,
         pipe: &redis::Pipeline,
     ) -> Result<T, QueueError> {
-        let mut c = self.connection(Line::Main, what).await?;
+        let mut c = self.connection(what).await?;
         match pipe.query_async(&mut c).await {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.failed(Line::Main, e, what).await),
+            Err(e) => Err(self.failed(e, what).await),
         }
     }
 
@@ -148,10 +125,10 @@ impl Queue {
         what: &'static str,
         inv: redis::ScriptInvocation<'_>,
     ) -> Result<T, QueueError> {
-        let mut c = self.connection(Line::Main, what).await?;
+        let mut c = self.connection(what).await?;
         match inv.invoke_async(&mut c).await {
             Ok(v) => Ok(v),
-            Err(e) => Err(self.failed(Line::Main, e, what).await),
+            Err(e) => Err(self.failed(e, what).await),
         }
     }
 }

@@ -56,8 +56,14 @@ pub const GROUP: &str = "workers";
 /// A worker not seen for this long is no longer counted by [`Queue::status`].
 pub const WORKER_SEEN_WINDOW: Duration = Duration::from_secs(60);
 
+/// The most bytes one queue entry may hold, its field names and values together. Redis checks
+/// it before an entry is sent to a worker, so a worker never reads more than this per task (a
+/// larger entry becomes that task's error result), and [`Queue::push`] refuses larger tasks.
+pub const MAX_ENTRY_BYTES: usize = 8 << 20;
+
 /// What can go wrong with the queue.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The queue address cannot be used.
     #[error("bad queue URL: {reason}")]
@@ -74,6 +80,16 @@ pub enum QueueError {
         what: &'static str,
         /// The client's error.
         source: RedisError,
+    },
+    /// A task to push is larger than [`MAX_ENTRY_BYTES`]; nothing was pushed.
+    #[error(
+        "task {key} is {bytes} bytes as a queue entry, more than the limit of {MAX_ENTRY_BYTES}"
+    )]
+    TaskTooLarge {
+        /// The task's id, as text.
+        key: String,
+        /// Its size as an entry.
+        bytes: usize,
     },
     /// The queue holds something tagloop did not write.
     #[error("queue {queue}: {detail}")]
@@ -112,12 +128,40 @@ fn is_transient(e: &RedisError) -> bool {
 pub struct Delivery {
     /// The stream entry id (what is acknowledged).
     pub entry: String,
-    /// The task's id, as text.
+    /// The task's id, as text; the stream entry id for an entry without a usable id.
     pub key: String,
-    /// The task line as pushed.
-    pub task: Value,
+    /// The task line as pushed, or why the entry cannot be run. A worker stores the latter as
+    /// the task's error result under `key`, which settles the entry like any other result.
+    pub task: Result<Value, BadEntry>,
     /// How many times the entry has been delivered, this time included (1 for a fresh task).
     pub deliveries: u64,
+}
+
+/// Why a queue entry cannot be run: anyone who can write to the Redis can add entries that
+/// `tagloop queue push` would never write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadEntry {
+    /// The entry is larger than [`MAX_ENTRY_BYTES`]; its content was never read.
+    #[error("the queue entry is {bytes} bytes, larger than the limit of {limit}")]
+    TooLarge {
+        /// Its size, field names and values together.
+        bytes: u64,
+        /// [`MAX_ENTRY_BYTES`].
+        limit: usize,
+    },
+    /// The entry has no `id` field.
+    #[error("the queue entry has no id field")]
+    NoId,
+    /// The `id` field is not UTF-8 text.
+    #[error("the queue entry's id is not UTF-8 text")]
+    IdNotText,
+    /// The entry has no `task` field.
+    #[error("the queue entry has no task field")]
+    NoTask,
+    /// The `task` field is not JSON.
+    #[error("the queue entry's task is not JSON: {0}")]
+    NotJson(String),
 }
 
 /// The queue's counts, from [`Queue::status`].

@@ -12,6 +12,8 @@ pub(super) const HANDED_BACK_IDLE_MS: u64 = 365 * 24 * 3600 * 1000;
 
 /// The scripts run one at a time, loaded once per server (by hash, reloaded when missing).
 pub(super) struct Scripts {
+    /// `deliver.lua`: hand entries to a worker, each checked for size before it is sent.
+    pub deliver: Script,
     /// `store.lua`: store a result unless one is stored; settle the entry.
     pub store: Script,
     /// `keep.lua`: mark the worker seen; keep its entries from being claimed.
@@ -23,6 +25,7 @@ pub(super) struct Scripts {
 impl Scripts {
     pub fn new() -> Scripts {
         Scripts {
+            deliver: Script::new(include_str!("deliver.lua")),
             store: Script::new(include_str!("store.lua")),
             keep: Script::new(include_str!("keep.lua")),
             hand_back: Script::new(include_str!("hand_back.lua")),

@@ -20,6 +20,7 @@ impl Queue {
         inv.key(&self.keys.results)
             .key(&self.keys.failed)
             .key(&self.keys.tasks)
+            .key(&self.keys.known)
             .arg(key)
             .arg(line.to_string())
             .arg(if ok { "0" } else { "1" })

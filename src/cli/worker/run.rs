@@ -36,11 +36,6 @@ impl Runner {
     /// Compute one delivery's result. `None` when there is nothing to store: the task already
     /// has a result (its entry is settled here).
     pub async fn run(self, d: Delivery) -> Option<Computed> {
-        let id = d
-            .task
-            .get("id")
-            .cloned()
-            .unwrap_or(Value::String(d.key.clone()));
         if matches!(self.queue.has_result(&d.key).await, Ok(true)) {
             // Finished by another worker whose acknowledgement was lost: settle the entry only.
             return Some(Computed {
@@ -50,15 +45,29 @@ impl Runner {
                 ok: true,
             });
         }
-        let (ok, line) = if d.deliveries > self.max_deliveries {
-            let e = format!(
-                "given to workers {} times without a result (each stopped or died while running \
-                 it); not tried again (--max-deliveries {})",
-                d.deliveries, self.max_deliveries
-            );
-            (false, error_line(&id, e))
-        } else {
-            self.compute(d.task, &id).await
+        let (ok, line) = match d.task {
+            // Not a task (another client wrote it): its own error result, so the entry is
+            // settled and the worker goes on to the next.
+            Err(bad) => (
+                false,
+                error_line(&Value::String(d.key.clone()), format!("{bad}")),
+            ),
+            Ok(task) => {
+                let id = task
+                    .get("id")
+                    .cloned()
+                    .unwrap_or(Value::String(d.key.clone()));
+                if d.deliveries > self.max_deliveries {
+                    let e = format!(
+                        "given to workers {} times without a result (each stopped or died while \
+                         running it); not tried again (--max-deliveries {})",
+                        d.deliveries, self.max_deliveries
+                    );
+                    (false, error_line(&id, e))
+                } else {
+                    self.compute(task, &id).await
+                }
+            }
         };
         self.tally.ran.fetch_add(1, Ordering::Relaxed);
         if !ok {

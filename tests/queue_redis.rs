@@ -441,7 +441,7 @@ async fn the_first_result_stored_wins_and_a_second_is_dropped() {
     assert_eq!((r.added, r.skipped), (1, 0));
     let first = q.take("one", 10, None).await.unwrap();
     assert_eq!(first.len(), 1);
-    assert_eq!(first[0].task, task);
+    assert_eq!(first[0].task, Ok(task.clone()));
     // "one" goes quiet; "two" claims the task after the idle time and runs it too.
     tokio::time::sleep(Duration::from_millis(120)).await;
     let second = q

@@ -10,10 +10,11 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use tagloop::queue::{Queue, QueueUrl};
+use tagloop::queue::{Queue, QueueError, QueueUrl};
 use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
+use super::live::terminal_safe;
 use super::options::usage;
 
 /// The variable a queue password may come from, so it stays off command lines.
@@ -106,7 +107,11 @@ async fn push(args: PushArgs) -> Result<ExitCode> {
     // Every line is checked before anything is pushed.
     let tasks = read_tasks(&args.input).map_err(usage)?;
     let lines: Vec<_> = tasks.iter().map(|t| (t.key.clone(), t.to_line())).collect();
-    let report = queue.push(&lines).await?;
+    let report = match queue.push(&lines).await {
+        // A task too large for the queue is a bad line, like any other: a usage error.
+        Err(e @ QueueError::TaskTooLarge { .. }) => return Err(usage(e)),
+        other => other?,
+    };
     eprintln!(
         "pushed {} tasks to {} ({} skipped: already queued, running or done)",
         report.added,
@@ -122,18 +127,21 @@ async fn status(args: StatusArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
     } else {
+        // Worker names are whatever was written to Redis: anyone who can write there could put
+        // escape sequences in one. They are shown escaped here and exact in --json.
+        let names: Vec<_> = s.worker_names.iter().map(|n| terminal_safe(n)).collect();
         println!(
             "{}: {} queued, {} running, {} done, {} failed; {} workers seen{}",
-            queue.shown(),
+            terminal_safe(queue.shown()),
             s.queued,
             s.running,
             s.done,
             s.failed,
             s.workers,
-            if s.worker_names.is_empty() {
+            if names.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", s.worker_names.join(", "))
+                format!(" ({})", names.join(", "))
             }
         );
     }

@@ -282,7 +282,7 @@ impl std::fmt::Display for Simplified {
         };
         write!(
             f,
-            "{} makes too large a grammar: {} part(s) of it accept any JSON value, the first at `{at}`",
+            "{}: too large for a grammar, so {} part(s) of it accept any JSON value (the first at `{at}`)",
             self.schema, self.parts
         )
     }

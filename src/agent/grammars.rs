@@ -76,7 +76,16 @@ impl GrammarInputs<'_> {
 
     /// One variant, checked.
     fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
-        let full = self.turn(final_only, reasoning).to_gbnf();
+        let grammar = self.turn(final_only, reasoning);
+        // Every variant follows the same schemas: say it once, from the ordinary step's
+        // grammar (the one that holds the tools' parameters as well as the output schema).
+        if !final_only && !reasoning {
+            for part in grammar.simplified() {
+                warn!(schema = %part.schema, pointer = %part.pointer, parts = part.parts,
+                    "{part}; the model is sampled less strictly there, and its answer is still validated");
+            }
+        }
+        let full = grammar.to_gbnf();
         let lazy = if reasoning {
             let g = decision_grammar(&self.shape(self.shapes(), final_only, false)).to_gbnf();
             Some(LazyGrammar {

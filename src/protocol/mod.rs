@@ -33,7 +33,8 @@ pub use continuation::{Inside, continued_action, stopped_inside};
 pub use dialect::{Dialect, DialectCall, DialectRead, find_block, find_known, read_action_body};
 pub use grammar::{
     ClassItem, Expr, FORBIDDEN, GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS,
-    MAX_THOUGHT_CHARS, ToolShape, TurnShape, callable, decision_grammar, parse_gbnf, turn_grammar,
+    MAX_THOUGHT_CHARS, Simplified, ToolShape, TurnShape, callable, decision_grammar, parse_gbnf,
+    turn_grammar,
 };
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};

@@ -5,7 +5,7 @@
 //! into (so the text sent can be checked against the tree it came from), and the tests sample
 //! strings from it.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// One item of a character class.
@@ -130,6 +130,13 @@ impl Expr {
         }
     }
 
+    /// How many bytes of GBNF text the expression is (as the body of a rule).
+    pub fn gbnf_len(&self) -> usize {
+        let mut out = String::new();
+        self.write(&mut out, false);
+        out.len()
+    }
+
     fn write(&self, out: &mut String, nested: bool) {
         match self {
             Expr::Lit(s) => write_literal(out, s),
@@ -251,11 +258,44 @@ fn write_class_char(out: &mut String, c: char) {
     }
 }
 
+/// A part of a JSON Schema the grammar does not follow: it would have made the grammar too
+/// large, so the grammar accepts any JSON value there instead. Validation after the turn still
+/// applies the whole schema; only the sampling is looser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Simplified {
+    /// Which schema: `the output schema`, or `the parameters of tool `name``.
+    pub schema: String,
+    /// A JSON Pointer into that schema to the first part that was simplified (cut to a few
+    /// hundred bytes: keys come from the schema and may be long).
+    pub pointer: String,
+    /// How many parts of the schema were simplified.
+    pub parts: usize,
+}
+
+impl std::fmt::Display for Simplified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = if self.pointer.is_empty() {
+            "the whole schema"
+        } else {
+            &self.pointer
+        };
+        write!(
+            f,
+            "{}: too large for a grammar, so {} part(s) of it accept any JSON value (the first at `{at}`)",
+            self.schema, self.parts
+        )
+    }
+}
+
 /// A grammar: named rules, `root` first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grammar {
     rules: Vec<(String, Expr)>,
-    names: HashSet<String>,
+    /// Where each name is in `rules`: lookups stay constant-time in grammars of thousands of
+    /// rules (a schema's sub-schemas each get one).
+    index: HashMap<String, usize>,
+    simplified: Vec<Simplified>,
 }
 
 impl Grammar {
@@ -264,27 +304,26 @@ impl Grammar {
         Self::default()
     }
 
-    /// Add a rule (a name already defined is replaced).
+    /// Add a rule (a name already defined is replaced, in place).
     pub fn define(&mut self, name: impl Into<String>, expr: Expr) {
         let name = name.into();
-        if self.names.contains(&name) {
-            if let Some(slot) = self.rules.iter_mut().find(|(n, _)| *n == name) {
-                slot.1 = expr;
+        match self.index.get(&name) {
+            Some(&i) => self.rules[i].1 = expr,
+            None => {
+                self.index.insert(name.clone(), self.rules.len());
+                self.rules.push((name, expr));
             }
-        } else {
-            self.names.insert(name.clone());
-            self.rules.push((name, expr));
         }
     }
 
     /// Whether a rule of that name exists.
     pub fn has(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.index.contains_key(name)
     }
 
     /// The rule of that name.
     pub fn get(&self, name: &str) -> Option<&Expr> {
-        self.rules.iter().find(|(n, _)| n == name).map(|(_, e)| e)
+        self.index.get(name).map(|&i| &self.rules[i].1)
     }
 
     /// The rules in definition order.
@@ -292,30 +331,36 @@ impl Grammar {
         &self.rules
     }
 
+    /// Forget every rule defined after the first `len`: how a part of a schema that turned out
+    /// too large is taken back. The caller must hold no reference to the rules forgotten.
+    pub(super) fn truncate(&mut self, len: usize) {
+        for (name, _) in self.rules.drain(len.min(self.rules.len())..) {
+            self.index.remove(&name);
+        }
+    }
+
+    /// The parts of schemas this grammar accepts any JSON value for, because following them
+    /// would have made it too large (empty for every schema of a realistic size). The caller
+    /// should say so: the model is less constrained than the schema asks.
+    pub fn simplified(&self) -> &[Simplified] {
+        &self.simplified
+    }
+
+    /// Record a simplified schema (see [`Grammar::simplified`]).
+    pub(super) fn note_simplified(&mut self, note: Simplified) {
+        self.simplified.push(note);
+    }
+
     /// A rule name built from `base` (sanitised to GBNF's `[a-z0-9-]`) not used yet.
     pub fn fresh_name(&self, base: &str) -> String {
-        let mut clean: String = base
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        while clean.contains("--") {
-            clean = clean.replace("--", "-");
-        }
-        let clean = clean.trim_matches('-');
-        let clean = if clean.is_empty() { "r" } else { clean };
-        if !self.has(clean) {
-            return clean.to_owned();
+        let clean = sanitize(base);
+        if !self.has(&clean) {
+            return clean;
         }
         (2..)
             .map(|i| format!("{clean}-{i}"))
             .find(|n| !self.has(n))
-            .unwrap_or_else(|| clean.to_owned())
+            .unwrap_or(clean)
     }
 
     /// The GBNF text: one rule per line, `root` first.
@@ -331,4 +376,24 @@ impl Grammar {
         }
         out
     }
+}
+
+/// `base` as a rule name: lowercase ASCII letters and digits, runs of anything else one `-`,
+/// none at either end (`r` when nothing is left).
+pub(super) fn sanitize(base: &str) -> String {
+    let mut clean = String::with_capacity(base.len());
+    for c in base.chars() {
+        if c.is_ascii_alphanumeric() {
+            clean.push(c.to_ascii_lowercase());
+        } else if !clean.is_empty() && !clean.ends_with('-') {
+            clean.push('-');
+        }
+    }
+    while clean.ends_with('-') {
+        clean.pop();
+    }
+    if clean.is_empty() {
+        clean.push('r');
+    }
+    clean
 }

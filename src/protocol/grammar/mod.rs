@@ -10,17 +10,23 @@
 //!
 //! * `expr.rs`: the grammar as data ([`Grammar`], [`Expr`]) and its GBNF text.
 //! * `gbnf.rs`: [`parse_gbnf`], the check every grammar passes before it is sent.
-//! * `values.rs`: strings that cannot spell a protocol tag, numbers, JSON Schema as grammar.
+//! * `values.rs`: strings that cannot spell a protocol tag, numbers, any JSON value.
+//! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
+//! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
 //! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
 
 mod expr;
 mod gbnf;
+mod members;
+mod schema;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod tests;
 mod turn;
 mod values;
 
-pub use expr::{ClassItem, Expr, Grammar};
+pub use expr::{ClassItem, Expr, Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use turn::{
     FORBIDDEN, LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, ToolShape, TurnShape, callable,

@@ -409,7 +409,7 @@ fn strings_never_spell_a_tag_in_any_case() {
 }
 
 /// Whether the grammar matches the whole string (a plain backtracking matcher, for tests).
-fn matches(g: &Grammar, s: &str) -> bool {
+pub(super) fn matches(g: &Grammar, s: &str) -> bool {
     fn go<'a>(g: &'a Grammar, e: &'a Expr, s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
         match e {
             Expr::Lit(l) => s.strip_prefix(l.as_str()).is_some_and(&mut *k),
@@ -466,11 +466,8 @@ fn schema_keywords_become_grammar() {
         "l": {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 2}},
         "required": ["n", "k", "c", "l"]});
     let mut g = Grammar::new();
-    let mut v = values::Values {
-        g: &mut g,
-        forbidden: vec![],
-    };
-    let e = v.schema(&schema, values::Place::Json, 0);
+    let mut v = values::Values::new(&mut g, vec![]);
+    let e = v.schema(&schema, values::Place::Json, 0, "answer");
     g.define("root", e);
     assert!(matches(
         &g,

@@ -3,7 +3,9 @@
 use serde_json::Value;
 
 use super::expr::{ClassItem, Expr, Grammar};
-use super::values::{Place, Values, chars, comma_list, excluding, required};
+use super::members::Members;
+use super::schema::required;
+use super::values::{Place, Values, chars, excluding};
 use crate::protocol::action::parse_action;
 
 /// The words that open a lazy grammar on servers that support one (llama.cpp's
@@ -155,15 +157,17 @@ pub fn decision_grammar(shape: &TurnShape<'_>) -> Grammar {
 /// `action | final` (or `final` alone), defining the rules they need.
 fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
     let forbidden: Vec<String> = FORBIDDEN.iter().map(|w| w.to_string()).collect();
-    let mut values = Values {
-        g,
-        forbidden: forbidden.clone(),
-    };
+    let mut values = Values::new(g, forbidden.clone());
     let final_body = match shape.output_schema {
         Some(schema) => {
-            let json = values.schema(schema, Place::Json, 0);
+            let json = values.within("the output schema", |v| {
+                v.schema(schema, Place::Json, 0, "answer")
+            });
             let ws = values.ws();
-            values.g.define("answer", json);
+            // An object or array schema is already the rule `answer`.
+            if json != Expr::rule("answer") {
+                values.g.define("answer", json);
+            }
             Expr::seq([ws.clone(), Expr::rule("answer"), ws])
         }
         None => {
@@ -223,9 +227,31 @@ fn is_ident(s: &str) -> bool {
 
 /// `tool(name=value, …)`: required parameters in declared order, then any optional ones in
 /// order. A tool with a parameter name that is not an identifier takes positional values, in
-/// declared order, of which only a tail of optional ones may be left out.
+/// declared order, of which only a tail of optional ones may be left out. When the parameters'
+/// rules do not fit the grammar's budget the call takes any `name=value` arguments instead (and
+/// the grammar records it in [`Grammar::simplified`]).
 fn call(values: &mut Values<'_>, tool: &ToolShape<'_>) -> Expr {
-    let rule = values.g.fresh_name(&format!("call-{}", tool.name));
+    let rule = values.reserve(&format!("call-{}", tool.name));
+    let label = format!("the parameters of tool `{}`", tool.name);
+    values.within(&label, |v| {
+        let mark = v.mark();
+        let written = call_args(v, tool, &rule)
+            .map(|args| Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]));
+        if !written.is_some_and(|e| v.define_charged(&rule, e)) {
+            v.rollback(mark);
+            let value = v.simplify();
+            let args = any_arguments(v, value);
+            v.g.define(
+                rule.clone(),
+                Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]),
+            );
+        }
+    });
+    Expr::rule(rule)
+}
+
+/// The arguments of a call as the tool's parameters say; `None` when they do not fit the budget.
+fn call_args(values: &mut Values<'_>, tool: &ToolShape<'_>, rule: &str) -> Option<Expr> {
     let empty = serde_json::Map::new();
     let props = tool
         .parameters
@@ -235,42 +261,89 @@ fn call(values: &mut Values<'_>, tool: &ToolShape<'_>) -> Expr {
     let required = required(tool.parameters);
     let sep = Expr::seq([Expr::lit(","), Expr::lit(" ").opt()]);
     let named = props.keys().all(|k| is_ident(k));
-    let args = if named {
-        let mut req = Vec::new();
-        let mut opt = Vec::new();
+    if named {
+        let arg = |name: &str| {
+            let name = Expr::lit(format!("{name}="));
+            move |value: Expr| Expr::seq([name.clone(), value])
+        };
+        let least = props
+            .keys()
+            .map(|k| arg(k)(Expr::rule("value")).gbnf_len())
+            .sum();
+        let mut members = Members::start(values, rule, props.len(), least, required.is_empty())?;
         for (name, schema) in props {
-            let value = values.schema(schema, Place::Argument, 0);
-            let arg = Expr::seq([Expr::lit(format!("{name}=")), value]);
-            if required.contains(&name.as_str()) {
-                req.push(arg);
-            } else {
-                opt.push(arg);
-            }
+            let base = format!("{rule}-{name}");
+            values.budget.path.push(format!("properties/{name}"));
+            members.add(
+                values,
+                required.contains(name.as_str()),
+                |v| v.schema(schema, Place::Argument, 0, &base),
+                arg(name),
+            );
+            values.budget.path.pop();
         }
-        comma_list(req, opt, &sep)
-    } else {
-        let mut items: Vec<(bool, Expr)> = Vec::new();
-        for (name, schema) in props {
-            items.push((
-                required.contains(&name.as_str()),
-                values.schema(schema, Place::Argument, 0),
-            ));
+        return members.finish(values, &sep);
+    }
+    // Positional: everything up to the last required parameter is written, then a prefix of
+    // the optional ones after it.
+    let mut items: Vec<(bool, Expr)> = Vec::new();
+    for (name, schema) in props {
+        let value = values.schema(schema, Place::Argument, 0, &format!("{rule}-{name}"));
+        if !values.room(value.gbnf_len()) {
+            return None;
         }
-        // The last required position: everything up to it is written.
-        let fixed = items.iter().rposition(|(r, _)| *r).map_or(0, |i| i + 1);
-        let tail: Vec<Expr> = items.split_off(fixed).into_iter().map(|(_, e)| e).collect();
-        let head: Vec<Expr> = items.into_iter().map(|(_, e)| e).collect();
-        nested_tail(head, tail, &sep)
-    };
-    values.g.define(
-        rule.clone(),
-        Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]),
-    );
-    Expr::rule(rule)
+        items.push((required.contains(name.as_str()), value));
+    }
+    let fixed = items.iter().rposition(|(r, _)| *r).map_or(0, |i| i + 1);
+    let tail: Vec<Expr> = items.split_off(fixed).into_iter().map(|(_, e)| e).collect();
+    let head: Vec<Expr> = items.into_iter().map(|(_, e)| e).collect();
+    nested_tail(values, rule, head, tail, &sep)
 }
 
-/// Positional values: all of `head`, then a prefix of `tail`.
-fn nested_tail(head: Vec<Expr>, tail: Vec<Expr>, sep: &Expr) -> Expr {
+/// Any `name=value` arguments: the call of a tool whose parameters are too large for a grammar.
+fn any_arguments(values: &mut Values<'_>, value: Expr) -> Expr {
+    if !values.g.has("arg-name") {
+        values.g.define(
+            "arg-name",
+            Expr::seq([
+                chars(
+                    false,
+                    &[
+                        ClassItem::Range('a', 'z'),
+                        ClassItem::Range('A', 'Z'),
+                        ClassItem::Char('_'),
+                    ],
+                ),
+                chars(
+                    false,
+                    &[
+                        ClassItem::Range('a', 'z'),
+                        ClassItem::Range('A', 'Z'),
+                        ClassItem::Range('0', '9'),
+                        ClassItem::Char('_'),
+                    ],
+                )
+                .repeat(0, Some(63)),
+            ]),
+        );
+    }
+    let arg = Expr::seq([Expr::rule("arg-name"), Expr::lit("="), value]);
+    let sep = Expr::seq([Expr::lit(","), Expr::lit(" ").opt()]);
+    Expr::seq([arg.clone(), Expr::seq([sep, arg]).repeat(0, None)]).opt()
+}
+
+/// Positional values: all of `head`, then a prefix of `tail`. Up to three in the tail it is
+/// written nested, `(sep t1 (sep t2 (…)?)?)?`; a longer tail is a chain of rules
+/// (`{rule}-tail-k ::= (sep t_k {rule}-tail-k+1)?`), so the text never nests deeper than that
+/// (our checker and llama.cpp's parser both recurse on parentheses). `None` when the chain does
+/// not fit the budget.
+fn nested_tail(
+    values: &mut Values<'_>,
+    rule: &str,
+    head: Vec<Expr>,
+    tail: Vec<Expr>,
+    sep: &Expr,
+) -> Option<Expr> {
     let mut out = Vec::new();
     let lead = !head.is_empty();
     for (i, h) in head.into_iter().enumerate() {
@@ -279,7 +352,9 @@ fn nested_tail(head: Vec<Expr>, tail: Vec<Expr>, sep: &Expr) -> Expr {
         }
         out.push(h);
     }
-    // Build the optional tail from the end: (sep t1 (sep t2 (…)?)?)?
+    let chain = tail.len() > 3;
+    let base = format!("{rule}-tail");
+    // Build the optional tail from the end.
     let mut acc: Option<Expr> = None;
     for (i, t) in tail.into_iter().enumerate().rev() {
         let with_sep = if i == 0 && !lead {
@@ -291,8 +366,17 @@ fn nested_tail(head: Vec<Expr>, tail: Vec<Expr>, sep: &Expr) -> Expr {
             Some(rest) => Expr::seq([with_sep, rest]),
             None => with_sep,
         };
-        acc = Some(item.opt());
+        let item = item.opt();
+        acc = Some(if chain {
+            let name = values.fresh(&base);
+            if !values.define_charged(&name, item) {
+                return None;
+            }
+            Expr::rule(name)
+        } else {
+            item
+        });
     }
     out.extend(acc);
-    Expr::seq(out)
+    Some(Expr::seq(out))
 }

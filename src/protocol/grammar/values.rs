@@ -1,5 +1,5 @@
 //! Values: strings that can never close a protocol block, numbers the action parser reads, and
-//! JSON Schema turned into grammar.
+//! any JSON value (`schema.rs` narrows values to what a JSON Schema allows).
 //!
 //! One set of value rules serves both places values occur: an action's arguments (the action
 //! grammar reads JSON-shaped values, plus `"""…"""` strings) and a final answer that must be
@@ -7,9 +7,8 @@
 //! and their content can never spell a protocol tag (`<action`, `</final_answer`, `<think`, … in
 //! any case), so no string can end a block early or be taken for reasoning.
 
-use serde_json::Value;
-
 use super::expr::{ClassItem, Expr, Grammar};
+use super::schema::Budget;
 
 /// Where a value is written: in an action's arguments (top-level strings may be triple-quoted)
 /// or in JSON.
@@ -21,14 +20,13 @@ pub(super) enum Place {
     Json,
 }
 
-/// The deepest schema nesting followed; deeper parts accept any JSON value.
-const MAX_SCHEMA_DEPTH: usize = 24;
-
 /// Builds value rules into a grammar, each shared rule defined once.
 pub(super) struct Values<'g> {
     pub(super) g: &'g mut Grammar,
     /// The words no string may contain (lowercase; matched without regard to case).
     pub(super) forbidden: Vec<String>,
+    /// What the schemas' rules may still take, and where the schema being built is.
+    pub(super) budget: Budget,
 }
 
 /// A character class from characters and ranges.
@@ -36,7 +34,16 @@ pub(super) fn chars(negated: bool, items: &[ClassItem]) -> Expr {
     Expr::class(negated, items.iter().copied())
 }
 
-impl Values<'_> {
+impl<'g> Values<'g> {
+    /// Value rules written into `g`; no string will contain one of `forbidden` (lowercase).
+    pub(super) fn new(g: &'g mut Grammar, forbidden: Vec<String>) -> Self {
+        Values {
+            g,
+            forbidden,
+            budget: Budget::default(),
+        }
+    }
+
     /// `ws`: a little whitespace (bounded, so a model cannot fill its budget with it).
     pub(super) fn ws(&mut self) -> Expr {
         if !self.g.has("ws") {
@@ -229,172 +236,6 @@ impl Values<'_> {
             );
         }
         Expr::rule("value")
-    }
-
-    /// A literal JSON value (for `const` and `enum`).
-    fn literal(&mut self, v: &Value) -> Expr {
-        Expr::lit(serde_json::to_string(v).unwrap_or_else(|_| "null".into()))
-    }
-
-    /// The values a JSON Schema accepts, as far as grammar can say it: `type`, `properties`,
-    /// `required`, `items`, `minItems`/`maxItems`, `enum`, `const`, `anyOf`/`oneOf`, nested
-    /// objects. Anything else (`$ref`, `pattern`, `allOf` of several, …) accepts any JSON value
-    /// of the type given, and validation after the turn still applies.
-    pub(super) fn schema(&mut self, schema: &Value, place: Place, depth: usize) -> Expr {
-        let Some(obj) = schema.as_object() else {
-            return self.any();
-        };
-        if depth > MAX_SCHEMA_DEPTH || obj.contains_key("$ref") {
-            return self.any();
-        }
-        if let Some(c) = obj.get("const") {
-            return self.literal(c);
-        }
-        if let Some(Value::Array(options)) = obj.get("enum")
-            && !options.is_empty()
-        {
-            return Expr::alt(options.iter().map(|v| self.literal(v)).collect::<Vec<_>>());
-        }
-        for key in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(options)) = obj.get(key)
-                && !options.is_empty()
-            {
-                let alts: Vec<Expr> = options
-                    .iter()
-                    .map(|s| self.schema(s, place, depth + 1))
-                    .collect();
-                return Expr::alt(alts);
-            }
-        }
-        if let Some(Value::Array(all)) = obj.get("allOf")
-            && let [only] = all.as_slice()
-        {
-            return self.schema(only, place, depth + 1);
-        }
-        match obj.get("type") {
-            Some(Value::String(t)) => self.typed(t, schema, place, depth),
-            Some(Value::Array(types)) if !types.is_empty() => {
-                let alts: Vec<Expr> = types
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(|t| self.typed(t, schema, place, depth))
-                    .collect();
-                if alts.is_empty() {
-                    self.any()
-                } else {
-                    Expr::alt(alts)
-                }
-            }
-            _ if obj.contains_key("properties") => self.typed("object", schema, place, depth),
-            _ if obj.contains_key("items") => self.typed("array", schema, place, depth),
-            _ => self.any(),
-        }
-    }
-
-    fn typed(&mut self, t: &str, schema: &Value, place: Place, depth: usize) -> Expr {
-        match t {
-            "string" if place == Place::Argument => {
-                Expr::alt([self.string(), self.triple_string()])
-            }
-            "string" => self.string(),
-            "integer" => self.integer(),
-            "number" => self.number(),
-            "boolean" => self.boolean(),
-            "null" => Expr::lit("null"),
-            "array" => self.array(schema, depth),
-            "object" => self.object(schema, depth),
-            _ => self.any(),
-        }
-    }
-
-    fn array(&mut self, schema: &Value, depth: usize) -> Expr {
-        let item = match schema.get("items") {
-            Some(items) => self.schema(items, Place::Json, depth + 1),
-            None => self.any(),
-        };
-        let count = |k: &str| {
-            schema
-                .get(k)
-                .and_then(Value::as_u64)
-                .map(|n| n.min(64) as u32)
-        };
-        let min = count("minItems").unwrap_or(0);
-        let max = count("maxItems").filter(|&m| m >= min);
-        let ws = self.ws();
-        let sep = Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]);
-        let items = if max == Some(0) {
-            Expr::Seq(Vec::new())
-        } else {
-            let more = Expr::seq([sep, item.clone()])
-                .repeat(min.saturating_sub(1), max.map(|m| m.saturating_sub(1)));
-            let list = Expr::seq([item, more]);
-            if min == 0 { list.opt() } else { list }
-        };
-        Expr::seq([Expr::lit("["), ws.clone(), items, ws, Expr::lit("]")])
-    }
-
-    fn object(&mut self, schema: &Value, depth: usize) -> Expr {
-        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-            self.any();
-            return Expr::rule("object");
-        };
-        let required = required(schema);
-        let ws = self.ws();
-        let mut req = Vec::new();
-        let mut opt = Vec::new();
-        for (name, prop) in props {
-            let key = Expr::lit(serde_json::to_string(name).unwrap_or_default());
-            let value = self.schema(prop, Place::Json, depth + 1);
-            let member = Expr::seq([key, ws.clone(), Expr::lit(":"), ws.clone(), value]);
-            if required.contains(&name.as_str()) {
-                req.push(member);
-            } else {
-                opt.push(member);
-            }
-        }
-        let sep = Expr::seq([ws.clone(), Expr::lit(","), ws.clone()]);
-        let members = comma_list(req, opt, &sep);
-        Expr::seq([Expr::lit("{"), ws.clone(), members, ws, Expr::lit("}")])
-    }
-}
-
-/// The names in a schema's `required`.
-pub(super) fn required(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// Every required item in order, then any of the optional ones in order, separated by `sep`.
-pub(super) fn comma_list(required: Vec<Expr>, optional: Vec<Expr>, sep: &Expr) -> Expr {
-    if !required.is_empty() {
-        let mut items = Vec::new();
-        for (i, r) in required.into_iter().enumerate() {
-            if i > 0 {
-                items.push(sep.clone());
-            }
-            items.push(r);
-        }
-        for o in optional {
-            items.push(Expr::seq([sep.clone(), o]).opt());
-        }
-        return Expr::seq(items);
-    }
-    // No required item: the first one present has no separator before it.
-    let mut alts = Vec::new();
-    for first in 0..optional.len() {
-        let mut items = vec![optional[first].clone()];
-        for o in &optional[first + 1..] {
-            items.push(Expr::seq([sep.clone(), o.clone()]).opt());
-        }
-        alts.push(Expr::seq(items));
-    }
-    if alts.is_empty() {
-        Expr::Seq(Vec::new())
-    } else {
-        Expr::alt(alts).opt()
     }
 }
 

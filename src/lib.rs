@@ -36,3 +36,9 @@ mod text;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of the library guide (docs/library.md), compiled as doc tests like the
+/// README's: they moved there from the README and must stay true.
+#[doc = include_str!("../docs/library.md")]
+#[cfg(doctest)]
+pub struct LibraryDoctests;

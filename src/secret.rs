@@ -15,7 +15,7 @@
 //! The derived forms are the ones an accident or a lazy attack produces: the key reversed, and the
 //! key base64-encoded (standard and URL-safe alphabets), alone or as `Bearer <key>`, at any byte
 //! alignment inside a longer base64 text. A determined attacker with a shell can always find an
-//! encoding not on this list (hex, one character per line, …); the README's threat model says so.
+//! encoding not on this list (hex, one character per line, …); docs/security.md says so.
 
 use std::borrow::Cow;
 

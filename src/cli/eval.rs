@@ -35,7 +35,7 @@ use super::task_paths::copy_workspace;
 /// `tagloop eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// The suite: JSON Lines of {"id", "task", "check"} (see the README)
+    /// The suite: JSON Lines of {"id", "task", "check"} (see docs/lab.md)
     pub suite: PathBuf,
     /// Run each task N times
     #[arg(long, default_value_t = 1, value_name = "N")]

@@ -132,7 +132,7 @@ struct KeyChoice {
     withheld: Option<String>,
 }
 
-/// The key rule (README, threat model, "Where a key may go"): a key goes only to a base URL
+/// The key rule (docs/security.md, "Where a key may go"): a key goes only to a base URL
 /// from the same origin as the key, or from an origin the user controls (a flag, the
 /// environment, the user's config, `--config FILE`). A base URL from a project file
 /// (`./tagloop.toml`, `./.env`, which a run with `--allow-write` can write) gets only a key from

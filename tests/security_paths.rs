@@ -288,7 +288,7 @@ fn a_file_check_never_follows_a_link_the_agent_planted_out_of_its_workspace() {
     let report: serde_json::Value = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .last()
+        .next_back()
         .unwrap_or_else(|| panic!("no JSON report: {stdout}"));
     let text = report.to_string();
     assert!(

@@ -29,9 +29,9 @@
 //!
 //! # Files
 //!
-//! [`keys`] names the keys; [`connection`] holds the [`Queue`] handle and its connections; the
-//! operations are grouped by who uses them: [`tasks`] (push, take, claim), [`settle`] (store,
-//! keep alive, hand back, leave) and [`report`] (status, results). The Lua scripts, which make
+//! `keys.rs` names the keys; `connection.rs` holds the [`Queue`] handle and its connections; the
+//! operations are grouped by who uses them: `tasks.rs` (push, take, claim), `settle.rs` (store,
+//! keep alive, hand back, leave) and `report.rs` (status, results). The Lua scripts, which make
 //! each step atomic, are the `.lua` files beside them.
 
 mod connection;

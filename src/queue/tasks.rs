@@ -65,7 +65,7 @@ impl Queue {
     }
 
     /// Read up to `count` tasks no worker has taken yet, waiting up to `block` for one (`None`:
-    /// not at all). While it waits it looks again every [`TAKE_POLL`].
+    /// not at all). While it waits it looks again every 100 ms (`TAKE_POLL`).
     ///
     /// Redis checks each entry before it is sent (see [`MAX_ENTRY_BYTES`]): an entry tagloop
     /// cannot run comes back as a [`Delivery`] whose `task` says why, never as an error, so that

@@ -9,6 +9,7 @@ mod live;
 mod options;
 mod parse;
 mod queue;
+mod replay_html;
 mod run;
 mod sessions;
 mod setup;

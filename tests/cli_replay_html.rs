@@ -147,7 +147,7 @@ fn the_replay_page_in_a_browser_opens_with_the_outcome_and_folds_long_observatio
 
     // Step 1: the turn as written beside the parsed call.
     let step = &dom[dom
-        .find("<section class=\"step\" id=\"step-1\"")
+        .find("<section class=\"step\" id=\"turn-1\"")
         .expect("step 1")..];
     let step = &step[..step.find("</section>").unwrap()];
     let written = step.find("class=\"written\"").expect("the turn as written");

@@ -52,8 +52,8 @@ pub fn render_html(id: &str, events: &[Event]) -> String {
     let mut body = String::new();
     page.outcome(&mut body);
     page.task(&mut body);
-    for step in &page.steps {
-        step.render(&mut body);
+    for (i, step) in page.steps.iter().enumerate() {
+        step.render(&mut body, i + 1);
     }
     format!(
         "<!doctype html><html lang=en><head>{CSP}<meta charset=utf-8>\
@@ -78,9 +78,11 @@ struct Page<'a> {
     tool_ms: u64,
 }
 
-/// One step: the turn as written, and what came of it in order.
+/// One model turn of a step: the turn as written, and what came of it in order.
 struct Step<'a> {
     n: u32,
+    /// The step's second (or later) turn: the one before was refused.
+    again: bool,
     final_only: bool,
     /// The turn's text, its continuations joined.
     written: String,
@@ -127,17 +129,18 @@ impl<'a> Page<'a> {
                         .collect();
                 }
                 Event::TurnStarted { step, final_only } => {
-                    // A continuation of the same turn starts no new step.
-                    if page.steps.last().is_none_or(|s| s.n != *step) {
-                        page.steps.push(Step {
-                            n: *step,
-                            final_only: *final_only,
-                            written: String::new(),
-                            requests: Vec::new(),
-                            parsed: Vec::new(),
-                            after: Vec::new(),
-                        });
-                    }
+                    // One section per model turn (its continuations join it). A refused final
+                    // answer costs no step: the next turn has the same step number.
+                    let again = page.steps.last().is_some_and(|s| s.n == *step);
+                    page.steps.push(Step {
+                        n: *step,
+                        again,
+                        final_only: *final_only,
+                        written: String::new(),
+                        requests: Vec::new(),
+                        parsed: Vec::new(),
+                        after: Vec::new(),
+                    });
                 }
                 Event::TurnFinished {
                     text,
@@ -262,7 +265,8 @@ impl<'a> Page<'a> {
 }
 
 impl Step<'_> {
-    fn render(&self, out: &mut String) {
+    fn render(&self, out: &mut String, turn: usize) {
+        let again = if self.again { ", again" } else { "" };
         let only = if self.final_only {
             " (final answer only)"
         } else {
@@ -270,9 +274,9 @@ impl Step<'_> {
         };
         let _ = write!(
             out,
-            "<section class=step id=step-{n}><h2>step {n}{only}</h2><div class=pair><div class=written><h3>as written</h3><pre>{}</pre>",
+            "<section class=step id=turn-{turn}><h2>step {}{again}{only}</h2><div class=pair><div class=written><h3>as written</h3><pre>{}</pre>",
+            self.n,
             esc(&self.written),
-            n = self.n
         );
         for (ms, usage, finish) in &self.requests {
             let _ = write!(

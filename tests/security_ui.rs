@@ -154,6 +154,68 @@ fn an_error_message_from_outside_is_neutralised_too() {
     assert_no_raw_controls("the error on stderr", &out.stderr);
 }
 
+/// Markup a model or a tool may write, aimed at whoever opens the HTML replay: a script, an
+/// event handler, a remote image (a tracking pixel: it would tell a third party the page was
+/// opened), a style that loads a remote font, and an early end of the page's own elements.
+const MARKUP: &str = "</pre></details></section><script>alert(1)</script>\
+<img src=http://127.0.0.1:9/pixel.png onerror=alert(2)>\
+<style>@import url(http://127.0.0.1:9/x.css)</style>";
+
+#[test]
+fn a_replay_page_shows_markup_as_text_and_may_run_or_load_nothing() {
+    let env = Env::new();
+    std::fs::write(env.path("ws/evil.html"), format!("{MARKUP}\n").repeat(30)).unwrap();
+    let m = env.script(&[
+        &format!("<thought>{MARKUP}</thought><action>read_file(path=\"evil.html\")</action>"),
+        &format!("<final_answer>{MARKUP}</final_answer>"),
+    ]);
+    let out = env
+        .cmd()
+        .args(["run", "--json", "--model", &m, "--workspace"])
+        .arg(env.path("ws"))
+        .arg(format!("task {MARKUP}"))
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let outcome: Value = serde_json::from_slice(&out).unwrap();
+    let id = outcome["session"].as_str().unwrap();
+    env.cmd()
+        .args(["replay", id, "--html", "page.html"])
+        .assert()
+        .code(0);
+    let html = std::fs::read_to_string(env.path("page.html")).unwrap();
+    let lower = html.to_ascii_lowercase();
+    for tag in ["<script", "<img", "<iframe"] {
+        assert!(
+            !lower.contains(tag),
+            "a raw {tag} element in the page:\n{html}"
+        );
+    }
+    assert_eq!(
+        lower.matches("<style").count(),
+        1,
+        "only the page's own style:\n{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{html}"
+    );
+    // Defence in depth, should an escape ever be missed: the page itself forbids scripts and
+    // every load from anywhere (styles inline only).
+    let csp = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">";
+    assert!(
+        html.contains(csp),
+        "no content security policy in the page:\n{html}"
+    );
+    let head_end = html.find("</head>").unwrap();
+    assert!(
+        html.find(csp).unwrap() < head_end,
+        "the policy comes in <head>"
+    );
+}
+
 /// A good session, a FIFO and a symlink to /dev/zero named like sessions.
 fn hostile_session_dir(env: &Env) {
     let m = env.script(&["<final_answer>ok</final_answer>"]);

@@ -107,6 +107,16 @@ pub enum Event {
         /// The message given to the model.
         message: String,
     },
+    /// Something the user should know while the run goes on, never shown to the model: a
+    /// retried request, a grammar or `stop` the server refused, a turn cut because it repeated
+    /// itself, a transcript that could not be written (see [`crate::llm::Notice`]).
+    Notice {
+        /// What happened: `retry`, `grammar_rejected`, `stop_rejected`, `repetition_cut`,
+        /// `transcript_failed` (more may come).
+        kind: String,
+        /// One sentence for a person (may quote a server's error: untrusted text).
+        message: String,
+    },
     /// An observation was sent to the model.
     Observation {
         /// Its full text, tags included.

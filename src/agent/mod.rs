@@ -32,6 +32,7 @@ mod finalcheck;
 mod grammars;
 mod history;
 mod loopguard;
+mod notices;
 mod outcome;
 mod preview;
 mod resume;

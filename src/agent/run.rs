@@ -7,7 +7,7 @@
 //! through [`Run::emit`]: to the caller's event sink and, step by step, to the transcript.
 
 use serde_json::Value;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{Instrument, debug, info_span};
 
 use crate::llm::{Message, Role as MsgRole};
 use crate::prompt::PromptError;
@@ -92,7 +92,7 @@ pub(crate) struct Run<'a> {
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
     session: Option<String>,
-    transcript_failed: bool,
+    pub(super) transcript_failed: bool,
 }
 
 impl<'a> Run<'a> {
@@ -271,6 +271,11 @@ impl<'a> Run<'a> {
         if let Some(sink) = &self.options.events {
             sink(&event);
         }
+        self.record(&event);
+    }
+
+    /// Stage `event` in the transcript only (the caller has already been shown it).
+    pub(super) fn record(&mut self, event: &Event) {
         // Records are staged and written before every wait (a model call here, a tool call
         // that does not finish at once in `run_tool`) and at the run's end, so nothing staged
         // ever waits (see `Transcript::stage`). A step's end needs no write of its own: the next
@@ -279,11 +284,10 @@ impl<'a> Run<'a> {
         if let Some(t) = self.options.transcript.as_mut()
             && !self.transcript_failed
             && let Err(e) = t
-                .stage(&event)
+                .stage(event)
                 .and_then(|()| if boundary { t.flush() } else { Ok(()) })
         {
-            warn!(error = %e, "the transcript could not be written; the run goes on without it");
-            self.transcript_failed = true;
+            self.transcript_lost(&e);
         }
     }
 
@@ -293,8 +297,7 @@ impl<'a> Run<'a> {
             && !self.transcript_failed
             && let Err(e) = t.flush()
         {
-            warn!(error = %e, "the transcript could not be written; the run goes on without it");
-            self.transcript_failed = true;
+            self.transcript_lost(&e);
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use crate::llm::{Finish, LlmError, TurnRequest, TurnResult};
+use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
 use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
@@ -53,6 +53,7 @@ impl Run<'_> {
             if stop.is_empty() {
                 stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
             }
+            let (notices, kept) = self.notice_sink();
             let request = TurnRequest {
                 prompt,
                 stop,
@@ -71,6 +72,7 @@ impl Run<'_> {
                 } else {
                     None
                 },
+                notices: Some(notices),
             };
             let sink = self.options.events.clone();
             let mut on_delta = |d: &str| {
@@ -87,6 +89,7 @@ impl Run<'_> {
                 self.history.give_back(prompt);
             }
             self.stops = stop;
+            self.record_notices(&kept);
             let result = result?;
             self.requests += 1;
             self.progress.usage.add(result.usage);
@@ -98,6 +101,12 @@ impl Run<'_> {
                 elapsed_ms: started.elapsed().as_millis() as u64,
                 constraint: result.constraint,
             });
+            if result.finish == Finish::Repeated {
+                self.notice(Notice::new(
+                    NoticeKind::RepetitionCut,
+                    "the turn kept repeating itself: cut after the first repetition",
+                ));
+            }
             reasoned |= shows_reasoning(&result);
             let text = self.history.turn_text(&generated);
             if let Finish::Stop(stop) = &result.finish

@@ -10,10 +10,11 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use anstyle::{AnsiColor, Style};
 use serde_json::Value;
+use tracing_subscriber::fmt::MakeWriter;
 
 use tagloop::agent::Event;
 use tagloop::llm::Constraint;
@@ -21,6 +22,7 @@ use tagloop::llm::Constraint;
 const DIM: Style = Style::new().dimmed();
 const ACTION: Style = AnsiColor::Cyan.on_default().bold();
 const WARN: Style = AnsiColor::Yellow.on_default();
+const NOTE: Style = AnsiColor::Magenta.on_default();
 const GOOD: Style = AnsiColor::Green.on_default().bold();
 const BAD: Style = AnsiColor::Red.on_default().bold();
 const HEAD: Style = Style::new().bold();
@@ -28,28 +30,87 @@ const HEAD: Style = Style::new().bold();
 /// Lines of an observation shown in the short form.
 const OBSERVATION_LINES: usize = 4;
 
+/// Whether the last thing the live view wrote on stderr left the cursor in the middle of a line
+/// (a turn still streaming). Shared by every [`Live`] and by [`LogWriter`], and held while either
+/// writes, so a log line never lands inside streamed text: it starts on a line of its own.
+static MID_LINE: Mutex<bool> = Mutex::new(false);
+
+/// The [`MID_LINE`] lock; a panic elsewhere while it was held leaves a usable flag.
+fn mid_line() -> MutexGuard<'static, bool> {
+    MID_LINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Renders events on stderr.
 pub struct Live {
-    out: Mutex<anstream::Stderr>,
-    /// Prefix for every line (the task id in a batch), empty for a single run.
+    view: Mutex<View>,
+    /// Only the summary.
     quiet: bool,
-    streamed: Mutex<bool>,
+}
+
+/// What the live view remembers between events, so each thing is said once.
+struct View {
+    out: anstream::Stderr,
+    /// Text of the current turn was streamed (so `TurnFinished` need not show it again).
+    streamed: bool,
+    /// The grammar note last shown: it is said once, and again only when the constraint changes.
+    noted: Option<Constraint>,
+    /// The last correction's message: the observation that carries it is not shown twice.
+    correction: Option<String>,
 }
 
 impl Live {
     /// A live view; `quiet` shows only the summary.
     pub fn new(quiet: bool) -> Self {
         Live {
-            out: Mutex::new(anstream::stderr()),
+            view: Mutex::new(View {
+                out: anstream::stderr(),
+                streamed: false,
+                noted: None,
+                correction: None,
+            }),
             quiet,
-            streamed: Mutex::new(false),
         }
     }
 
     /// Render one event.
     pub fn show(&self, event: &Event) {
-        let Ok(mut out) = self.out.lock() else { return };
-        let _ = render(&mut *out, event, self.quiet, &self.streamed);
+        let Ok(mut view) = self.view.lock() else {
+            return;
+        };
+        let mut mid = mid_line();
+        let View {
+            out,
+            streamed,
+            noted,
+            correction,
+        } = &mut *view;
+        let mut state = State {
+            streamed,
+            noted,
+            correction,
+            mid_line: &mut mid,
+        };
+        let _ = render(out, event, self.quiet, &mut state);
+    }
+}
+
+/// The state [`render`] reads and updates (borrowed from a [`View`] and [`MID_LINE`]).
+struct State<'a> {
+    streamed: &'a mut bool,
+    noted: &'a mut Option<Constraint>,
+    correction: &'a mut Option<String>,
+    mid_line: &'a mut bool,
+}
+
+impl State<'_> {
+    /// End a line left open by streamed text, so what follows starts on a line of its own.
+    fn break_line(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        if std::mem::take(self.mid_line) {
+            writeln!(out)?;
+        }
+        Ok(())
     }
 }
 
@@ -57,13 +118,16 @@ fn render(
     out: &mut dyn Write,
     event: &Event,
     quiet: bool,
-    streamed: &Mutex<bool>,
+    state: &mut State<'_>,
 ) -> std::io::Result<()> {
     if quiet {
         if let Event::Finished { outcome } = event {
             writeln!(out, "{}", summary(outcome))?;
         }
         return Ok(());
+    }
+    if !matches!(event, Event::TextDelta { .. }) {
+        state.break_line(out)?;
     }
     match event {
         Event::RunStarted {
@@ -89,38 +153,22 @@ fn render(
             writeln!(out, "{HEAD}── step {step}{extra}{HEAD:#}")?;
         }
         Event::TextDelta { text } => {
+            if text.is_empty() {
+                return Ok(());
+            }
             write!(out, "{DIM}{}{DIM:#}", terminal_safe(text))?;
             out.flush()?;
-            if let Ok(mut s) = streamed.lock() {
-                *s = true;
-            }
+            *state.streamed = true;
+            *state.mid_line = !text.ends_with('\n');
         }
         Event::TurnFinished {
             text, constraint, ..
         } => {
-            let mut s = streamed.lock().map(|g| *g).unwrap_or(false);
-            if !s {
+            if !std::mem::take(state.streamed) {
                 // Nothing streamed (a replay): show the turn itself.
-                write!(out, "{DIM}{}{DIM:#}", terminal_safe(text))?;
-                s = true;
+                writeln!(out, "{DIM}{}{DIM:#}", terminal_safe(text))?;
             }
-            if s {
-                writeln!(out)?;
-            }
-            match constraint {
-                Constraint::Grammar => writeln!(
-                    out,
-                    "{DIM}(sampled under the turn grammar: tagloop prompt --show-grammar){DIM:#}"
-                )?,
-                Constraint::LazyGrammar => writeln!(
-                    out,
-                    "{DIM}(free reasoning, then the turn grammar from <action> or <final_answer> on){DIM:#}"
-                )?,
-                Constraint::None => {}
-            }
-            if let Ok(mut g) = streamed.lock() {
-                *g = false;
-            }
+            grammar_note(out, *constraint, state.noted)?;
         }
         Event::Action { tool, args } => {
             writeln!(
@@ -148,32 +196,115 @@ fn render(
                 .trim_start_matches("<observation>")
                 .trim_end_matches("</observation>")
                 .trim();
+            // A correction is sent to the model as the observation: its line above said it.
+            if let Some(said) = state.correction.take()
+                && body.starts_with(said.trim())
+            {
+                return Ok(());
+            }
             let lines: Vec<&str> = body.lines().collect();
             for l in lines.iter().take(OBSERVATION_LINES) {
                 writeln!(out, "{DIM}  │ {}{DIM:#}", first_line(l, 160))?;
             }
             if lines.len() > OBSERVATION_LINES {
-                writeln!(
-                    out,
-                    "{DIM}  │ … {} more lines{DIM:#}",
-                    lines.len() - OBSERVATION_LINES
-                )?;
+                let more = count((lines.len() - OBSERVATION_LINES) as u64, "more line");
+                writeln!(out, "{DIM}  │ … {more}{DIM:#}")?;
             }
         }
         Event::Correction { kind, message } => {
-            writeln!(out, "{WARN}⚠ {kind}: {}{WARN:#}", first_line(message, 200))?;
+            writeln!(
+                out,
+                "{WARN}⚠ {}: {}{WARN:#}",
+                terminal_safe(kind),
+                first_line(message, 200)
+            )?;
+            *state.correction = Some(message.clone());
         }
-        Event::Final { value, .. } => {
-            let text = match value {
-                Value::String(s) => s.clone(),
-                v => serde_json::to_string_pretty(v).unwrap_or_default(),
+        Event::Notice { kind, message } => {
+            writeln!(
+                out,
+                "{NOTE}◆ {}: {}{NOTE:#}",
+                terminal_safe(kind),
+                first_line(message, 300)
+            )?;
+        }
+        Event::Final { warnings, .. } => {
+            // The answer was just shown as the model wrote it (streamed, or the turn's text in
+            // a replay), and `run` prints it on stdout: here only that it was accepted.
+            let how = if warnings.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " {DIM}(read leniently: {}){DIM:#}",
+                    first_line(&warnings.join("; "), 200)
+                )
             };
-            writeln!(out, "{GOOD}final answer{GOOD:#}\n{}", terminal_safe(&text))?;
+            writeln!(out, "{GOOD}✓ final answer accepted{GOOD:#}{how}")?;
         }
         Event::Finished { outcome } => writeln!(out, "{}", summary(outcome))?,
         _ => {}
     }
     Ok(())
+}
+
+/// Say once how turns are sampled: the first time a grammar constrains one, and again only when
+/// that changes (a server that refused the grammar says so in a notice of its own).
+fn grammar_note(
+    out: &mut dyn Write,
+    constraint: Constraint,
+    noted: &mut Option<Constraint>,
+) -> std::io::Result<()> {
+    if constraint == Constraint::None || *noted == Some(constraint) {
+        return Ok(());
+    }
+    *noted = Some(constraint);
+    let note = match constraint {
+        Constraint::LazyGrammar => {
+            "turns: free reasoning, then the turn grammar from <action> or <final_answer> on"
+        }
+        _ => "turns: sampled under the turn grammar (tagloop prompt --show-grammar)",
+    };
+    writeln!(out, "{DIM}{note}{DIM:#}")
+}
+
+/// Where the CLI's log lines go ([`tracing_subscriber::fmt`]'s writer): stderr, always starting
+/// on a line of their own, never inside a turn the live view is streaming.
+pub struct LogWriter;
+
+/// One log write, holding the live view's line state while it writes.
+pub struct LogLine(MutexGuard<'static, bool>);
+
+impl<'a> MakeWriter<'a> for LogWriter {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine(mid_line())
+    }
+}
+
+impl Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut err = std::io::stderr().lock();
+        if std::mem::take(&mut *self.0) {
+            err.write_all(b"\n")?;
+        }
+        err.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// `n` and its noun, the noun in the plural unless `n` is one: `count(1, "step")` is `1 step`,
+/// `count(3, "model call")` is `3 model calls`. Every count shown to a person goes through it
+/// (the nouns used take a plain `s`).
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Text from outside tagloop made safe to print on a terminal: control characters (C0 but `\n`
@@ -204,7 +335,7 @@ pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `ok · 3 steps · 4 model calls · 1200+80 tokens · session ID`
+/// `ok · 3 steps · 4 model calls · 1200+80 tokens · session ID` (`1 step`, `1 model call`).
 pub fn summary(outcome: &Value) -> String {
     let status = outcome.get("status").and_then(Value::as_str).unwrap_or("?");
     let n = |k: &str| outcome.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -217,10 +348,10 @@ pub fn summary(outcome: &Value) -> String {
     };
     let style = if status == "ok" { GOOD } else { BAD };
     let mut s = format!(
-        "{style}{}{style:#} · {} steps · {} model calls · {}+{} tokens",
+        "{style}{}{style:#} · {} · {} · {}+{} tokens",
         terminal_safe(status),
-        n("steps"),
-        n("llm_calls"),
+        count(n("steps"), "step"),
+        count(n("llm_calls"), "model call"),
         u("prompt_tokens"),
         u("completion_tokens")
     );
@@ -269,5 +400,117 @@ mod tests {
         );
         // A cut keeps the result safe too.
         assert_eq!(first_line("x\x1b[2Jy\nmore", 10), r"x\u{1b}[2Jy…");
+    }
+
+    /// The live view's text for `events`, styles removed.
+    fn shown(events: &[Event]) -> String {
+        let (mut streamed, mut noted, mut correction, mut mid_line) = (false, None, None, false);
+        let mut out = Vec::new();
+        for e in events {
+            let mut state = State {
+                streamed: &mut streamed,
+                noted: &mut noted,
+                correction: &mut correction,
+                mid_line: &mut mid_line,
+            };
+            render(&mut out, e, false, &mut state).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        anstream::adapter::strip_str(&text).to_string()
+    }
+
+    fn turn(step: u32, text: &str, constraint: Constraint) -> Vec<Event> {
+        vec![
+            Event::TurnStarted {
+                step,
+                final_only: false,
+            },
+            Event::TextDelta { text: text.into() },
+            Event::TurnFinished {
+                text: text.into(),
+                finish: tagloop::llm::Finish::End,
+                usage: Default::default(),
+                elapsed_ms: 1,
+                constraint,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_grammar_note_is_said_once_and_again_only_when_it_changes() {
+        let mut events = turn(1, "<thought>a</thought>", Constraint::Grammar);
+        events.extend(turn(2, "<thought>b</thought>", Constraint::Grammar));
+        events.extend(turn(3, "<thought>c</thought>", Constraint::LazyGrammar));
+        let text = shown(&events);
+        assert_eq!(
+            text.matches("sampled under the turn grammar").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(text.matches("free reasoning, then").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_notice_inside_a_streaming_turn_starts_on_a_line_of_its_own() {
+        let text = shown(&[
+            Event::TextDelta {
+                text: "<thought>half a thou".into(),
+            },
+            Event::Notice {
+                kind: "retry".into(),
+                message: "model request 1 failed\x1b[2J; retrying".into(),
+            },
+        ]);
+        assert_eq!(
+            text,
+            "<thought>half a thou\n◆ retry: model request 1 failed\\u{1b}[2J; retrying\n"
+        );
+    }
+
+    #[test]
+    fn a_correction_is_shown_once_not_again_as_its_observation() {
+        let message =
+            "This is the third time in a row you make exactly this call.\nIts result was:\nx";
+        let text = shown(&[
+            Event::Correction {
+                kind: "loop".into(),
+                message: message.into(),
+            },
+            Event::Observation {
+                text: format!("<observation>{message}\n\n[2 steps left]</observation>"),
+            },
+            Event::Observation {
+                text: "<observation>a tool's output</observation>".into(),
+            },
+        ]);
+        assert_eq!(text.matches("third time in a row").count(), 1, "{text}");
+        assert!(text.contains("│ a tool's output"), "{text}");
+    }
+
+    #[test]
+    fn the_final_answer_is_not_repeated_and_counts_are_singular_for_one() {
+        let mut events = turn(1, "<final_answer>forty-two", Constraint::None);
+        events.push(Event::Final {
+            value: Value::String("forty-two".into()),
+            warnings: vec![],
+        });
+        events.push(Event::Finished {
+            outcome: serde_json::json!({"status": "ok", "steps": 1, "llm_calls": 1,
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2}}),
+        });
+        let text = shown(&events);
+        assert_eq!(text.matches("forty-two").count(), 1, "{text}");
+        assert!(
+            text.contains("ok · 1 step · 1 model call · 10+2 tokens"),
+            "{text}"
+        );
+        let long = (1..=5)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = shown(&[Event::Observation { text: long }]);
+        assert!(text.contains("… 1 more line\n"), "{text}");
+        assert_eq!(count(0, "step"), "0 steps");
+        assert_eq!(count(2, "model call"), "2 model calls");
     }
 }

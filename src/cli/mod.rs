@@ -9,6 +9,7 @@ mod live;
 mod options;
 mod parse;
 mod queue;
+mod replay_html;
 mod run;
 mod sessions;
 mod setup;
@@ -202,17 +203,20 @@ async fn exit_on_signal() {
     std::process::exit(128 + i32::from(number));
 }
 
-/// Logs go to stderr (stdout carries machine output), tuned with `RUST_LOG` (default: warnings).
+/// Logs go to stderr (stdout carries machine output), tuned with `RUST_LOG` (default: warnings,
+/// but not the ones the live view already shows as notices), each on a line of its own.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let quiet_notices = format!("warn,{}=off", tagloop::llm::NOTICE_LOG_TARGET);
+        tracing_subscriber::EnvFilter::new(quiet_notices)
+    });
     // Colours only on a terminal, never with NO_COLOR: logs redirected to a file stay plain.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+        .with_writer(live::LogWriter)
         .with_target(false)
         .try_init();
 }

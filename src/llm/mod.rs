@@ -5,6 +5,7 @@
 
 mod error;
 mod grammar;
+mod notice;
 pub mod openai;
 mod repeat;
 pub mod scripted;
@@ -19,6 +20,7 @@ use serde_json::{Map, Value};
 
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, LazyGrammar, ServerKind, TurnGrammar};
+pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
 pub use repeat::{RepeatGuard, Repetition};
 pub use stops::StopScanner;
 
@@ -106,6 +108,18 @@ pub struct TurnRequest {
     /// The grammar of the turn, for clients that can have the server constrain sampling to it
     /// (shared: it is the same for every turn of a run).
     pub grammar: Option<Arc<TurnGrammar>>,
+    /// Where the client reports what the caller should see during the turn (a retry, a refused
+    /// grammar or `stop`), as it happens; `None` leaves them to the logs only.
+    pub notices: Option<NoticeSink>,
+}
+
+impl TurnRequest {
+    /// Report `notice` to [`TurnRequest::notices`], when there is a sink.
+    pub fn notify(&self, notice: Notice) {
+        if let Some(sink) = &self.notices {
+            sink.send(&notice);
+        }
+    }
 }
 
 impl Default for Prompt {

@@ -18,7 +18,11 @@ use async_openai::error::OpenAIError;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde_json::{Map, Value};
 
-use crate::llm::{Constraint, DeltaSink, LlmError, Prompt, TurnRequest, TurnResult};
+use crate::llm::notice::quote;
+use crate::llm::{
+    Constraint, DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, Prompt, TurnRequest,
+    TurnResult,
+};
 use crate::text::clip_bytes;
 
 /// The JSON strings of the last few system prompts: every turn of every task of a batch sends
@@ -320,7 +324,11 @@ impl OpenAiModel {
                     err,
                     ..
                 }) if constraint.is_constrained() => {
-                    tracing::warn!(model = %self.cfg.model, error = %err, "the server rejected the grammar; asking again without it, and sending none from now on");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected the grammar; asking again without it, and sending none from now on");
+                    req.notify(Notice::new(
+                        NoticeKind::GrammarRejected,
+                        format!("the server rejected the grammar ({}); asking again without it, and sending none from now on", quote(&err)),
+                    ));
                     self.grammar_rejected.store(true, Ordering::Relaxed);
                     attempts -= 1;
                 }
@@ -329,7 +337,11 @@ impl OpenAiModel {
                     err,
                     ..
                 }) if send_stops => {
-                    tracing::warn!(model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
+                    req.notify(Notice::new(
+                        NoticeKind::StopRejected,
+                        format!("the server rejected `stop` ({}); asking again without it (stops stay enforced on our side)", quote(&err)),
+                    ));
                     self.stop_rejected.store(true, Ordering::Relaxed);
                     attempts -= 1;
                 }
@@ -350,7 +362,15 @@ impl OpenAiModel {
                     let delay = err
                         .retry_after()
                         .map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
-                    tracing::warn!(attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
+                    req.notify(Notice::new(
+                        NoticeKind::Retry,
+                        format!(
+                            "model request {attempts} failed ({}); retrying in {:.1} s",
+                            quote(&err),
+                            delay.as_secs_f64()
+                        ),
+                    ));
                     tokio::time::sleep(delay).await;
                 }
             }

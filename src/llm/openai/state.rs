@@ -136,6 +136,7 @@ impl TurnState {
             (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))
         } else if let Some(rep) = self.repeated {
             tracing::warn!(
+                target: crate::llm::NOTICE_LOG_TARGET,
                 period = rep.period,
                 repeats = rep.repeats,
                 "the turn kept repeating itself: cut at the first repetition"

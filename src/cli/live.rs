@@ -53,7 +53,10 @@ impl Live {
     }
 }
 
-fn render(
+/// Write one event as the live view shows it (`quiet`: only the summary). `streamed` says
+/// whether the current turn's text was streamed already; `replay` passes its own, to write a
+/// saved run on stdout.
+pub fn render(
     out: &mut dyn Write,
     event: &Event,
     quiet: bool,

@@ -119,10 +119,12 @@ async fn push(args: PushArgs) -> Result<ExitCode> {
 async fn status(args: StatusArgs) -> Result<ExitCode> {
     let queue = args.queue.open()?;
     let s = queue.status().await?;
+    let mut out = super::output::stdout();
     if args.json {
-        println!("{}", serde_json::to_string(&s)?);
+        writeln!(out, "{}", serde_json::to_string(&s)?)?;
     } else {
-        println!(
+        writeln!(
+            out,
             "{}: {} queued, {} running, {} done, {} failed; {} workers seen{}",
             queue.shown(),
             s.queued,
@@ -135,7 +137,7 @@ async fn status(args: StatusArgs) -> Result<ExitCode> {
             } else {
                 format!(" ({})", s.worker_names.join(", "))
             }
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

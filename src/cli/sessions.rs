@@ -1,8 +1,10 @@
 //! `tagloop sessions` and `tagloop replay`.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -11,8 +13,9 @@ use serde_json::Value;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::{Live, terminal_safe};
+use super::live::{self, terminal_safe};
 use super::options::usage;
+use super::output::stdout;
 
 /// `tagloop sessions`.
 #[derive(Debug, Args)]
@@ -28,7 +31,7 @@ pub struct SessionsArgs {
 /// `tagloop replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The session id (or its transcript file)
+    /// The session: its id, the start of its id, `last` (the newest), or its transcript file
     pub session: String,
     /// Where transcripts are [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
     #[arg(long, value_name = "DIR")]
@@ -44,15 +47,17 @@ fn dir(d: &Option<PathBuf>) -> PathBuf {
 
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
     let list = session::list(&dir(&args.session_dir))?;
+    let mut out = stdout();
     if args.json {
-        println!("{}", serde_json::to_string(&list)?);
+        writeln!(out, "{}", serde_json::to_string(&list)?)?;
     } else if list.is_empty() {
         eprintln!("no sessions in {}", dir(&args.session_dir).display());
     } else {
-        println!(
+        writeln!(
+            out,
             "{:<28} {:<20} {:<14} {:>5}  task",
             "id", "started", "status", "steps"
-        );
+        )?;
         for s in list {
             let task: String = s
                 .task
@@ -62,14 +67,15 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
                 .chars()
                 .take(60)
                 .collect();
-            println!(
+            writeln!(
+                out,
                 "{:<28} {:<20} {:<14} {:>5}  {}",
                 terminal_safe(&s.id),
                 terminal_safe(&s.started),
                 terminal_safe(&s.status),
                 s.steps,
                 terminal_safe(&task)
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -92,10 +98,13 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         eprintln!("wrote {}", html.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let live = Live::new(false);
+    // The replay is the command's output: on stdout, as the live view showed the run.
+    let mut out = stdout();
+    let streamed = Mutex::new(false);
     for e in &events {
-        live.show(e);
+        live::render(&mut out, e, false, &streamed)?;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -417,8 +417,12 @@ fn replay_and_html_show_every_step() {
         .code(0)
         .get_output()
         .clone();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("list_dir") && err.contains("A & B"), "{err}");
+    // The replay is the command's output: on stdout.
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("list_dir") && shown.contains("A & B"),
+        "{shown}"
+    );
     env.cmd()
         .args(["replay", id, "--html", "page.html"])
         .assert()

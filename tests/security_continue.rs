@@ -1,10 +1,13 @@
 //! Security (issue 9, item 2 and the session part of 8): `tagloop continue FILE` never runs what
 //! the file says (no command started, no gate opened, no workspace moved), and a session never
-//! stores an MCP command line.
+//! stores an MCP command line. A recorded loopback server is used again, but never receives a
+//! key (issue 25, item 3).
 
 mod common;
 
 use std::path::{Path, PathBuf};
+
+use common::fake_server::{FakeConfig, FakeServer};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -102,7 +105,8 @@ fn crafted_session(env: &Env) -> PathBuf {
                 "workspace".into(),
                 Value::String(elsewhere.display().to_string()),
             );
-            meta.insert("base_url".into(), "http://127.0.0.1:9/v1".into());
+            // Not a loopback address: never used without --base-url (a loopback one is, keyless).
+            meta.insert("base_url".into(), "http://evil.example:8080/v1".into());
         }
         out.push_str(&r.to_string());
         out.push('\n');
@@ -351,4 +355,137 @@ fn a_torn_last_line_still_continues() {
     assert!(err.contains("is damaged and was skipped"), "{err}");
     assert!(!err.contains("--from-step"), "{err}");
     assert!(out.status.success(), "{err}");
+}
+
+/// A session recorded against a server on this machine, its `run_started` meta rewritten by `f`.
+fn session_against(
+    env: &Env,
+    url: &str,
+    f: impl Fn(&mut serde_json::Map<String, Value>),
+) -> PathBuf {
+    env.cmd()
+        .args(["run", "--base-url", url, "--model", "fake", "first task"])
+        .assert()
+        .success();
+    let path = env.session();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut r: Value = serde_json::from_str(line).unwrap();
+        if r["type"] == "run_started" {
+            f(r["meta"].as_object_mut().unwrap());
+        }
+        out.push_str(&r.to_string());
+        out.push('\n');
+    }
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// Issue 25, item 3: a session recorded against a loopback server continues there without
+/// `--base-url`, but no key goes to a URL that came from a session file: not the environment's,
+/// not `.env`'s, not even one given with `--api-key` now (restating `--base-url` is how to send
+/// one). Before the fix, `continue` refused the model ("needs a server").
+#[test]
+fn a_recorded_loopback_server_is_used_again_and_never_receives_a_key() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(FakeConfig::turns([
+        "<final_answer>first</final_answer>",
+        "<final_answer>second</final_answer>",
+        "<final_answer>third</final_answer>",
+        "<final_answer>fourth</final_answer>",
+    ])));
+    let path = session_against(&env, &server.base_url, |_| {});
+    std::fs::write(env.path("here/.env"), "OPENAI_API_KEY=sk-dotenv-31337\n").unwrap();
+    let out = env
+        .cmd()
+        .arg("continue")
+        .arg(&path)
+        .arg("and then?")
+        .env("OPENAI_API_KEY", "sk-env-31337")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "second");
+    // It says which server it uses, and how to send a key there.
+    assert!(stderr.contains(&server.base_url), "{stderr}");
+    assert!(stderr.contains("--base-url"), "{stderr}");
+    let out = env
+        .cmd()
+        .args(["continue", "last", "more?", "--api-key", "sk-flag-31337"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    // (The client sends an empty `Bearer` when it has no key.)
+    let keyless = |a: &Option<String>| a.as_deref().is_none_or(|a| a.trim() == "Bearer");
+    assert!(
+        reqs.iter().all(|r| keyless(&r.authorization)),
+        "a key went to a URL from a session file: {:?}",
+        reqs.iter()
+            .map(|r| r.authorization.clone())
+            .collect::<Vec<_>>()
+    );
+    // Restating the URL is the user's own choice: the key goes with it.
+    let out = env
+        .cmd()
+        .args(["continue", "last", "again?", "--base-url", &server.base_url])
+        .env("OPENAI_API_KEY", "sk-env-31337")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        server.requests().last().unwrap().authorization.as_deref(),
+        Some("Bearer sk-env-31337")
+    );
+}
+
+/// The same session with its URL rewritten to a host that only looks local is not used.
+#[test]
+fn a_recorded_url_that_is_not_loopback_is_still_not_used() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(FakeConfig::turns([
+        "<final_answer>first</final_answer>",
+    ])));
+    let port = server.base_url.rsplit(':').next().unwrap().to_string();
+    for url in [
+        format!("http://127.0.0.1.nip.io:{port}"),
+        format!("http://localhost.evil.example:{port}"),
+        format!("http://127.0.0.1@evil.example:{port}"),
+        "http://10.0.0.7:8080/v1".to_string(),
+        // A crafted URL cannot reach the terminal through the notice that names it.
+        "http://evil.example/\u{1b}]0;pwned\u{7}".to_string(),
+    ] {
+        let path = session_against(&env, &server.base_url, |m| {
+            m.insert("base_url".into(), url.clone().into());
+        });
+        let out = env
+            .cmd()
+            .arg("continue")
+            .arg(&path)
+            .arg("and then?")
+            .env("OPENAI_API_KEY", "sk-env-31337")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.contains("needs a server"), "{url}: {stderr}");
+        assert!(stderr.contains("--base-url http://"), "{url}: {stderr}");
+        assert!(!stderr.contains('\u{1b}'), "{url}: {stderr}");
+        std::fs::remove_file(path).unwrap();
+    }
+    // One request for each recorded run; none from `continue`.
+    assert_eq!(server.requests().len(), 5);
 }

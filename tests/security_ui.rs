@@ -115,7 +115,8 @@ fn escapes_from_the_model_and_tools_never_reach_the_terminal() {
         .clone();
     assert_no_raw_controls("replay stderr", &replay.stderr);
     assert_no_raw_controls("replay stdout", &replay.stdout);
-    assert!(String::from_utf8_lossy(&replay.stderr).contains(r"\u{1b}[2J"));
+    // The replay is on stdout (issue 25, item 2).
+    assert!(String::from_utf8_lossy(&replay.stdout).contains(r"\u{1b}[2J"));
 
     env.cmd()
         .args(["replay", id, "--html", "page.html"])

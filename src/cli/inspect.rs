@@ -1,5 +1,6 @@
 //! `tagloop prompt` and `tagloop tools`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -10,6 +11,7 @@ use tagloop::agent::Preview;
 use tagloop::llm::Prompt;
 
 use super::options::RunOpts;
+use super::output::stdout;
 use super::run::read_task;
 use super::setup::Setup;
 
@@ -44,16 +46,14 @@ pub struct ToolsArgs {
 pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
     let setup = Setup::build(&args.opts, false).await?;
     if args.show_grammar {
-        print!(
-            "{}",
-            tagloop::agent::preview_grammar(
-                &setup.tools,
-                &setup.role,
-                &setup.config,
-                args.final_only
-            )
+        let grammar = tagloop::agent::preview_grammar(
+            &setup.tools,
+            &setup.role,
+            &setup.config,
+            args.final_only,
         );
         setup.shutdown().await;
+        write!(stdout(), "{grammar}")?;
         return Ok(ExitCode::SUCCESS);
     }
     let task = match args.task.as_deref() {
@@ -68,40 +68,45 @@ pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
         &task,
         &setup.context,
     );
-    let result = match rendered {
-        Ok(Preview {
+    setup.shutdown().await;
+    let text = match rendered? {
+        Preview {
             first: Prompt::Text(text),
             ..
-        }) => {
-            print!("{text}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(Preview {
+        } => text,
+        Preview {
             system,
             first: Prompt::Chat(messages),
-        }) => {
+        } => {
             if args.messages {
-                println!("{}", serde_json::to_string_pretty(&messages)?);
+                serde_json::to_string_pretty(&messages)? + "\n"
             } else {
-                print!("{system}");
+                system
             }
-            Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Err(e.into()),
     };
-    setup.shutdown().await;
-    result
+    write!(stdout(), "{text}")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn tools(args: ToolsArgs) -> Result<ExitCode> {
     let setup = Setup::build(&args.opts, false).await?;
-    if args.json {
+    let listed = list_tools(&setup, args.json);
+    setup.shutdown().await;
+    listed?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write the tools of `setup` on stdout: one JSON array, or two lines per tool.
+fn list_tools(setup: &Setup, json: bool) -> Result<()> {
+    let mut out = stdout();
+    if json {
         let list: Vec<_> = setup
             .tools
             .iter()
             .map(|t| json!({"name": t.name(), "description": t.description(), "parameters": t.parameters()}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
     } else {
         for t in setup.tools.iter() {
             let params: Vec<String> = t
@@ -110,10 +115,9 @@ pub async fn tools(args: ToolsArgs) -> Result<ExitCode> {
                 .and_then(|p| p.as_object())
                 .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default();
-            println!("{}({})", t.name(), params.join(", "));
-            println!("    {}", t.description().lines().next().unwrap_or(""));
+            writeln!(out, "{}({})", t.name(), params.join(", "))?;
+            writeln!(out, "    {}", t.description().lines().next().unwrap_or(""))?;
         }
     }
-    setup.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -96,6 +96,21 @@ impl Live {
     }
 }
 
+/// Write a saved run as the live view showed it (`tagloop replay`: the command's output).
+pub fn replay(out: &mut dyn Write, events: &[Event]) -> std::io::Result<()> {
+    let (mut streamed, mut noted, mut correction, mut mid_line) = (false, None, None, false);
+    for e in events {
+        let mut state = State {
+            streamed: &mut streamed,
+            noted: &mut noted,
+            correction: &mut correction,
+            mid_line: &mut mid_line,
+        };
+        render(out, e, false, &mut state)?;
+    }
+    Ok(())
+}
+
 /// The state [`render`] reads and updates (borrowed from a [`View`] and [`MID_LINE`]).
 struct State<'a> {
     streamed: &'a mut bool,
@@ -114,6 +129,8 @@ impl State<'_> {
     }
 }
 
+/// Write one event as the live view shows it (`quiet`: only the summary), reading and updating
+/// what the view remembers between events (`state`: the live view's own, or [`replay`]'s).
 fn render(
     out: &mut dyn Write,
     event: &Event,
@@ -404,17 +421,8 @@ mod tests {
 
     /// The live view's text for `events`, styles removed.
     fn shown(events: &[Event]) -> String {
-        let (mut streamed, mut noted, mut correction, mut mid_line) = (false, None, None, false);
         let mut out = Vec::new();
-        for e in events {
-            let mut state = State {
-                streamed: &mut streamed,
-                noted: &mut noted,
-                correction: &mut correction,
-                mid_line: &mut mid_line,
-            };
-            render(&mut out, e, false, &mut state).unwrap();
-        }
+        replay(&mut out, events).unwrap();
         let text = String::from_utf8(out).unwrap();
         anstream::adapter::strip_str(&text).to_string()
     }

@@ -7,6 +7,7 @@ mod eval_suite;
 mod inspect;
 mod live;
 mod options;
+mod output;
 mod parse;
 mod queue;
 mod replay_html;
@@ -64,7 +65,8 @@ enum Command {
 }
 
 /// Run the command line and map errors to the exit codes of docs/protocol.md §2.2: 2 for usage and configuration, 1 for
-/// runtime failures.
+/// runtime failures. A command whose reader went away (`tagloop sessions | head -3`) ends
+/// quietly with 0 ([`output`]).
 pub fn main() -> ExitCode {
     init_tracing();
     // Before any thread or child exists: /proc/<tagloop>/environ and mem out of reach of the
@@ -102,6 +104,7 @@ pub fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => code,
+        Err(e) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", live::terminal_safe(&format!("{e:#}")));
             if e.downcast_ref::<options::UsageError>().is_some() {
@@ -156,12 +159,10 @@ async fn command(command: Command) -> anyhow::Result<ExitCode> {
         Command::Queue(a) => queue::queue(a).await,
         Command::Worker(a) => worker::worker(a).await,
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "tagloop",
-                &mut std::io::stdout(),
-            );
+            // Into memory first: `generate` panics when its writer fails (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "tagloop", &mut script);
+            std::io::Write::write_all(&mut output::stdout(), &script)?;
             Ok(ExitCode::SUCCESS)
         }
     }

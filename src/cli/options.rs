@@ -4,7 +4,8 @@
 //! Every option is optional here so that `continue` can tell what the user gave again from what
 //! it restores from the session (flag > session > environment > `.env` > config file > default).
 //! A session file may come from someone else, so `continue` restores only options that cannot
-//! act on the machine or the key ([`RunOpts::restore`]).
+//! act on the machine or the key ([`RunOpts::restore`]); the one server address it reuses is a
+//! loopback one, and no key is ever sent to it.
 
 use std::path::{Path, PathBuf};
 
@@ -123,6 +124,12 @@ pub struct RunOpts {
     /// e.g. '{"continue_final_message": true, "add_generation_prompt": false}' for vLLM prefill
     #[arg(long, value_name = "JSON")]
     pub extra: Option<String>,
+    /// The base URL is the one the continued session recorded (a loopback address, see
+    /// [`RunOpts::restore`]): no key is sent to it, whatever the key rule allows a URL given
+    /// as a flag (not a flag, not recorded)
+    #[arg(skip)]
+    #[serde(skip)]
+    pub session_base_url: bool,
     /// A batch task's own inline role, kept so `continue` checks the same schema (not a flag)
     #[arg(skip)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,11 +144,14 @@ impl RunOpts {
     /// Fill what is unset here from `saved` (options recorded in a session), restoring only what
     /// cannot act on the machine or the key: the model's name and API, the role, limits and
     /// sampling. Never restored: gates (`--allow-write`, `--allow-shell`), MCP servers, the
-    /// workspace, the base URL and `--extra` (a crafted session file would otherwise run a
-    /// command, open a gate, move the workspace or send the user's key to its own server the
-    /// moment it is continued). Returns what was recorded but not restored, as notices that say
-    /// how to restate it. `legacy_mcp` is the `mcp` command lines older sessions stored: only
-    /// their program names are shown.
+    /// workspace, a base URL that is not a loopback address, and `--extra` (a crafted session
+    /// file would otherwise run a command, open a gate, move the workspace or send the user's
+    /// key to its own server the moment it is continued). A loopback base URL (127.0.0.0/8,
+    /// `::1`, `localhost`) is restored with [`RunOpts::session_base_url`] set, so that no key
+    /// goes to it. Returns what was recorded but not restored, and the loopback URL when it is
+    /// reused, as notices that say how to restate it. `legacy_mcp` is the `mcp` command lines
+    /// older sessions stored: only their program names are shown. The notices quote the file:
+    /// print them through `terminal_safe`.
     pub fn restore(mut self, saved: RunOpts, legacy_mcp: &[String]) -> (RunOpts, Vec<String>) {
         let mut notices = Vec::new();
         let mut flags: Vec<String> = Vec::new();
@@ -191,9 +201,17 @@ impl RunOpts {
         if let Some(url) = &saved.base_url
             && self.base_url.is_none()
         {
-            notices.push(format!(
-                "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
-            ));
+            if is_loopback_url(url) {
+                notices.push(format!(
+                    "continuing with the session's server {url}, on this machine; no API key is sent to a server a session file names: restate it with --base-url {url} to send yours"
+                ));
+                self.base_url = Some(url.clone());
+                self.session_base_url = true;
+            } else {
+                notices.push(format!(
+                    "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
+                ));
+            }
         }
         if saved.extra.is_some() && self.extra.is_none() {
             notices.push(
@@ -233,6 +251,62 @@ impl RunOpts {
         (self, notices)
     }
 
+    /// The options a `continue` of a run made with these (absolutized) options must be given
+    /// again, from the same folder and environment, to go on as the run did: what
+    /// [`RunOpts::restore`] does not restore (the gates, the MCP servers and the variables passed
+    /// to them, the workspace when it is not the current folder, the base URL unless it came from
+    /// the session itself, `--extra`) and what a session does not record (`--config`, the key).
+    /// MCP commands and the key are placeholders (`'COMMAND'`, `KEY`): they may be secret and
+    /// are never printed. Joined with spaces, they read as shell words (values quoted as needed).
+    pub fn restate_flags(&self) -> Vec<String> {
+        let mut words: Vec<String> = Vec::new();
+        let mut flag = |name: &str, value: Option<&str>| {
+            words.push(name.to_string());
+            if let Some(v) = value {
+                words.push(shell_word(v));
+            }
+        };
+        if self.allow_write {
+            flag("--allow-write", None);
+        }
+        if self.allow_shell {
+            flag("--allow-shell", None);
+        }
+        // Quoted as the user will have to quote the command line that replaces it.
+        for _ in &self.mcp {
+            flag("--mcp 'COMMAND'", None);
+        }
+        for _ in &self.mcp_read_only {
+            flag("--mcp-read-only 'COMMAND'", None);
+        }
+        for name in &self.mcp_env {
+            flag("--mcp-env", Some(name));
+        }
+        let here = std::path::absolute(".").ok();
+        if let Some(ws) = &self.workspace
+            && here.as_ref() != Some(ws)
+        {
+            flag("--workspace", Some(&ws.display().to_string()));
+        }
+        // Restated even for a loopback server: with the flag, the continued run sends the key
+        // this one sent (a URL from the session would get none).
+        if let Some(url) = &self.base_url
+            && !self.session_base_url
+        {
+            flag("--base-url", Some(url));
+        }
+        if let Some(extra) = &self.extra {
+            flag("--extra", Some(extra));
+        }
+        if let Some(config) = &self.config {
+            flag("--config", Some(&config.display().to_string()));
+        }
+        if self.api_key.is_some() {
+            flag("--api-key", Some("KEY"));
+        }
+        words
+    }
+
     /// Make paths absolute so a session can be continued from another directory.
     pub fn absolutize(mut self) -> RunOpts {
         let abs = |p: Option<PathBuf>| p.map(|p| std::path::absolute(&p).unwrap_or(p));
@@ -264,6 +338,34 @@ fn program_name(command: &str) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "?".into())
+}
+
+/// Whether `url` names a server on this machine: an `http` or `https` URL whose host is in
+/// 127.0.0.0/8, is `::1`, or is `localhost`. Parsed, never matched as text, so
+/// `http://127.0.0.1.evil.example` and `http://127.0.0.1@evil.example` are not.
+pub fn is_loopback_url(url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    if !matches!(u.scheme(), "http" | "https") {
+        return false;
+    }
+    match u.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// `s` as one POSIX shell word: as it is when it holds only characters no shell reads
+/// specially, else in single quotes (a `'` inside written `'\''`).
+pub fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A usage or configuration error (exit code 2).
@@ -304,5 +406,94 @@ impl SessionArgs {
     /// The folder transcripts go to, or `None` with `--no-sessions`.
     pub fn dir(&self) -> Option<PathBuf> {
         (!self.no_sessions).then(|| session_dir(self.session_dir.as_deref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_urls_are_told_apart_from_look_alikes() {
+        for yes in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.9.8.7/v1",
+            "https://[::1]:8443/v1",
+            "http://localhost:11434/v1",
+            "http://LOCALHOST/v1",
+            "http://user:pw@127.0.0.1/v1",
+        ] {
+            assert!(is_loopback_url(yes), "{yes}");
+        }
+        for no in [
+            "http://127.0.0.1.nip.io/v1",
+            "http://localhost.evil.example/v1",
+            "http://127.0.0.1@evil.example/v1",
+            "http://10.0.0.7/v1",
+            "http://[::ffff:7f00:1]/v1",
+            "http://0.0.0.0/v1",
+            "file:///tmp/x",
+            "127.0.0.1:8080",
+            "not a url",
+        ] {
+            assert!(!is_loopback_url(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn a_loopback_url_is_restored_keyless_and_another_is_named() {
+        let saved = RunOpts {
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            ..RunOpts::default()
+        };
+        let (o, notes) = RunOpts::default().restore(saved.clone(), &[]);
+        assert_eq!(o.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        assert!(o.session_base_url);
+        assert!(notes[0].contains("no API key is sent"), "{notes:?}");
+        // Given again as a flag, it is the user's: keys follow the key rule.
+        let given = RunOpts {
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            ..RunOpts::default()
+        };
+        let (o, _) = given.restore(saved, &[]);
+        assert!(!o.session_base_url);
+        let saved = RunOpts {
+            base_url: Some("http://evil.example/v1".into()),
+            ..RunOpts::default()
+        };
+        let (o, notes) = RunOpts::default().restore(saved, &[]);
+        assert_eq!(o.base_url, None);
+        assert!(notes[0].contains("--base-url http://evil.example/v1"));
+    }
+
+    #[test]
+    fn restated_flags_are_shell_words_and_hide_secrets() {
+        let opts = RunOpts {
+            allow_shell: true,
+            mcp: vec!["srv --token sk-secret".into()],
+            workspace: Some("/tmp/my work".into()),
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            extra: Some(r#"{"top_k": 20}"#.into()),
+            api_key: Some("sk-secret".into()),
+            ..RunOpts::default()
+        };
+        let line = opts.restate_flags().join(" ");
+        assert_eq!(
+            line,
+            r#"--allow-shell --mcp 'COMMAND' --workspace '/tmp/my work' --base-url http://127.0.0.1:8080/v1 --extra '{"top_k": 20}' --api-key KEY"#
+        );
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            shell_word("20261125-200703-17381-0"),
+            "20261125-200703-17381-0"
+        );
+        // A URL the session gave is not restated: continue takes it from the session again.
+        let from_session = RunOpts {
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            session_base_url: true,
+            ..RunOpts::default()
+        };
+        assert!(from_session.restate_flags().is_empty());
     }
 }

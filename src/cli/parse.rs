@@ -61,7 +61,7 @@ pub fn run(args: &ParseArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let report = parse_report(&text, &sigs);
-    let mut out = anstream::stdout();
+    let mut out = super::output::stdout();
     if args.json {
         let json = serde_json::to_string_pretty(&report)?;
         writeln!(out, "{json}")?;

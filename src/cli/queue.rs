@@ -124,13 +124,15 @@ async fn push(args: PushArgs) -> Result<ExitCode> {
 async fn status(args: StatusArgs) -> Result<ExitCode> {
     let queue = args.queue.open()?;
     let s = queue.status().await?;
+    let mut out = super::output::stdout();
     if args.json {
-        println!("{}", serde_json::to_string(&s)?);
+        writeln!(out, "{}", serde_json::to_string(&s)?)?;
     } else {
         // Worker names are whatever was written to Redis: anyone who can write there could put
         // escape sequences in one. They are shown escaped here and exact in --json.
         let names: Vec<_> = s.worker_names.iter().map(|n| terminal_safe(n)).collect();
-        println!(
+        writeln!(
+            out,
             "{}: {} queued, {} running, {} done, {} failed; {} workers seen{}",
             terminal_safe(queue.shown()),
             s.queued,
@@ -143,7 +145,7 @@ async fn status(args: StatusArgs) -> Result<ExitCode> {
             } else {
                 format!(" ({})", names.join(", "))
             }
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

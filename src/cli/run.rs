@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use tagloop::agent::{Event, EventSink, Outcome, Resume, RunOptions, Status};
+use tagloop::agent::{Agent, Event, EventSink, Outcome, Resume, RunOptions, Status};
 use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
 use super::live::{Live, terminal_safe};
-use super::options::{RunOpts, usage};
+use super::options::{RunOpts, shell_word, usage};
+use super::output::{stdout, unless_reader_gone};
 use super::setup::Setup;
 
 /// Output options of a run.
@@ -56,7 +57,7 @@ pub struct RunArgs {
 /// `tagloop continue`.
 #[derive(Debug, Args)]
 pub struct ContinueArgs {
-    /// The session id (or its transcript file)
+    /// The session: its id, the start of its id, `last` (the newest), or its transcript file
     pub session: String,
     /// A new user message: a follow-up question or a correction
     pub message: Option<String>,
@@ -92,23 +93,37 @@ pub fn read_task(task: Option<&str>) -> Result<String> {
     Ok(task)
 }
 
+/// `tagloop run`. Everything that can refuse the run (the options, the model, the agent and its
+/// prompt, the events file) is settled before its transcript is created, so a run that cannot
+/// start leaves no session; once it has started, the transcript records how it ended, a failed
+/// first request included (`tagloop sessions` lists it as `error`).
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let task = read_task(args.task.as_deref())?;
     let opts = args.opts.clone().absolutize();
     let setup = Setup::build(&opts, true).await?;
     let dir = args.out.session_dir();
-    let events = open_events(args.out.events.as_deref())?;
-    let transcript = new_transcript(&dir)?;
-    let meta = setup.record(&opts);
-    let model = setup.model(0)?;
-    let result = execute(
-        &setup, model, &task, transcript, meta, None, &args.out, events,
-    )
+    let result = async {
+        let events = open_events(args.out.events.as_deref())?;
+        let agent = setup.agent(setup.model(0)?)?;
+        let transcript = new_transcript(&dir)?;
+        let again = continue_command(&opts, &args.out, &transcript, &dir);
+        let meta = setup.record(&opts);
+        let run = Execution {
+            agent,
+            task: &task,
+            transcript,
+            meta,
+            resume: None,
+            again,
+        };
+        execute(&setup, run, &args.out, events).await
+    }
     .await;
     setup.shutdown().await;
     result
 }
 
+/// `tagloop continue`.
 pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     let dir = args.out.session_dir();
     let path = session::resolve(&dir, &args.session).map_err(usage)?;
@@ -116,6 +131,14 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     for w in &loaded.warnings {
         eprintln!("warning: {}", terminal_safe(w));
     }
+    // Messages name the session by its id, whatever the user typed (`last`, a prefix).
+    let args = ContinueArgs {
+        session: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| args.session.clone()),
+        ..args
+    };
     // A forked session (--from-step) is written to a new file; the original stays as it is.
     let fork = cut_at_step(&args, &mut loaded)?;
     let mut resume = Resume::from_records(&loaded.records)
@@ -131,7 +154,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     {
         return Err(usage(format!(
             "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
-            args.session,
+            terminal_safe(&args.session),
             status.as_str()
         )));
     }
@@ -149,28 +172,31 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
         .unwrap_or_default();
     let (opts, notices) = args.opts.clone().restore(saved, &legacy_mcp);
     for n in notices {
-        eprintln!("note: {n}");
+        // The notices quote the session file (its URL, its workspace): made safe to print.
+        eprintln!("note: {}", terminal_safe(&n));
     }
     let opts = opts.absolutize();
     let setup = Setup::build(&opts, true).await?;
-    let events = open_events(args.out.events.as_deref())?;
-    let transcript = match fork {
-        None => Transcript::open_append(&path).map_err(usage)?,
-        Some(_) => fork_transcript(&dir, &loaded.records, &setup, &args)?,
-    };
-    let meta = setup.record(&opts);
-    let model = setup.model(resume.requests as usize)?;
-    let task = resume.task.clone();
-    let result = execute(
-        &setup,
-        model,
-        &task,
-        transcript,
-        meta,
-        Some(resume),
-        &args.out,
-        events,
-    )
+    let result = async {
+        let events = open_events(args.out.events.as_deref())?;
+        let agent = setup.agent(setup.model(resume.requests as usize)?)?;
+        let transcript = match fork {
+            None => Transcript::open_append(&path).map_err(usage)?,
+            Some(_) => fork_transcript(&dir, &loaded.records, &setup, &args)?,
+        };
+        let again = continue_command(&opts, &args.out, &transcript, &dir);
+        let meta = setup.record(&opts);
+        let task = resume.task.clone();
+        let run = Execution {
+            agent,
+            task: &task,
+            transcript,
+            meta,
+            resume: Some(resume),
+            again,
+        };
+        execute(&setup, run, &args.out, events).await
+    }
     .await;
     setup.shutdown().await;
     result
@@ -248,39 +274,78 @@ fn fork_transcript(
     Ok(t)
 }
 
-/// Run one agent with the live view, the events file and the transcript; print the outcome.
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    setup: &Setup,
-    model: Arc<dyn tagloop::llm::Model>,
-    task: &str,
+/// One run, ready to go: everything [`execute`] needs besides the setup and the output options.
+struct Execution<'a> {
+    agent: Agent,
+    task: &'a str,
     transcript: Transcript,
     meta: serde_json::Value,
     resume: Option<Resume>,
+    /// The command that continues this run, shown when it is interrupted.
+    again: String,
+}
+
+/// Run one agent with the live view, the events file and the transcript; print the outcome.
+async fn execute(
+    setup: &Setup,
+    run: Execution<'_>,
     out: &OutputOpts,
     events_out: Option<EventsOut>,
 ) -> Result<ExitCode> {
-    let agent = setup.agent(model)?;
-    let transcript = transcript.redacting(setup.redactor.clone());
+    let transcript = run.transcript.redacting(setup.redactor.clone());
     let sink = event_sink(setup, out, events_out);
     let options = RunOptions {
         context: setup.context.clone(),
         events: Some(sink),
         transcript: Some(transcript),
-        meta,
-        resume,
+        meta: run.meta,
+        resume: run.resume,
     };
     let outcome = tokio::select! {
-        o = agent.run_with(task, options) => o,
+        // Ctrl-C first: a run that ends in the same poll (its tool was just killed by the signal
+        // handler in `cli::main`) still counts as interrupted.
+        biased;
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted: the transcript holds every completed step; `tagloop continue` goes on from there");
+            // `select!` has dropped the run by now, and with it the transcript, which writes
+            // what it had staged when dropped: every completed step is on disk.
+            eprintln!("interrupted: the transcript holds every completed step");
+            eprintln!("continue with: {}", run.again);
             setup.shutdown().await;
             return Ok(ExitCode::from(130));
         }
+        o = run.agent.run_with(run.task, options) => o,
     };
     let outcome = redact_outcome(outcome, &setup.redactor);
-    print_outcome(&outcome, out.json)?;
+    // The run's status makes the exit code; a reader that left (`| head`) does not change it.
+    unless_reader_gone(print_outcome(&outcome, out.json))?;
     Ok(exit_code(&outcome))
+}
+
+/// The command line that continues the run written to `transcript`: its id (or its path when it
+/// lies outside the session folder), the session folder when a flag chose it, and every option
+/// `continue` needs restated ([`RunOpts::restate_flags`]). Made safe to print on a terminal.
+fn continue_command(
+    opts: &RunOpts,
+    out: &OutputOpts,
+    transcript: &Transcript,
+    dir: &std::path::Path,
+) -> String {
+    let session = if transcript.path().parent() == Some(dir) {
+        transcript.id().to_string()
+    } else {
+        transcript.path().display().to_string()
+    };
+    let mut words = vec![
+        "tagloop".to_string(),
+        "continue".to_string(),
+        shell_word(&session),
+    ];
+    if let Some(d) = &out.session_dir {
+        words.push("--session-dir".into());
+        words.push(shell_word(&d.display().to_string()));
+    }
+    words.extend(opts.restate_flags());
+    terminal_safe(&words.join(" ")).into_owned()
 }
 
 /// Where a run's events go: the live view on stderr, and `--events` as JSON Lines, every known
@@ -347,19 +412,20 @@ pub fn open_events(path: Option<&str>) -> Result<Option<EventsOut>> {
     Ok(Some(Arc::new(Mutex::new(w))))
 }
 
-/// Print the outcome object on stdout when asked.
+/// Print the outcome object on stdout when asked, else the final answer (so
+/// `tagloop run … > answer.txt` works). A reader that went away is an error marked by
+/// [`super::output`].
 pub fn print_outcome(outcome: &Outcome, json: bool) -> Result<()> {
-    if json {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer(&mut stdout, outcome)?;
-        writeln!(stdout)?;
-    } else if let Some(v) = &outcome.final_answer {
-        // The answer itself goes to stdout, so `tagloop run … > answer.txt` works.
-        match v {
-            serde_json::Value::String(s) => println!("{}", terminal_safe(s)),
-            v => println!("{}", serde_json::to_string_pretty(v)?),
+    let text = if json {
+        serde_json::to_string(outcome)?
+    } else {
+        match &outcome.final_answer {
+            None => return Ok(()),
+            Some(serde_json::Value::String(s)) => terminal_safe(s).into_owned(),
+            Some(v) => serde_json::to_string_pretty(v)?,
         }
-    }
+    };
+    writeln!(stdout(), "{text}")?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! `tagloop sessions` and `tagloop replay`.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,8 +10,9 @@ use clap::Args;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::{Live, terminal_safe};
+use super::live::{self, terminal_safe};
 use super::options::usage;
+use super::output::stdout;
 use super::replay_html::render_html;
 
 /// `tagloop sessions`.
@@ -27,7 +29,7 @@ pub struct SessionsArgs {
 /// `tagloop replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The session id (or its transcript file)
+    /// The session: its id, the start of its id, `last` (the newest), or its transcript file
     pub session: String,
     /// Where transcripts are [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
     #[arg(long, value_name = "DIR")]
@@ -43,15 +45,17 @@ fn dir(d: &Option<PathBuf>) -> PathBuf {
 
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
     let list = session::list(&dir(&args.session_dir))?;
+    let mut out = stdout();
     if args.json {
-        println!("{}", serde_json::to_string(&list)?);
+        writeln!(out, "{}", serde_json::to_string(&list)?)?;
     } else if list.is_empty() {
         eprintln!("no sessions in {}", dir(&args.session_dir).display());
     } else {
-        println!(
+        writeln!(
+            out,
             "{:<28} {:<20} {:<14} {:>5}  task",
             "id", "started", "status", "steps"
-        );
+        )?;
         for s in list {
             let task: String = s
                 .task
@@ -61,14 +65,15 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
                 .chars()
                 .take(60)
                 .collect();
-            println!(
+            writeln!(
+                out,
                 "{:<28} {:<20} {:<14} {:>5}  {}",
                 terminal_safe(&s.id),
                 terminal_safe(&s.started),
                 terminal_safe(&s.status),
                 s.steps,
                 terminal_safe(&task)
-            );
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -91,9 +96,9 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         eprintln!("wrote {}", html.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let live = Live::new(false);
-    for e in &events {
-        live.show(e);
-    }
+    // The replay is the command's output: on stdout, as the live view showed the run.
+    let mut out = stdout();
+    live::replay(&mut out, &events)?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -355,13 +355,18 @@ fn build_model(
     role: &str,
     api: Api,
 ) -> Result<(ModelSpec, Api, Vec<String>, bool)> {
-    let target = resolve_model(
+    let mut target = resolve_model(
         sources,
         opts.model.as_deref(),
         opts.base_url.as_deref(),
         opts.api_key.as_deref(),
         Some(role),
     )?;
+    if opts.session_base_url {
+        // A server named by a session file gets no key from anywhere (README, threat model).
+        target.api_key = None;
+        target.withheld = None;
+    }
     if let Some(why) = &target.withheld {
         eprintln!("warning: {why}");
     }

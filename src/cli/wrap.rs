@@ -1,5 +1,6 @@
 //! `tagloop wrap`: an external agent (any program) as a role.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -113,9 +114,10 @@ pub async fn wrap(args: WrapArgs) -> Result<ExitCode> {
             m.insert("exit_code".into(), serde_json::json!(wrapped.exit_code));
             m.insert("seconds".into(), serde_json::json!(wrapped.seconds));
         }
-        println!("{v}");
+        let printed = writeln!(super::output::stdout(), "{v}").map_err(Into::into);
+        super::output::unless_reader_gone(printed)?;
     } else {
-        super::run::print_outcome(&outcome, false)?;
+        super::output::unless_reader_gone(super::run::print_outcome(&outcome, false))?;
     }
     Ok(exit_code(&outcome))
 }

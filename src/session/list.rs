@@ -19,26 +19,40 @@ pub const LIST_MAX_BYTES: u64 = 64 << 20;
 pub struct Summary {
     /// The session id.
     pub id: String,
-    /// The status of the last run in it, or `incomplete` when it never finished.
+    /// The status of the last run in it: the outcome's (`ok`, `max_steps`, `error`, …),
+    /// `incomplete` when it started and never finished (killed, or still running), `error` when
+    /// it holds no run at all (a run that died before writing its first record), `too_large`.
     pub status: String,
     /// The task.
     pub task: String,
     /// Steps taken.
     pub steps: u64,
-    /// When it started (RFC 3339).
+    /// When it started (RFC 3339): from its first record, else from the time in its id, else
+    /// empty.
     pub started: String,
 }
 
 impl Summary {
-    /// The summary of a session with no records yet.
+    /// The summary of a session with no records: an `error`, since every run writes its
+    /// `run_started` record before it waits for anything (`run` creates the transcript only once
+    /// the run can start), so a file without one is a run that died at its start.
     fn empty(id: &str) -> Summary {
         Summary {
             id: id.to_string(),
-            status: "incomplete".into(),
+            status: "error".into(),
             task: String::new(),
             steps: 0,
             started: String::new(),
         }
+    }
+
+    /// The summary once every record was read: the start time from the id when no record
+    /// gave one.
+    fn done(mut self) -> Summary {
+        if self.started.is_empty() {
+            self.started = super::lookup::started_from_id(&self.id).unwrap_or_default();
+        }
+        self
     }
 
     /// Take the next record into account.
@@ -67,7 +81,7 @@ pub fn summarise(id: &str, records: &[Value]) -> Summary {
     for r in records {
         s.add(Record::read(r));
     }
-    s
+    s.done()
 }
 
 /// Summarise a transcript as it is read, one line at a time, without building its records:
@@ -80,7 +94,7 @@ fn summarise_lines(id: &str, file: impl Read) -> std::io::Result<Summary> {
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(s);
+            return Ok(s.done());
         }
         s.add(Record::from_line(&line));
     }
@@ -111,7 +125,7 @@ pub fn list(dir: &Path) -> Result<Vec<Summary>, SessionError> {
         if len > LIST_MAX_BYTES {
             let mut s = Summary::empty(&id);
             s.status = "too_large".into();
-            out.push(s);
+            out.push(s.done());
         } else if let Ok(s) = summarise_lines(&id, file.take(LIST_MAX_BYTES)) {
             out.push(s);
         }
@@ -149,6 +163,25 @@ mod tests {
                 .map(|s| (s.id.as_str(), s.status.as_str()))
                 .collect::<Vec<_>>(),
             [("b", "incomplete"), ("a", "max_steps")]
+        );
+    }
+
+    #[test]
+    fn a_transcript_without_a_run_is_an_error_dated_by_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("20260301-101500-00042-0.jsonl"), "").unwrap();
+        std::fs::write(dir.path().join("renamed.jsonl"), "{torn").unwrap();
+        let l = list(dir.path()).unwrap();
+        let got: Vec<_> = l
+            .iter()
+            .map(|s| (s.id.as_str(), s.status.as_str(), s.started.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("20260301-101500-00042-0", "error", "2026-03-01T10:15:00Z"),
+                ("renamed", "error", "")
+            ]
         );
     }
 

@@ -13,10 +13,12 @@
 //!
 //! The files: this one holds the errors, the session ids and where transcripts live;
 //! `transcript` writes a session, `read` reads one back (with its damaged lines), `history` reads
-//! what the records commit, and `list` summarises a directory of sessions.
+//! what the records commit, `list` summarises a directory of sessions, and `lookup` finds the
+//! session a user means (a path, an id, `last`, the start of an id).
 
 mod history;
 mod list;
+mod lookup;
 mod read;
 mod transcript;
 
@@ -26,6 +28,7 @@ use std::time::SystemTime;
 
 pub use history::{Hole, holes, records_through_step};
 pub use list::{LIST_MAX_BYTES, Summary, list, summarise};
+pub use lookup::{LAST, resolve};
 pub use read::{Damaged, Loaded, load};
 pub use transcript::Transcript;
 
@@ -44,6 +47,20 @@ pub enum SessionError {
     /// No session with that id or path exists.
     #[error("no session `{0}` (see `tagloop sessions` for the ids)")]
     NotFound(String),
+    /// The start of an id that several sessions share.
+    #[error(
+        "`{prefix}` is the start of several sessions: {}{}; give more of the id",
+        ids.join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() }
+    )]
+    Ambiguous {
+        /// What the user typed.
+        prefix: String,
+        /// The first of the ids it starts, in order.
+        ids: Vec<String>,
+        /// How many more it starts.
+        more: usize,
+    },
     /// A record could not be serialised.
     #[error("cannot encode a transcript record: {0}")]
     Encode(#[from] serde_json::Error),
@@ -84,20 +101,6 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// The transcript file of a session id, or the path itself when it names an existing file.
-pub fn resolve(dir: &Path, id_or_path: &str) -> Result<PathBuf, SessionError> {
-    let as_path = Path::new(id_or_path);
-    if as_path.is_file() {
-        return Ok(as_path.to_path_buf());
-    }
-    let p = dir.join(format!("{id_or_path}.jsonl"));
-    if p.is_file() {
-        Ok(p)
-    } else {
-        Err(SessionError::NotFound(id_or_path.to_string()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +122,12 @@ mod tests {
             Err(SessionError::NotFound(_))
         ));
         assert!(resolve(dir.path(), "a").is_ok());
+    }
+
+    #[test]
+    fn a_new_id_carries_its_time() {
+        let id = new_id();
+        let at = lookup::started_from_id(&id).unwrap();
+        assert!(at.len() == 20 && at.ends_with('Z'), "{at}");
     }
 }

@@ -1,0 +1,145 @@
+//! Finding a call in another dialect: in the body of tagloop's own `<action>`, or bare in a
+//! turn that has no action of its own.
+
+use super::invoke::invoke_call;
+use super::json::json_call;
+use super::qwen3::qwen3_call;
+use super::xml_tool::xml_tool_call;
+use super::{Dialect, DialectCall, DialectRead};
+
+/// A tool name as the action grammar reads it (letters, digits, `_`, `.`, `-`).
+fn is_tool_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// Find `needle` (ASCII, any case) in `hay` from `from`.
+fn find_ci(hay: &str, needle: &str, from: usize) -> Option<usize> {
+    let h = hay.as_bytes();
+    let n = needle.as_bytes();
+    if n.is_empty() || h.len() < n.len() {
+        return None;
+    }
+    (from..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+}
+
+/// The content of the block opened by `open` at `start` (which holds `open`): up to its
+/// `close` tag, or the end of the text. Returns (content start, content end, block end, closed).
+fn block(text: &str, start: usize, open: &str, close: &str) -> (usize, usize, usize, bool) {
+    let body = start + open.len();
+    match find_ci(text, close, body) {
+        Some(c) => (body, c, c + close.len(), true),
+        None => (body, text.len(), text.len(), false),
+    }
+}
+
+/// Read the body of tagloop's own `<action>` block when it is not in tagloop's syntax: JSON,
+/// or an XML element (any name: the loop reports an unknown tool), or a whole `<tool_call>` or
+/// `<function_calls>` block. `None`: not a dialect (the action grammar reads it).
+pub fn read_action_body(body: &str) -> Option<(Dialect, Result<DialectCall, String>)> {
+    let t = body.trim();
+    if t.starts_with('{') {
+        return json_call(
+            t,
+            &["name", "tool", "action"],
+            &["arguments", "args", "action_input", "parameters"],
+        )
+        .map(|r| (Dialect::JsonInAction, r));
+    }
+    if !t.starts_with('<') {
+        return None;
+    }
+    if let Some(found) = find_block(t, &|_| true)
+        && found.start == 0
+    {
+        return Some((found.dialect, found.call));
+    }
+    let name_end = t[1..]
+        .find(|c: char| c == '>' || c == '/' || c.is_whitespace())
+        .map(|i| i + 1)?;
+    is_tool_name(&t[1..name_end]).then(|| (Dialect::XmlTool, xml_tool_call(t)))
+}
+
+/// The first dialect block in `text` (in order of preference: a `<tool_call>`, a
+/// `<function_calls>`, an element named after a known tool). `allowed(pos)` says whether a
+/// block may start at that byte (the reader excludes its own blocks: a tag mentioned in a
+/// thought calls nothing).
+pub fn find_block(text: &str, allowed: &dyn Fn(usize) -> bool) -> Option<DialectRead> {
+    find_known(text, allowed, &[])
+}
+
+/// [`find_block`], also reading bare elements named after one of `tools`.
+pub fn find_known(
+    text: &str,
+    allowed: &dyn Fn(usize) -> bool,
+    tools: &[&str],
+) -> Option<DialectRead> {
+    let first = |tag: &str| {
+        let mut from = 0;
+        while let Some(p) = find_ci(text, tag, from) {
+            if allowed(p) {
+                return Some(p);
+            }
+            from = p + 1;
+        }
+        None
+    };
+    if let Some(start) = first("<tool_call>") {
+        // A JSON call whose block lost its closing tag to a stop string still counts.
+        let (s, e, end, _) = block(text, start, "<tool_call>", "</tool_call>");
+        let body = &text[s..e];
+        if let Some(call) = json_call(body, &["name"], &["arguments", "parameters"]) {
+            return Some(DialectRead {
+                dialect: Dialect::Hermes,
+                call,
+                start,
+                end,
+            });
+        }
+        if let Some(call) = qwen3_call(body) {
+            return Some(DialectRead {
+                dialect: Dialect::Qwen3Coder,
+                call,
+                start,
+                end,
+            });
+        }
+        // Anything else inside <tool_call> (tagloop's own syntax, prose) is not a call.
+    }
+    if let Some(start) = first("<function_calls>") {
+        let (s, e, end, _) = block(text, start, "<function_calls>", "</function_calls>");
+        return Some(DialectRead {
+            dialect: Dialect::FunctionCalls,
+            call: invoke_call(&text[s..e]),
+            start,
+            end,
+        });
+    }
+    let mut best: Option<(usize, &str)> = None;
+    for tool in tools {
+        let open = format!("<{tool}>");
+        if let Some(p) = first(&open)
+            && best.is_none_or(|(b, _)| p < b)
+        {
+            best = Some((p, tool));
+        }
+    }
+    let (start, tool) = best?;
+    let close = format!("</{tool}>");
+    let (_, _, end, closed) = block(text, start, &format!("<{tool}>"), &close);
+    let call = if closed {
+        xml_tool_call(&text[start..end])
+    } else {
+        Err(format!("`<{tool}>` is never closed with `{close}`"))
+    };
+    Some(DialectRead {
+        dialect: Dialect::XmlTool,
+        call,
+        start,
+        end,
+    })
+}

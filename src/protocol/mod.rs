@@ -23,6 +23,7 @@ mod dialect;
 mod grammar;
 mod observe;
 mod report;
+mod steps;
 mod turn;
 
 pub use action::{

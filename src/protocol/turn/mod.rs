@@ -11,6 +11,8 @@
 //! * `prepare.rs`: the partial stop string, `<think>` removal and the fence.
 //! * `read.rs`: thoughts, the decision, and calls in other dialects.
 
+#[cfg(test)]
+mod linear;
 mod prepare;
 mod read;
 mod scan;

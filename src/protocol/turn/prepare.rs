@@ -67,31 +67,23 @@ pub(super) fn remove_think(scan: &mut Scan<'_>, blocks: &mut Vec<Block>) -> Opti
         );
         pos = first.end;
     }
-    let mut no_more_close = false;
     while let Some(open) = scan.find(pos, |t, c| t == Tag::Think && !c) {
-        let close = if no_more_close {
-            None
-        } else {
-            scan.find(open.end, |t, c| t == Tag::Think && c)
+        let Some(close) = scan.find(open.end, |t, c| t == Tag::Think && c) else {
+            // No `</think>` follows, so no later `<think>` is closed either.
+            if scan.is_blank(0, open.start) {
+                // An unclosed leading `<think>` runs to the end of the turn.
+                let (span, body) = ((open.start, scan.end), (open.end, scan.end));
+                take_think(scan, span, body, false, &mut pieces, blocks);
+            }
+            // Otherwise it is not leading and never closed: just text. Every later `<think>`
+            // is unclosed too and has this same non-blank text before it, so it is text as
+            // well: stop here rather than ask again, once per `<think>`, whether the text
+            // before it is blank (which made a turn of many `<think>`s quadratic).
+            break;
         };
-        match close {
-            Some(close) => {
-                let (span, body) = ((open.start, close.end), (open.end, close.start));
-                take_think(scan, span, body, true, &mut pieces, blocks);
-                pos = close.end;
-            }
-            None => {
-                no_more_close = true;
-                if scan.is_blank(0, open.start) {
-                    // An unclosed leading `<think>` runs to the end of the turn.
-                    let (span, body) = ((open.start, scan.end), (open.end, scan.end));
-                    take_think(scan, span, body, false, &mut pieces, blocks);
-                    break;
-                }
-                // Not leading and never closed: it is just text.
-                pos = open.end;
-            }
-        }
+        let (span, body) = ((open.start, close.end), (open.end, close.start));
+        take_think(scan, span, body, true, &mut pieces, blocks);
+        pos = close.end;
     }
     if !blocks.iter().any(|b| b.tag == Tag::Think) {
         return None;

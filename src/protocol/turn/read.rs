@@ -2,7 +2,7 @@
 //! `<action>` or `<final_answer>`, a model-written `<observation>`, and a call in another dialect.
 
 use super::prepare::{partial_suffix_len, remove_think, unwrap_fence};
-use super::scan::{Found, Scan, is_ignorable};
+use super::scan::{Ahead, Found, Scan, covering, is_ignorable, merged};
 use super::types::{Block, Tag, Turn, TurnKind};
 use crate::protocol::dialect::{self, Dialect};
 
@@ -58,10 +58,24 @@ pub fn read_turn_with(text: &str, tools: &[&str]) -> Turn {
 
     let mut pos = 0;
     let mut discard_from = None;
+    // The next tag that decides or ends the turn, where an unclosed thought stops.
+    let mut deciding = Ahead::new(|t, c| {
+        !c && matches!(
+            t,
+            Tag::Action | Tag::FinalAnswer | Tag::Observation | Tag::Question
+        )
+    });
     while let Some(open) = scan.find(pos, |t, c| !c && t != Tag::Think) {
         match open.tag {
             Tag::Thought => {
-                pos = read_thought(&scan, &open, &mut thoughts, &mut blocks, &mut warnings);
+                pos = read_thought(
+                    &scan,
+                    &open,
+                    &mut deciding,
+                    &mut thoughts,
+                    &mut blocks,
+                    &mut warnings,
+                );
             }
             Tag::Action | Tag::FinalAnswer => {
                 discard_from = Some(read_decision(&scan, &open, &mut turn, &mut blocks));
@@ -158,11 +172,14 @@ fn bare_dialect(
     turn: &mut Turn,
 ) -> Option<usize> {
     let limit = discard_from.unwrap_or(scan.end);
-    let allowed = |p: usize| {
-        p < limit
-            && scan.masked(p).is_none()
-            && !blocks.iter().any(|b| b.span.start <= p && p < b.span.end)
-    };
+    // Removed text and tagloop's own blocks, merged once so that each candidate is a binary
+    // search rather than a walk over every block (a turn can hold thousands of thoughts, each
+    // mentioning `<tool_call>`).
+    let mut taken: Vec<(usize, usize)> =
+        blocks.iter().map(|b| (b.span.start, b.span.end)).collect();
+    taken.extend_from_slice(scan.masks());
+    let taken = merged(taken);
+    let allowed = |p: usize| p < limit && covering(&taken, p).is_none();
     let found = dialect::find_known(&scan.text[..scan.end], &allowed, tools)?;
     turn.kind = TurnKind::Action;
     turn.dialect = Some(found.dialect);
@@ -193,16 +210,12 @@ fn closed_or_open(scan: &Scan<'_>, open: &Found, stop: usize) -> (usize, usize, 
 fn read_thought(
     scan: &Scan<'_>,
     open: &Found,
+    deciding: &mut Ahead<impl Fn(Tag, bool) -> bool>,
     thoughts: &mut Vec<String>,
     blocks: &mut Vec<Block>,
     warnings: &mut Vec<String>,
 ) -> usize {
-    let next_tag = scan.find(open.end, |t, c| {
-        !c && matches!(
-            t,
-            Tag::Action | Tag::FinalAnswer | Tag::Observation | Tag::Question
-        )
-    });
+    let next_tag = deciding.next(scan, open.end);
     let stop = next_tag.map_or(scan.end, |f| f.start);
     let (body_end, span_end, closed) = closed_or_open(scan, open, stop);
     if !closed && stop < scan.end {

@@ -6,6 +6,7 @@
 use memchr::memchr;
 
 use super::types::{ALL_TAGS, Tag};
+use crate::protocol::steps;
 
 /// Characters that are invisible and carry no meaning outside tags: a byte-order mark and the
 /// zero-width family. They are trimmed like whitespace.
@@ -22,6 +23,7 @@ pub(super) fn trim_range(text: &str, a: usize, b: usize) -> (usize, usize) {
     let s = &text[a..b];
     let lead = s.len() - s.trim_start_matches(is_ignorable).len();
     let t = s.trim_end_matches(is_ignorable);
+    steps::step(lead + (s.len() - t.len()));
     if t.len() <= lead {
         return (a + lead, a + lead);
     }
@@ -51,6 +53,34 @@ fn tag_at(b: &[u8], i: usize) -> Option<(Tag, bool, usize)> {
     None
 }
 
+/// The number of probes of a binary search among `n` ranges (a step count, see [`steps`]).
+fn probes(n: usize) -> usize {
+    (usize::BITS - n.leading_zeros()) as usize
+}
+
+/// When `i` lies in one of `ranges` (sorted, disjoint, end-exclusive), the end of that range.
+/// A binary search: the scanner asks this for every `<` it meets, so it must not walk the list.
+pub(super) fn covering(ranges: &[(usize, usize)], i: usize) -> Option<usize> {
+    steps::step(probes(ranges.len()));
+    let after = ranges.partition_point(|&(a, _)| a <= i);
+    let &(_, b) = ranges[..after].last()?;
+    (i < b).then_some(b)
+}
+
+/// `ranges` sorted and merged where they overlap or nest (a thought holding a `<think>` block),
+/// ready for [`covering`].
+pub(super) fn merged(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// A found tag: where it starts, what it is, where it ends.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Found {
@@ -78,17 +108,24 @@ impl<'a> Scan<'a> {
         }
     }
 
-    pub(super) fn masked(&self, i: usize) -> Option<usize> {
-        self.masks
-            .iter()
-            .find(|&&(a, b)| a <= i && i < b)
-            .map(|&(_, b)| b)
+    /// The masked ranges, sorted and disjoint.
+    pub(super) fn masks(&self) -> &[(usize, usize)] {
+        &self.masks
     }
 
+    /// When byte `i` is masked, the end of its mask (where live text goes on).
+    pub(super) fn masked(&self, i: usize) -> Option<usize> {
+        covering(&self.masks, i)
+    }
+
+    /// Mask `a..b`, which overlaps no mask already there. Think blocks are masked in the order
+    /// they are found, so the common case is a push at the end; only the fence around a turn
+    /// that opens with reasoning lands before another mask.
     pub(super) fn add_mask(&mut self, a: usize, b: usize) {
         if a < b {
-            self.masks.push((a, b));
-            self.masks.sort_unstable();
+            let at = self.masks.partition_point(|&(ma, _)| ma < a);
+            steps::step(self.masks.len() - at);
+            self.masks.insert(at, (a, b));
         }
     }
 
@@ -97,7 +134,11 @@ impl<'a> Scan<'a> {
         let b = &self.text.as_bytes()[..self.end];
         let mut i = from;
         while i < b.len() {
-            let rel = memchr(b'<', &b[i..])?;
+            let Some(rel) = memchr(b'<', &b[i..]) else {
+                steps::step(b.len() - i);
+                return None;
+            };
+            steps::step(rel + 1);
             let at = i + rel;
             if let Some(skip) = self.masked(at) {
                 i = skip;
@@ -119,12 +160,19 @@ impl<'a> Scan<'a> {
     }
 
     /// The live (unmasked) pieces of `a..b`.
+    ///
+    /// Only the masks that meet `a..b` are visited (found by binary search), so reading many
+    /// blocks of a turn with many removed `<think>` blocks does not walk all masks per block.
     pub(super) fn pieces(&self, a: usize, b: usize) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         let mut i = a;
-        for &(ma, mb) in &self.masks {
-            if mb <= i || ma >= b {
-                continue;
+        // Masks are disjoint and sorted, so their ends are sorted too.
+        let first = self.masks.partition_point(|&(_, mb)| mb <= a);
+        steps::step(probes(self.masks.len()));
+        for &(ma, mb) in &self.masks[first..] {
+            steps::step(1);
+            if ma >= b {
+                break;
             }
             if ma > i {
                 out.push((i, ma));
@@ -172,6 +220,39 @@ impl<'a> Scan<'a> {
     pub(super) fn is_blank(&self, a: usize, b: usize) -> bool {
         let (s, e) = self.trimmed(a, b);
         s >= e
+    }
+}
+
+/// The next tag that `want` accepts, for a reader whose position only moves forward: the
+/// answer is remembered and reused while it still lies ahead, so the text is scanned once in
+/// all rather than once per ask. (Each `<thought>` asks where the next deciding tag is; asking
+/// the scanner afresh every time read the rest of the turn once per thought.)
+pub(super) struct Ahead<F> {
+    want: F,
+    /// Where the remembered search started, and what it found (`None`: nothing up to the end).
+    last: Option<(usize, Option<Found>)>,
+}
+
+impl<F: Fn(Tag, bool) -> bool> Ahead<F> {
+    /// Nothing searched yet.
+    pub(super) fn new(want: F) -> Ahead<F> {
+        Ahead { want, last: None }
+    }
+
+    /// The first tag `want` accepts at or after `from` in `scan`. Asks with a `from` that never
+    /// decreases cost one scan of the text in all.
+    pub(super) fn next(&mut self, scan: &Scan<'_>, from: usize) -> Option<Found> {
+        if let Some((searched, found)) = self.last
+            && searched <= from
+            && found.is_none_or(|f| f.start >= from)
+        {
+            // Nothing `want` accepts lies between `searched` and `found`, so nothing lies
+            // between `from` and it either.
+            return found;
+        }
+        let found = scan.find(from, &self.want);
+        self.last = Some((from, found));
+        found
     }
 }
 

@@ -58,7 +58,8 @@ fn block(text: &str, start: usize, open: &str, close: &str) -> (usize, usize, us
 
 /// Read the body of tagloop's own `<action>` block when it is not in tagloop's syntax: JSON,
 /// or an XML element (any name: the loop reports an unknown tool), or a whole `<tool_call>` or
-/// `<function_calls>` block. `None`: not a dialect (the action grammar reads it).
+/// `<function_calls>` block, or an `<invoke name=…>` element alone (the `function_calls`
+/// dialect without its wrapper). `None`: not a dialect (the action grammar reads it).
 pub fn read_action_body(body: &str) -> Option<(Dialect, Result<DialectCall, String>)> {
     let t = body.trim();
     if t.starts_with('{') {
@@ -80,7 +81,15 @@ pub fn read_action_body(body: &str) -> Option<(Dialect, Result<DialectCall, Stri
     let name_end = t[1..]
         .find(|c: char| c == '>' || c == '/' || c.is_whitespace())
         .map(|i| i + 1)?;
-    is_tool_name(&t[1..name_end]).then(|| (Dialect::XmlTool, xml_tool_call(t)))
+    let name = &t[1..name_end];
+    // `<invoke name="tool">…</invoke>` is the inside of a `<function_calls>` block written
+    // without it: read it as that dialect, or it would be a call of a tool named `invoke`
+    // with an argument `parameter`. A bare `<invoke>` (no attributes) is still an element
+    // named after a tool, for a tool that really is called `invoke`.
+    if name == "invoke" && t[name_end..].starts_with(char::is_whitespace) {
+        return Some((Dialect::FunctionCalls, invoke_call(t)));
+    }
+    is_tool_name(name).then(|| (Dialect::XmlTool, xml_tool_call(t)))
 }
 
 /// The first dialect block in `text` (in order of preference: a `<tool_call>`, a

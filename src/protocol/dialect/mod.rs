@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `hermes` | `<tool_call>{"name": "read_file", "arguments": {"path": "a.txt"}}</tool_call>` (`parameters` too; arguments may be a JSON string) |
 //! | `qwen3_coder` | `<tool_call><function=read_file><parameter=path>a.txt</parameter></function></tool_call>` |
-//! | `function_calls` | `<function_calls><invoke name="read_file"><parameter name="path">a.txt</parameter></invoke></function_calls>` |
+//! | `function_calls` | `<function_calls><invoke name="read_file"><parameter name="path">a.txt</parameter></invoke></function_calls>`; inside `<action>`, the `<invoke …>` alone |
 //! | `json_in_action` | `<action>{"name": "read_file", "arguments": {"path": "a.txt"}}</action>` (`tool`/`action`, `args`/`action_input`) |
 //! | `xml_tool` | `<read_file><path>a.txt</path></read_file>`, inside `<action>` or bare when the element names a known tool |
 //!

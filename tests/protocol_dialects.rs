@@ -155,3 +155,53 @@ fn our_own_syntax_always_wins_and_never_changes() {
     );
     assert_eq!(t.kind, TurnKind::None);
 }
+
+/// The arguments of the call a turn's action renders to, by name.
+fn call_args(text: &str, tools: &[&str]) -> (String, Map<String, Value>) {
+    let t = read_turn_with(text, tools);
+    let call = parse_action(t.action.as_deref().unwrap_or("")).expect("renders in our syntax");
+    let args = call
+        .args
+        .into_iter()
+        .map(|a| (a.name.unwrap_or_default(), a.value))
+        .collect();
+    (call.tool, args)
+}
+
+/// Issue 21, item 11: `<invoke name=…>` inside tagloop's own `<action>` is the invoke dialect
+/// (as it is inside `<function_calls>`), not a call of a tool named `invoke`.
+#[test]
+fn invoke_inside_an_action_is_the_invoke_dialect() {
+    let text = "<thought>Search.</thought>\n<action><invoke name=\"search\"><parameter name=\"query\">x</parameter></invoke></action>";
+    let t = read_turn_with(text, &["search"]);
+    assert_eq!(t.kind, TurnKind::Action);
+    assert_eq!(t.dialect, Some(Dialect::FunctionCalls));
+    assert_eq!(t.dialect_error, None);
+    assert_eq!(t.action.as_deref(), Some("search(query=\"x\")"));
+
+    // Several parameters, laid out on lines, valued as the invoke dialect values them
+    // (strings, entities decoded, CDATA unwrapped); a repeated one becomes a list.
+    let text = "<action>\n<invoke name=\"write_file\">\n<parameter name=\"path\">a &amp; b.txt</parameter>\n<parameter name=\"content\"><![CDATA[<p>hi</p>]]></parameter>\n<parameter name=\"tag\">1</parameter>\n<parameter name=\"tag\">2</parameter>\n</invoke>\n</action>";
+    let (tool, args) = call_args(text, &[]);
+    assert_eq!(tool, "write_file");
+    assert_eq!(
+        Value::Object(args),
+        json!({"path": "a & b.txt", "content": "<p>hi</p>", "tag": ["1", "2"]})
+    );
+
+    // Without the name attribute it is an error the model is told about, not a tool `invoke`.
+    let t = read_turn_with(
+        "<action><invoke tool=\"search\"><parameter name=\"query\">x</parameter></invoke></action>",
+        &[],
+    );
+    assert_eq!(t.dialect, Some(Dialect::FunctionCalls));
+    assert!(t.dialect_error.is_some(), "{t:?}");
+
+    // A tool really named `invoke`, written in the XML-tool dialect (no attributes), stays so.
+    let (tool, args) = call_args(
+        "<action><invoke><parameter>x</parameter></invoke></action>",
+        &["invoke"],
+    );
+    assert_eq!(tool, "invoke");
+    assert_eq!(Value::Object(args), json!({"parameter": "x"}));
+}

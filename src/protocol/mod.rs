@@ -3,7 +3,7 @@
 //!
 //! Everything here is pure: no I/O, no async, byte offsets into the original text.
 //!
-//! * `turn.rs`: [`read_turn`] splits a turn into its blocks (docs/protocol.md §1.1).
+//! * `turn/`: [`read_turn`] splits a turn into its blocks (docs/protocol.md §1.1).
 //! * `action/`: [`parse_action`] parses the text of an `<action>` block into a call (docs/protocol.md §1.2).
 //! * `bind.rs`: [`bind`] binds a call's arguments to a tool's JSON Schema (docs/protocol.md §1.3).
 //! * `observe.rs`: [`render_observation`] renders tool output as an observation (docs/protocol.md §1.4).
@@ -11,7 +11,7 @@
 //!   object (docs/protocol.md §2.1).
 //! * `continuation.rs`: [`stopped_inside`] tells when a stop string fired where it cannot have
 //!   ended the turn (inside an action's string or a `<think>` block).
-//! * `dialect.rs`: other tool-call formats (Hermes, Qwen3-Coder, `<function_calls>`, JSON or
+//! * `dialect/`: other tool-call formats (Hermes, Qwen3-Coder, `<function_calls>`, JSON or
 //!   XML in `<action>`) read as actions (docs/protocol.md §1.8).
 //! * `grammar/`: [`turn_grammar`] writes the grammar of one turn for servers that constrain
 //!   sampling (docs/protocol.md §1.7).
@@ -23,6 +23,7 @@ mod dialect;
 mod grammar;
 mod observe;
 mod report;
+mod steps;
 mod turn;
 
 pub use action::{

@@ -378,6 +378,26 @@ pub fn usage<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::Error::new(UsageError(format!("{e:#}")))
 }
 
+/// Turn an error with causes into a usage error that says each cause once.
+///
+/// Many library errors put their cause in their own message *and* expose it as their source
+/// (`cannot read role file x: No such file…` whose source is that same IO error), so the
+/// plain `{:#}` chain would end with the reason twice. A cause whose text the message already
+/// ends with adds nothing, and is left out.
+pub fn usage_chain(e: &anyhow::Error) -> anyhow::Error {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.ends_with(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    anyhow::Error::new(UsageError(text))
+}
+
 /// Where transcripts go: `--session-dir`, else `TAGLOOP_SESSION_DIR` (from the environment, then
 /// `.env`), else the user's data folder. Every command that reads or writes sessions asks here.
 pub fn session_dir(flag: Option<&Path>) -> PathBuf {

@@ -25,7 +25,7 @@ use tagloop::tools::{
 use super::config::Sources;
 use super::target::resolve_model;
 
-use super::options::{RunOpts, usage};
+use super::options::{RunOpts, usage, usage_chain};
 
 /// Everything a run needs, built from the options.
 pub struct Setup {
@@ -77,14 +77,14 @@ impl Setup {
         secrets: &[String],
     ) -> Result<Setup> {
         let sources = Sources::load(opts.config.as_deref()).map_err(usage)?;
-        let role = load_role(opts).map_err(usage)?;
+        let role = load_role(opts).map_err(|e| usage_chain(&e))?;
         let api = match opts.api.clone().or_else(|| sources.var("TAGLOOP_API")) {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
         let (model, api, keys, reasoning) = if need_model || opts.model.is_some() {
             let (model, api, keys, reasoning) =
-                build_model(opts, &sources, role.name(), api).map_err(usage)?;
+                build_model(opts, &sources, role.name(), api).map_err(|e| usage_chain(&e))?;
             (Some(model), api, keys, reasoning)
         } else {
             (None, api, Vec::new(), opts.reasoning)
@@ -376,7 +376,9 @@ fn build_model(
         _ => api,
     };
     if let Some(path) = target.model.strip_prefix("scripted:") {
-        let script = Script::load(path).with_context(|| format!("--model {}", target.model))?;
+        // The script's error names the file and says what is wrong with it; `--model` says
+        // which option brought it in. (Its path is already absolute: `RunOpts::absolutize`.)
+        let script = Script::load(path).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
         return Ok((ModelSpec::Scripted(script), api, keys, opts.reasoning));
     }
     let Some(base_url) = target.base_url.clone() else {

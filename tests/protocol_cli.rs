@@ -108,3 +108,38 @@ fn readable_output_without_colour_when_piped() {
     assert!(text.contains("markdown around the tool name removed"));
     assert!(text.contains("text after the call ignored"));
 }
+
+/// `search(query="x"` closed its string and forgot the `)`: the message must name the `)`,
+/// not call the string unclosed (which sends a reader hunting for a quote that is there).
+#[test]
+fn a_closed_string_without_its_paren_names_the_missing_paren() {
+    for (input, expected) in [
+        (r#"<action>search(query="x"</action>"#, "`)`"),
+        (r#"<action>search(query="x"  </action>"#, "`)`"),
+        (r#"<action>f(a=[1, "x"</action>"#, "`]`"),
+        (r#"<action>f({"python": "print(1)"</action>"#, "`}`"),
+    ] {
+        let out = tagloop()
+            .args(["parse", "--json"])
+            .write_stdin(input)
+            .assert()
+            .success();
+        let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{input}: {message}");
+        assert!(!message.contains("never closed"), "{input}: {message}");
+        // The human view does not blame a stop string for a block the model closed itself.
+        let out = tagloop().arg("parse").write_stdin(input).assert().success();
+        let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+        assert!(!text.contains("open string"), "{input}: {text}");
+    }
+    // A string that really is open still says so.
+    let out = tagloop()
+        .args(["parse", "--json"])
+        .write_stdin(r#"<action>search(query="x</action>"#)
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("never closed"), "{message}");
+}

@@ -226,7 +226,9 @@ fn error(w: &mut dyn Write, p: &Palette, r: &ParseReport) -> std::io::Result<()>
             short(after, 40)
         )?;
     }
-    if r.action_error.as_ref().is_some_and(|e| e.open_string) {
+    // Only a turn whose action block is left open can have been cut by a stop string (the
+    // server drops the stop, `</action>` included); a block the model closed was not cut.
+    if !r.turn.deciding_closed && r.action_error.as_ref().is_some_and(|e| e.open_string) {
         writeln!(
             w,
             "  {dim}the text ended inside an open string: a stop string may have cut it{dim:#}"

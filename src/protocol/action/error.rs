@@ -85,6 +85,10 @@ pub(crate) struct PErr {
     pub(super) ctx: ECtx,
     /// A string had no k-th candidate close: this choice vector is used up (not a real error).
     pub(super) exhausted: bool,
+    /// The reading took a quote that only the end of the action follows as a string's close:
+    /// the message names what is missing after it, but the text may as well have been cut
+    /// inside that string, so [`ActionError::open_string`] stays true.
+    pub(super) maybe_open: bool,
 }
 
 impl PErr {
@@ -94,6 +98,7 @@ impl PErr {
             expected,
             ctx,
             exhausted: false,
+            maybe_open: false,
         }
     }
 
@@ -153,7 +158,7 @@ impl PErr {
         ActionError {
             message,
             offset: base + off(self.at),
-            open_string,
+            open_string: open_string || self.maybe_open,
         }
     }
 }
@@ -177,6 +182,7 @@ impl<'a> ParseError<&'a str> for PErr {
             std::cmp::Ordering::Less => other,
             std::cmp::Ordering::Equal => PErr {
                 expected: Exp(self.expected.0 | other.expected.0),
+                maybe_open: self.maybe_open || other.maybe_open,
                 ctx: if self.ctx == ECtx::None {
                     other.ctx
                 } else {

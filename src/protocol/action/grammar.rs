@@ -27,6 +27,10 @@ pub(super) struct Ctx<'r, 'c> {
     pub(super) exhausted_at: Cell<Option<usize>>,
     pub(super) warnings: RefCell<Vec<String>>,
     pub(super) scanned: Cell<usize>,
+    /// A string was read as closed by a quote that only the end of the action follows (the
+    /// reading that `search(query="x"` forgot its `)`). The text may also have been cut inside
+    /// that string, so the error stays an open-string one for the runtime ([`PErr::maybe_open`]).
+    pub(super) closed_at_end: Cell<bool>,
 }
 
 pub(super) type Named<'a> = Option<&'a str>;
@@ -238,6 +242,9 @@ impl<'r> Ctx<'r, '_> {
         let open_len = if raw { 3 } else { 1 };
         let mut j = start + open_len;
         let mut k = 0u32;
+        // The first quote that could close the string, whether or not the action goes on
+        // after it: the fallback reading when no quote fits (see below).
+        let mut first_close: Option<usize> = None;
         let found = loop {
             // A backslash as the last byte steps `j` past the end.
             let Some(rest) = b.get(j..) else {
@@ -256,7 +263,11 @@ impl<'r> Ctx<'r, '_> {
                 continue;
             }
             let close_len = if raw { 3 } else { 1 };
-            if (!raw || b[c..].starts_with(b"\"\"\"")) && self.can_go_on(c + close_len, place) {
+            let closes = !raw || b[c..].starts_with(b"\"\"\"");
+            if closes && first_close.is_none() {
+                first_close = Some(c);
+            }
+            if closes && self.can_go_on(c + close_len, place) {
                 if k == want {
                     break Some((c, close_len));
                 }
@@ -275,6 +286,23 @@ impl<'r> Ctx<'r, '_> {
                     unescape(body)
                 };
                 Ok((&region[c + close_len..], Value::String(v)))
+            }
+            None if want == 0
+                && first_close.is_some_and(|c| skip_ws(b, c + open_len) == b.len()) =>
+            {
+                // No quote fits, but the first one ends the action: read the string as closed
+                // there, so the parse fails on what really is missing after it (`)`, `]`, `}`
+                // or `:`) instead of calling a closed string unclosed. It cannot succeed: the
+                // action ends right after this value.
+                let c = first_close.unwrap_or(start);
+                self.closed_at_end.set(true);
+                let body = &region[start + open_len..c];
+                let v = if raw {
+                    body.to_string()
+                } else {
+                    unescape(body)
+                };
+                Ok((&region[c + open_len..], Value::String(v)))
             }
             None => {
                 self.exhausted_at.set(Some(index));

@@ -57,6 +57,7 @@ pub(super) fn search(
             exhausted_at: Cell::new(None),
             warnings: RefCell::new(Vec::new()),
             scanned: Cell::new(0),
+            closed_at_end: Cell::new(false),
         };
         let res = ctx.call(region);
         let met = ctx.met.get();
@@ -74,7 +75,8 @@ pub(super) fn search(
                 }
                 first_ok.get_or_insert(call);
             }
-            Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {
+            Err(nom::Err::Error(mut e) | nom::Err::Failure(mut e)) => {
+                e.maybe_open |= ctx.closed_at_end.get();
                 if !e.exhausted {
                     best = Some(match best {
                         Some(b) => b.or(e),

@@ -20,3 +20,15 @@ fn basic() {
     assert_eq!(c.args.len(), 4);
     assert_eq!(c.args[2].value, json!([1, {"k": "v"}]));
 }
+
+#[test]
+fn a_quote_that_ends_the_action_closes_the_string_but_may_still_be_a_cut() {
+    // The message names what is missing after the string…
+    let e = parse_action(r#"search(query="x""#).unwrap_err();
+    assert_eq!(e.message, "expected `,` or `)` after the value of `query`");
+    // …and the runtime may still continue the turn: a stop string could have cut
+    // `content="<a title="` inside the string just as well.
+    assert!(e.open_string);
+    let e = parse_action(r#"write_file(path="a", content="<a title=""#).unwrap_err();
+    assert!(e.open_string, "{e}");
+}

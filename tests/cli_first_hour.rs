@@ -68,3 +68,69 @@ fn a_missing_role_file_is_said_once_too() {
     assert!(err.contains("nope.json"), "{err}");
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
 }
+
+/// The example of a tool call in a prompt template: the file it reads and the observation it
+/// shows (everything from `<observation>` to `</observation>`).
+fn example_read(prompt: &str) -> (String, String) {
+    let call = prompt
+        .split("<action>read_file(path=\"")
+        .nth(1)
+        .expect("the prompt has a read_file example");
+    let path = call.split('"').next().unwrap_or_default().to_string();
+    let start = prompt.find("<observation>\n").expect("the example's observation");
+    let end = prompt[start..].find("</observation>").unwrap() + start;
+    (path, prompt[start..end + "</observation>".len()].to_string())
+}
+
+/// What the runtime really sends back after `read_file(path=PATH)` as the first step, with the
+/// file holding `content`.
+fn real_read(dir: &std::path::Path, api: &str, path: &str, content: &str, steps: &str) -> String {
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("ws").join(path), content).unwrap();
+    let script = common::script::file(
+        &dir.join(format!("read-{api}.script")),
+        &[
+            &format!("<thought>t</thought><action>read_file(path=\"{path}\")</action>"),
+            "<final_answer>done</final_answer>",
+        ],
+    );
+    let out = tagloop(dir)
+        .args(["run", "-q", "--model", &script, "--api", api, "--workspace", "ws"])
+        .args(["--max-steps", steps, "--events", "-", "t"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "observation")
+        .and_then(|e| e["text"].as_str().map(str::to_string))
+        .expect("an observation event")
+}
+
+/// A model copies the worked example; an example that shows what `read_file` never returns
+/// (numbered lines) teaches it to expect, and cite, what is not there. The example's file, as
+/// its question describes it, read for real, must give the example's observation exactly.
+#[test]
+fn the_prompts_example_observation_is_what_read_file_really_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    // (api, the file the example's question is about, as a file would hold it)
+    let cases = [
+        ("chat", "first line\nsecond line\n"),
+        ("completions", "[web]\nhost = \"0.0.0.0\"\nport = 9090\n"),
+    ];
+    for (api, content) in cases {
+        for steps in ["10", "2"] {
+            let out = tagloop(dir.path())
+                .args(["prompt", "--api", api, "--workspace", "ws"])
+                .args(["--max-steps", steps, "the task"])
+                .assert()
+                .success();
+            let prompt = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+            let (path, shown) = example_read(&prompt);
+            let real = real_read(dir.path(), api, &path, content, steps);
+            assert_eq!(shown, real, "{api}, --max-steps {steps}");
+        }
+    }
+}

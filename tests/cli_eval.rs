@@ -172,3 +172,93 @@ fn the_projects_suite_reads_and_runs() {
     assert_eq!(report["passed"], 0);
     assert_eq!(report["readable_turn_rate"], 1.0);
 }
+
+fn ids(out: &std::process::Output) -> Vec<String> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A small experiment runs a few tasks of a big suite: `--only` picks them by id, `--limit`
+/// keeps the first N (of the suite, or of what `--only` picked), in the suite's order.
+#[test]
+fn only_and_limit_pick_the_tasks_to_run() {
+    let (dir, script) = lab(SUITE);
+    let d = dir.path();
+    let run = |extra: &[&str]| ids(&eval(d, &script, &[&["--json"], extra].concat()));
+    assert_eq!(run(&["--only", "wrong,eq"]), ["eq", "wrong"]);
+    assert_eq!(
+        run(&["--only", "schema", "--only", "file"]),
+        ["file", "schema"]
+    );
+    assert_eq!(run(&["--limit", "2"]), ["eq", "file"]);
+    assert_eq!(
+        run(&["--only", "schema,wrong,file", "--limit", "2"]),
+        ["file", "wrong"]
+    );
+    assert_eq!(run(&["--limit", "99"]).len(), 4);
+    // `--repeat` still repeats what was picked.
+    assert_eq!(run(&["--only", "eq", "--repeat", "2"]), ["eq", "eq"]);
+}
+
+#[test]
+fn an_unknown_id_in_only_is_exit_2_naming_it_and_runs_nothing() {
+    let (dir, script) = lab(SUITE);
+    let out = eval(dir.path(), &script, &["--json", "--only", "eq,nope,file"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // It names the unknown id, and only that one, as missing (then the suite's ids, to help).
+    let missing = err.split("(its ids").next().unwrap_or_default();
+    assert!(missing.contains("`nope`"), "{err}");
+    assert!(
+        !missing.contains("`eq`") && !missing.contains("`file`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("its ids: `eq`, `file`, `wrong`, `schema`"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!dir.path().join("sessions").exists());
+    let out = eval(dir.path(), &script, &["--json", "--limit", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `tagloop eval … | head -1`: the reader leaves, eval ends quietly (no panic, exit 0).
+#[test]
+fn eval_is_quiet_when_its_reader_is_gone() {
+    for extra in [&[][..], &["--json"][..], &["--compare-grammar"][..]] {
+        let (dir, script) = lab(SUITE);
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagloop"))
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", dir.path().join("noconf"))
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .args(["eval", "suite.jsonl", "--model"])
+            .arg(format!("scripted:{}", script.display()))
+            .args(["--no-sessions", "--allow-write", "--only", "eq"])
+            .args(extra)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
+        for bad in ["panicked", "Broken pipe", "error"] {
+            assert!(!err.contains(bad), "{extra:?}: stderr says {bad:?}: {err}");
+        }
+    }
+}

@@ -11,6 +11,7 @@
 //! report on stdout. Exit 0 when the suite ran, whatever it scored, unless `--min-pass-rate R` is
 //! given and the pass rate is below it (exit 3). A suite that cannot be read is exit 2.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,9 +27,10 @@ use serde::Serialize;
 use tagloop::agent::{Event, EventSink, RunOptions, Status};
 use tagloop::session::{self, Transcript};
 
-use super::eval_suite::{EvalTask, read_suite};
+use super::eval_suite::{EvalTask, read_suite, select};
 use super::live::terminal_safe;
 use super::options::{RunOpts, SessionArgs, usage};
+use super::output::stdout;
 use super::setup::Setup;
 use super::task_paths::copy_workspace;
 
@@ -40,6 +42,12 @@ pub struct EvalArgs {
     /// Run each task N times
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
+    /// Run only the tasks with these ids (comma-separated, repeatable), in the suite's order
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Run only the first N tasks (of those --only picked)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// Runs at once (1 measures seconds per turn without runs competing for the server)
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub concurrency: usize,
@@ -114,7 +122,11 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     {
         return Err(usage("--min-pass-rate is a fraction from 0 to 1"));
     }
-    let tasks: Vec<Arc<EvalTask>> = read_suite(&args.suite)
+    if args.limit == Some(0) {
+        return Err(usage("--limit must be at least 1"));
+    }
+    let suite = read_suite(&args.suite).map_err(usage)?;
+    let tasks: Vec<Arc<EvalTask>> = select(suite, &args.only, args.limit)
         .map_err(usage)?
         .into_iter()
         .map(Arc::new)
@@ -128,10 +140,11 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
         let a = run_suite(&args, &tasks, &without).await?;
         let b = run_suite(&args, &tasks, &with).await?;
         if !args.json {
-            println!("without a grammar:");
-            print_table(&a);
-            println!("\nwith a grammar ({}):", b.grammar);
-            print_table(&b);
+            let mut out = stdout();
+            writeln!(out, "without a grammar:")?;
+            print_table(&mut out, &a)?;
+            writeln!(out, "\nwith a grammar ({}):", b.grammar)?;
+            print_table(&mut out, &b)?;
         }
         let rate = b.pass_rate;
         (
@@ -141,13 +154,13 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
     } else {
         let r = run_suite(&args, &tasks, &opts).await?;
         if !args.json {
-            print_table(&r);
+            print_table(&mut stdout(), &r)?;
         }
         let rate = r.pass_rate;
         (serde_json::to_value(&r)?, rate)
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        writeln!(stdout(), "{}", serde_json::to_string(&report)?)?;
     }
     match args.min_pass_rate {
         Some(min) if min_rate < min => Ok(ExitCode::from(3)),
@@ -348,13 +361,17 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
     }
 }
 
-fn print_table(r: &Report) {
-    println!(
+/// The report as a table, one line per run and a summary line. Written through
+/// [`stdout`], so a reader that went away ends the command quietly (`output`).
+fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
+    writeln!(
+        out,
         "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7}  reason",
         "id", "run", "status", "passed", "steps", "turns", "fmt", "tokens", "seconds"
-    );
+    )?;
     for x in &r.results {
-        println!(
+        writeln!(
+            out,
             "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7.1}  {}",
             terminal_safe(&x.id),
             x.run,
@@ -366,10 +383,11 @@ fn print_table(r: &Report) {
             x.tokens,
             x.seconds,
             terminal_safe(x.reason.as_deref().unwrap_or(""))
-        );
+        )?;
     }
     let per_run = |v: u64| v as f64 / r.tasks.max(1) as f64;
-    println!(
+    writeln!(
+        out,
         "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns, {:.0}% constrained) · \
          {:.1} steps/run · {:.2} s/turn · {:.0} tokens/run · {:.1} s",
         r.tasks,
@@ -382,5 +400,5 @@ fn print_table(r: &Report) {
         r.seconds_per_turn,
         per_run(r.tokens),
         r.seconds
-    );
+    )
 }

@@ -107,6 +107,52 @@ pub fn read_suite(path: &Path) -> Result<Vec<EvalTask>> {
     Ok(tasks)
 }
 
+/// The tasks a small experiment runs: those whose ids `only` names (all of them when it is
+/// empty), then the first `limit` of those, always in the suite's order. An id of `only` that
+/// the suite does not have is an error naming it (with a few of the suite's ids), so a typo
+/// does not silently run nothing or something else.
+pub fn select(
+    tasks: Vec<EvalTask>,
+    only: &[String],
+    limit: Option<usize>,
+) -> Result<Vec<EvalTask>> {
+    /// Ids listed in an error, at most.
+    const SHOWN: usize = 10;
+    let wanted: HashSet<&str> = only
+        .iter()
+        .map(|id| id.trim())
+        .filter(|id| !id.is_empty())
+        .collect();
+    let have: HashSet<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let mut unknown: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|id| !have.contains(id))
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort_unstable();
+        bail!(
+            "--only: the suite has no task {} (its ids: {})",
+            first_ids(unknown.into_iter(), SHOWN),
+            first_ids(tasks.iter().map(|t| t.id.as_str()), SHOWN)
+        );
+    }
+    Ok(tasks
+        .into_iter()
+        .filter(|t| wanted.is_empty() || wanted.contains(t.id.as_str()))
+        .take(limit.unwrap_or(usize::MAX))
+        .collect())
+}
+
+/// Up to `n` ids in backquotes, then `…` when there are more.
+fn first_ids<'a>(mut ids: impl Iterator<Item = &'a str>, n: usize) -> String {
+    let mut shown: Vec<String> = ids.by_ref().take(n).map(|id| format!("`{id}`")).collect();
+    if ids.next().is_some() {
+        shown.push("…".into());
+    }
+    shown.join(", ")
+}
+
 fn read_line(line: &str, base: &TaskFolder) -> Result<EvalTask> {
     let l: Line = serde_json::from_str(line).context(
         "not a suite task: expected {\"id\", \"task\", \"check\"} and optionally \"workspace\", \

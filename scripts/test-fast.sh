@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The fast, offline test command: every test that needs nothing but cargo, for the edit-test
+# loop. CI runs the full one, scripts/test.sh, which this does not replace.
+#
+# Left out (each needs something installed or running, and scripts/test.sh sets it up):
+#   * tests/real_models.rs    the real-model lab (llama-server and two GGUF models);
+#   * tests/queue_redis.rs    a real redis-server;
+#   * tests/security_queue.rs a real redis-server (the queue's hostile-entry tests);
+#   * tests/tools_mcp_node.rs Node and the official MCP filesystem server;
+#   * tests/cli_replay_html.rs a headless chromium;
+#   * the doctests            offline, but each example compiles as its own crate: the slowest
+#                             part of a cold build.
+# Those binaries are left out by name, not skipped from inside: in the full run they still
+# fail, never skip, when what they need is missing.
+#
+# Arguments go to the test binaries: `scripts/test-fast.sh eval` runs the tests whose names
+# contain "eval".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+needs_setup=(real_models queue_redis security_queue tools_mcp_node cli_replay_html)
+
+targets=()
+for file in tests/*.rs; do
+  name=$(basename "$file" .rs)
+  skip=
+  for s in "${needs_setup[@]}"; do
+    if [ "$name" = "$s" ]; then skip=1; fi
+  done
+  if [ -z "$skip" ]; then targets+=(--test "$name"); fi
+done
+
+# tests/tools_mcp.rs runs the Rust MCP test server from examples/; `--test` filters do not
+# build examples, so build it first.
+cargo build --quiet --example mcp_test_server
+cargo test --lib --bins "${targets[@]}" -- "$@"
+if [ -x ../shared/tools/check-corpus ]; then
+  cargo build --quiet
+  ../shared/tools/check-corpus --bin "${CARGO_TARGET_DIR:-target}/debug/tagloop"
+fi

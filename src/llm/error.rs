@@ -54,11 +54,10 @@ pub enum LlmError {
         message: String,
     },
 
-    /// 404 naming the model (or any 404: wrong model or wrong base URL).
-    #[error(
-        "the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}",
-        detail(message)
-    )]
+    /// 404 naming the model (or any 404: wrong model or wrong base URL). When the base URL
+    /// names no API version (no `/v1` or other `/vN` in its path), the message says first to
+    /// try it with `/v1`: that is where most servers serve the OpenAI API.
+    #[error("{}", not_found(model, url, message))]
     NotFound {
         /// The model that was asked for.
         model: String,
@@ -176,6 +175,37 @@ pub enum LlmError {
     Other(String),
 }
 
+/// The message of [`LlmError::NotFound`].
+fn not_found(model: &str, url: &str, message: &str) -> String {
+    if names_no_api_version(url) {
+        format!(
+            "the server answered 404 at {url}: most servers serve the OpenAI API under /v1 — try --base-url {url}/v1{}",
+            detail(message)
+        )
+    } else {
+        format!(
+            "the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}",
+            detail(message)
+        )
+    }
+}
+
+/// Whether no segment of the URL's path is an API version (`v1`, `v2`, `v1beta`): then a 404
+/// most likely means the `/v1` is missing. A base URL with a version anywhere in its path
+/// (Gemini's `…/v1beta/openai`) is left alone.
+pub(crate) fn names_no_api_version(url: &str) -> bool {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let is_version = |segment: &str| {
+        let mut chars = segment.chars();
+        matches!(chars.next(), Some('v' | 'V')) && chars.next().is_some_and(|c| c.is_ascii_digit())
+    };
+    !parsed
+        .path_segments()
+        .is_some_and(|mut segments| segments.any(is_version))
+}
+
 fn detail(message: &str) -> String {
     let m = message.trim();
     if m.is_empty() {
@@ -288,6 +318,26 @@ mod tests {
         );
         assert_eq!(e.status(), Some(404));
         assert!(!e.is_retryable());
+        // Without an API version in the base URL, the missing /v1 comes first.
+        let e = LlmError::NotFound {
+            model: "llama3".into(),
+            url: "http://127.0.0.1:8080".into(),
+            message: String::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the server answered 404 at http://127.0.0.1:8080: most servers serve the OpenAI API under /v1 — try --base-url http://127.0.0.1:8080/v1"
+        );
+        for versioned in [
+            "http://h/v1",
+            "https://api.groq.com/openai/v1",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+        ] {
+            assert!(!names_no_api_version(versioned), "{versioned}");
+        }
+        for bare in ["http://h:8080", "http://h/api", "http://h/vault"] {
+            assert!(names_no_api_version(bare), "{bare}");
+        }
         let g = LlmError::GaveUp {
             attempts: 3,
             last: Box::new(LlmError::Http {

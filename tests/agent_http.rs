@@ -220,3 +220,31 @@ async fn turns_carry_the_grammar_on_llama_cpp() {
         assert_eq!(seen, vec![tagloop::llm::Constraint::Grammar; 2], "{api:?}");
     }
 }
+
+/// The library's side of "no --model": the ids a server lists, over the same client (key
+/// included), and the errors that say what to do.
+#[tokio::test]
+async fn served_models_lists_the_ids_and_explains_a_404() {
+    let mut cfg = FakeConfig::turns(TURNS);
+    cfg.served_models = Some(vec!["a".into(), "b".into()]);
+    let server = FakeServer::start(cfg).await;
+    let mut mc = OpenAiConfig::new(server.base_url.clone(), "");
+    mc.api_key = Secret::new("k-123");
+    let model = OpenAiModel::new(mc).expect("client builds");
+    assert_eq!(model.served_models().await.unwrap(), ["a", "b"]);
+    assert_eq!(
+        server.model_lists(),
+        [Some("Bearer k-123".to_string())],
+        "one request, with the key a turn would carry"
+    );
+    // Without /v1 the list is not found, and the error says where to look.
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let model = OpenAiModel::new(OpenAiConfig::new(root.clone(), "")).unwrap();
+    let err = model.served_models().await.unwrap_err();
+    assert_eq!(err.status(), Some(404));
+    assert!(
+        err.to_string()
+            .contains(&format!("try --base-url {root}/v1")),
+        "{err}"
+    );
+}

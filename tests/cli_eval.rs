@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+use common::fake_server::{FakeConfig, FakeServer};
+
 /// A suite folder: a fixture workspace, a script and a suite file.
 fn lab(suite: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -261,4 +264,32 @@ fn eval_is_quiet_when_its_reader_is_gone() {
             assert!(!err.contains(bad), "{extra:?}: stderr says {bad:?}: {err}");
         }
     }
+}
+
+/// `eval --base-url URL` without `--model`: the server's one model is asked for once, not once
+/// per task (tasks with a workspace each build their own setup).
+#[test]
+fn a_model_picked_from_the_server_is_asked_for_once() {
+    let (dir, _script) = lab(SUITE);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = FakeConfig::turns(["<final_answer>42</final_answer>"]);
+    cfg.default_reply = "<final_answer>42</final_answer>".into();
+    let server = rt.block_on(FakeServer::start(cfg));
+    let out = Command::cargo_bin("tagloop")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("noconf"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("TAGLOOP_MODEL")
+        .args(["eval", "suite.jsonl", "--base-url", &server.base_url])
+        .args(["--grammar", "off", "--no-sessions", "--json", "--allow-write"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(server.model_lists().len(), 1, "{err}");
+    assert_eq!(err.matches("model: fake-model").count(), 1, "{err}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tasks"], 4);
 }

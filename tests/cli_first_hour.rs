@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use assert_cmd::Command;
 
 mod common;
+use common::fake_server::{FakeConfig, FakeServer};
 
 /// A command in a fresh directory, with none of the variables that would name a server or a
 /// model from outside the test.
@@ -77,9 +78,14 @@ fn example_read(prompt: &str) -> (String, String) {
         .nth(1)
         .expect("the prompt has a read_file example");
     let path = call.split('"').next().unwrap_or_default().to_string();
-    let start = prompt.find("<observation>\n").expect("the example's observation");
+    let start = prompt
+        .find("<observation>\n")
+        .expect("the example's observation");
     let end = prompt[start..].find("</observation>").unwrap() + start;
-    (path, prompt[start..end + "</observation>".len()].to_string())
+    (
+        path,
+        prompt[start..end + "</observation>".len()].to_string(),
+    )
 }
 
 /// What the runtime really sends back after `read_file(path=PATH)` as the first step, with the
@@ -95,7 +101,16 @@ fn real_read(dir: &std::path::Path, api: &str, path: &str, content: &str, steps:
         ],
     );
     let out = tagloop(dir)
-        .args(["run", "-q", "--model", &script, "--api", api, "--workspace", "ws"])
+        .args([
+            "run",
+            "-q",
+            "--model",
+            &script,
+            "--api",
+            api,
+            "--workspace",
+            "ws",
+        ])
         .args(["--max-steps", steps, "--events", "-", "t"])
         .assert()
         .success();
@@ -133,4 +148,169 @@ fn the_prompts_example_observation_is_what_read_file_really_returns() {
             assert_eq!(shown, real, "{api}, --max-steps {steps}");
         }
     }
+}
+
+/// A fake OpenAI-compatible server on loopback, hosted by its own runtime for a sync test.
+fn fake_server(cfg: FakeConfig) -> (tokio::runtime::Runtime, FakeServer) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(cfg));
+    (rt, server)
+}
+
+fn serving(models: &[&str]) -> FakeConfig {
+    let mut cfg = FakeConfig::turns(["<final_answer>hi</final_answer>"]);
+    cfg.served_models = Some(models.iter().map(|m| m.to_string()).collect());
+    cfg
+}
+
+/// llama.cpp serves exactly one model: `--base-url` alone is enough, and the user is told
+/// which model was picked.
+#[test]
+fn without_a_model_the_servers_only_model_is_used_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server) = fake_server(serving(&["qwen2.5-0.5b-instruct-q4_k_m.gguf"]));
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &server.base_url, "--json", "t"])
+        .assert()
+        .code(0);
+    let err = stderr_of(&assert);
+    assert!(
+        err.contains("qwen2.5-0.5b-instruct-q4_k_m.gguf"),
+        "the picked model is named on stderr: {err}"
+    );
+    let turns = server.requests();
+    assert!(!turns.is_empty());
+    for r in turns {
+        assert_eq!(r.body["model"], "qwen2.5-0.5b-instruct-q4_k_m.gguf");
+    }
+    // The list was asked for once (the grammar's detection may ask again: not counted here).
+    assert!(!server.model_lists().is_empty());
+}
+
+#[test]
+fn several_models_or_none_is_exit_2_listing_what_the_server_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server) = fake_server(serving(&["llama3.2:1b", "qwen3:4b"]));
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &server.base_url, "t"])
+        .assert()
+        .code(2);
+    let err = stderr_of(&assert);
+    assert!(
+        err.contains("llama3.2:1b") && err.contains("qwen3:4b"),
+        "{err}"
+    );
+    assert!(err.contains("--model"), "it says what to do: {err}");
+    assert!(server.requests().is_empty(), "no turn was asked for");
+
+    let (_rt2, empty) = fake_server(serving(&[]));
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &empty.base_url, "t"])
+        .assert()
+        .code(2);
+    let err = stderr_of(&assert);
+    assert!(err.contains("--model"), "{err}");
+
+    // A long list is cut, and ids are shown safe for the terminal.
+    let many: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+    let mut ids: Vec<&str> = many.iter().map(String::as_str).collect();
+    ids.push("evil\u{1b}]0;pwned\u{7}");
+    let (_rt3, crowded) = fake_server(serving(&ids));
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &crowded.base_url, "t"])
+        .assert()
+        .code(2);
+    let err = stderr_of(&assert);
+    assert!(err.contains("m0") && err.contains('…'), "{err}");
+    assert!(!err.contains("m45"), "at most ~20 ids: {err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
+/// The list is asked for with the key exactly where a turn would send it: with it to a base
+/// URL the user gave, without it to one a project's `.env` names (the key rule).
+#[test]
+fn the_model_list_follows_the_key_rule() {
+    let secret = "sk-first-hour-77";
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server) = fake_server(serving(&["only"]));
+    tagloop(dir.path())
+        .args(["run", "--base-url", &server.base_url, "t"])
+        .env("OPENAI_API_KEY", secret)
+        .assert()
+        .code(0);
+    let lists = server.model_lists();
+    assert!(!lists.is_empty());
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.as_deref() == Some(&format!("Bearer {secret}"))),
+        "{lists:?}"
+    );
+
+    let project = tempfile::tempdir().unwrap();
+    let (_rt2, other) = fake_server(serving(&["only"]));
+    std::fs::write(
+        project.path().join(".env"),
+        format!("OPENAI_BASE_URL={}\n", other.base_url),
+    )
+    .unwrap();
+    tagloop(project.path())
+        .args(["run", "t"])
+        .env("OPENAI_API_KEY", secret)
+        .assert()
+        .code(0);
+    let lists = other.model_lists();
+    assert!(!lists.is_empty());
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.is_none() || a.as_deref() == Some("Bearer ")),
+        "a project's base URL gets no key: {lists:?}"
+    );
+}
+
+/// `--base-url http://host:port` (no `/v1`): the 404 says first what to try.
+#[test]
+fn a_404_from_a_base_url_without_v1_says_to_add_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server) = fake_server(FakeConfig::turns(["<final_answer>x</final_answer>"]));
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &root, "--model", "m", "--json", "t"])
+        .assert()
+        .code(1);
+    let out: serde_json::Value =
+        serde_json::from_slice(&assert.get_output().stdout).expect("one JSON outcome");
+    let error = out["error"].as_str().unwrap_or_default();
+    let expected = format!(
+        "the server answered 404 at {root}: most servers serve the OpenAI API under /v1 — try --base-url {root}/v1"
+    );
+    assert!(error.starts_with(&expected), "{error}");
+    // Without a model, the list of models says the same.
+    let assert = tagloop(dir.path())
+        .args(["run", "--base-url", &root, "t"])
+        .assert()
+        .code(1);
+    let err = stderr_of(&assert);
+    assert!(err.contains(&expected), "{err}");
+    // With /v1, a 404 is about the model.
+    let mut cfg = FakeConfig::turns(["<final_answer>x</final_answer>"]);
+    cfg.known_models = vec!["real".into()];
+    let (_rt2, server) = fake_server(cfg);
+    let assert = tagloop(dir.path())
+        .args([
+            "run",
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "nope",
+            "--json",
+            "t",
+        ])
+        .assert()
+        .code(1);
+    let out: serde_json::Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("check --model"), "{error}");
+    assert!(!error.contains("try --base-url"), "{error}");
 }

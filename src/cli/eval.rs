@@ -171,6 +171,19 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
 /// Every run of the suite with one set of options.
 async fn run_suite(args: &EvalArgs, tasks: &[Arc<EvalTask>], opts: &RunOpts) -> Result<Report> {
     let setup = Arc::new(Setup::build(opts, true).await?);
+    // A model picked from the server is named from here on: the tasks with a workspace build
+    // their own setup, and must not each ask the server (and say so) again.
+    let named;
+    let opts = match &setup.picked_model {
+        Some(model) => {
+            named = RunOpts {
+                model: Some(model.clone()),
+                ..opts.clone()
+            };
+            &named
+        }
+        None => opts,
+    };
     let session_dir = args.sessions.dir();
     let runs: Vec<(Arc<EvalTask>, u32)> = tasks
         .iter()

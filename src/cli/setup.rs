@@ -23,7 +23,7 @@ use tagloop::tools::{
 };
 
 use super::config::Sources;
-use super::target::resolve_model;
+use super::target::{ModelTarget, resolve_model};
 
 use super::options::{RunOpts, usage, usage_chain};
 
@@ -44,6 +44,9 @@ pub struct Setup {
     pub child_env: ChildEnv,
     /// The agent for tasks without a role of their own, built once when the model is shared.
     shared_agent: std::sync::OnceLock<Arc<Agent>>,
+    /// The model the server was asked for, when no option named one: a command that builds
+    /// more setups from the same options (eval, per task) names it, so the server is asked once.
+    pub picked_model: Option<String>,
 }
 
 /// A model, or a script to replay (a fresh cursor per run).
@@ -82,12 +85,17 @@ impl Setup {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
         };
-        let (model, api, keys, reasoning) = if need_model || opts.model.is_some() {
-            let (model, api, keys, reasoning) =
-                build_model(opts, &sources, role.name(), api).map_err(|e| usage_chain(&e))?;
-            (Some(model), api, keys, reasoning)
+        let (model, api, keys, reasoning, picked_model) = if need_model || opts.model.is_some() {
+            let built = build_model(opts, &sources, role.name(), api).await?;
+            (
+                Some(built.spec),
+                built.api,
+                built.keys,
+                built.reasoning,
+                built.picked,
+            )
         } else {
-            (None, api, Vec::new(), opts.reasoning)
+            (None, api, Vec::new(), opts.reasoning, None)
         };
         let mut keys = keys;
         keys.extend(secrets.iter().filter(|s| !s.is_empty()).cloned());
@@ -138,6 +146,7 @@ impl Setup {
             redactor: Redactor::with(&keys),
             child_env,
             shared_agent: std::sync::OnceLock::new(),
+            picked_model,
         })
     }
 
@@ -349,12 +358,69 @@ fn load_context(path: Option<&Path>) -> Result<Vec<ContextItem>> {
 
 /// The model, the API shape, every key the configuration holds (to redact them all), and
 /// whether the model reasons first (`--reasoning`, or its provider says so).
-fn build_model(
+///
+/// Errors in the options are usage errors (exit 2). When no model is named, the server is asked
+/// for its one model ([`pick_model`]): a server that cannot be reached fails the run (exit 1).
+async fn build_model(
     opts: &RunOpts,
     sources: &Sources,
     role: &str,
     api: Api,
-) -> Result<(ModelSpec, Api, Vec<String>, bool)> {
+) -> Result<BuiltModel> {
+    let (target, cfg, api, keys) =
+        model_config(opts, sources, role, api).map_err(|e| usage_chain(&e))?;
+    let (cfg, picked) = match cfg {
+        ModelConfig::Scripted(script) => {
+            return Ok(BuiltModel {
+                spec: ModelSpec::Scripted(script),
+                api,
+                keys,
+                reasoning: opts.reasoning,
+                picked: None,
+            });
+        }
+        ModelConfig::Server(cfg) if target.ask_server => {
+            let cfg = pick_model(*cfg).await?;
+            let picked = Some(cfg.model.clone());
+            (cfg, picked)
+        }
+        ModelConfig::Server(cfg) => (*cfg, None),
+    };
+    let model = OpenAiModel::new(cfg).map_err(usage)?;
+    Ok(BuiltModel {
+        spec: ModelSpec::Shared(Arc::new(model)),
+        api,
+        keys,
+        reasoning: opts.reasoning || target.reasoning.unwrap_or(false),
+        picked,
+    })
+}
+
+/// What [`build_model`] resolves.
+struct BuiltModel {
+    spec: ModelSpec,
+    api: Api,
+    /// Every key the configuration holds, to redact them all.
+    keys: Vec<String>,
+    /// The model reasons before it answers.
+    reasoning: bool,
+    /// The server's one model, asked for because no option named a model.
+    picked: Option<String>,
+}
+
+/// A script to replay, or the settings of a client for a server.
+enum ModelConfig {
+    Scripted(Arc<Script>),
+    Server(Box<OpenAiConfig>),
+}
+
+/// Where the model lives and how to reach it, from the options and the configuration.
+fn model_config(
+    opts: &RunOpts,
+    sources: &Sources,
+    role: &str,
+    api: Api,
+) -> Result<(ModelTarget, ModelConfig, Api, Vec<String>)> {
     let mut target = resolve_model(
         sources,
         opts.model.as_deref(),
@@ -379,7 +445,7 @@ fn build_model(
         // The script's error names the file and says what is wrong with it; `--model` says
         // which option brought it in. (Its path is already absolute: `RunOpts::absolutize`.)
         let script = Script::load(path).map_err(|e| anyhow::anyhow!("--model: {e}"))?;
-        return Ok((ModelSpec::Scripted(script), api, keys, opts.reasoning));
+        return Ok((target, ModelConfig::Scripted(script), api, keys));
     }
     let Some(base_url) = target.base_url.clone() else {
         bail!(
@@ -417,7 +483,54 @@ fn build_model(
             _ => bail!("--extra must be a JSON object, e.g. '{{\"top_k\": 20}}'"),
         }
     }
-    let model = OpenAiModel::new(cfg)?;
-    let reasoning = opts.reasoning || target.reasoning.unwrap_or(false);
-    Ok((ModelSpec::Shared(Arc::new(model)), api, keys, reasoning))
+    Ok((target, ModelConfig::Server(Box::new(cfg)), api, keys))
+}
+
+/// A model id from the server, as shown to the user: at most 200 characters, every control or
+/// invisible character (newlines, escapes, bidirectional overrides) escaped, so an id can
+/// neither drive the terminal nor fake a line of tagloop's own output.
+fn shown_id(id: &str) -> String {
+    id.chars().take(200).flat_map(char::escape_debug).collect()
+}
+
+/// The ids shown when a server serves several models, at most.
+const MODELS_SHOWN: usize = 20;
+
+/// `cfg` with the model the server serves, when it serves exactly one; the user is told on
+/// stderr which one. None or several is a usage error listing them (the first
+/// [`MODELS_SHOWN`]); a server that cannot answer is the run's failure.
+async fn pick_model(mut cfg: OpenAiConfig) -> Result<OpenAiConfig> {
+    let ids = OpenAiModel::new(cfg.clone())
+        .map_err(usage)?
+        .served_models()
+        .await?;
+    let url = &cfg.base_url;
+    match ids.as_slice() {
+        [one] => {
+            eprintln!(
+                "model: {} (the one model {url} serves; pass --model to choose)",
+                shown_id(one)
+            );
+            cfg.model = one.clone();
+            Ok(cfg)
+        }
+        [] => Err(usage(format!(
+            "no model given, and the server at {url} lists none: pass --model NAME"
+        ))),
+        many => {
+            let mut shown: Vec<String> = many
+                .iter()
+                .take(MODELS_SHOWN)
+                .map(|id| shown_id(id))
+                .collect();
+            if many.len() > MODELS_SHOWN {
+                shown.push(format!("… ({} in all)", many.len()));
+            }
+            Err(usage(format!(
+                "no model given, and the server at {url} serves {}: pass --model with one of: {}",
+                many.len(),
+                shown.join(", ")
+            )))
+        }
+    }
 }

@@ -8,8 +8,12 @@ use super::config::{Origin, Provider, Sources, user_config_path};
 /// Where the model lives, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelTarget {
-    /// The model name sent to the server, or `scripted:PATH`.
+    /// The model name sent to the server, or `scripted:PATH`; empty when no name was given
+    /// but a server was ([`ModelTarget::ask_server`]).
     pub model: String,
+    /// No model was named anywhere, but a base URL is known: the model is the one the server
+    /// serves, asked for before the first turn (`setup`).
+    pub ask_server: bool,
     /// The server, for real models.
     pub base_url: Option<String>,
     /// The key sent to the server (never printed).
@@ -31,7 +35,8 @@ pub struct ModelTarget {
 
 /// Resolve the model from the flags, the sources and the role's name: the name (a flag,
 /// `TAGLOOP_MODEL`, the role's override, `default_model`), its alias's provider, the base URL and
-/// the key the key rule allows for it ([`choose_key`]).
+/// the key the key rule allows for it ([`choose_key`]). With no name but a base URL, the target
+/// says to ask the server ([`ModelTarget::ask_server`]); with neither, it is an error.
 pub fn resolve_model(
     sources: &Sources,
     flag_model: Option<&str>,
@@ -40,6 +45,7 @@ pub fn resolve_model(
     role_name: Option<&str>,
 ) -> Result<ModelTarget> {
     let (model, provider) = model_and_provider(sources, flag_model, role_name)?;
+    let ask_server = model.is_none();
     let (base_url, url_origin) = match (flag_base_url, &provider.base_url) {
         (Some(u), _) => (Some(u.to_string()), Origin::Flag),
         (None, Some(u)) => (Some(u.clone()), sources.file_origin),
@@ -56,8 +62,14 @@ pub fn resolve_model(
             known_keys.push(k);
         }
     }
+    if ask_server && base_url.is_none() {
+        bail!(
+            "no model given: pass --model NAME (or scripted:PATH), set TAGLOOP_MODEL, or set default_model in tagloop.toml; with --base-url alone, the server's one model is used"
+        );
+    }
     Ok(ModelTarget {
-        model,
+        model: model.unwrap_or_default(),
+        ask_server,
         base_url,
         api_key: choice.key,
         api: provider.api,
@@ -70,12 +82,13 @@ pub fn resolve_model(
 }
 
 /// The model's name and its provider (an alias's, or none): the name comes from the flag,
-/// `TAGLOOP_MODEL`, the role's override or `default_model`, in that order.
+/// `TAGLOOP_MODEL`, the role's override or `default_model`, in that order; `None` when none
+/// of them gives one.
 fn model_and_provider(
     sources: &Sources,
     flag_model: Option<&str>,
     role_name: Option<&str>,
-) -> Result<(String, Provider)> {
+) -> Result<(Option<String>, Provider)> {
     let from_role = role_name
         .and_then(|r| sources.file.roles.get(r))
         .map(|o| o.model.clone());
@@ -85,12 +98,10 @@ fn model_and_provider(
         .or(from_role)
         .or_else(|| sources.file.default_model.clone());
     let Some(name) = name else {
-        bail!(
-            "no model given: pass --model NAME (or scripted:PATH), set TAGLOOP_MODEL, or set default_model in tagloop.toml"
-        );
+        return Ok((None, Provider::default()));
     };
     let Some(alias) = sources.file.models.get(&name) else {
-        return Ok((name, Provider::default()));
+        return Ok((Some(name), Provider::default()));
     };
     let provider = match &alias.provider {
         Some(p) => sources.file.providers.get(p).cloned().with_context(|| {
@@ -98,7 +109,7 @@ fn model_and_provider(
         })?,
         None => Provider::default(),
     };
-    Ok((alias.model.clone(), provider))
+    Ok((Some(alias.model.clone()), provider))
 }
 
 /// Every key the sources hold for this model, in order of precedence, with its origin. A
@@ -301,6 +312,11 @@ mod tests {
                 .to_string()
                 .contains("no model given")
         );
+        // No name but a server: its model will be asked for.
+        let t = resolve_model(&s, None, Some("http://127.0.0.1:8080/v1"), None, None).unwrap();
+        assert!(t.ask_server && t.model.is_empty());
+        let t = resolve_model(&s, Some("m"), Some("http://127.0.0.1:8080/v1"), None, None).unwrap();
+        assert!(!t.ask_server);
     }
 
     #[test]

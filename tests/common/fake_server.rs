@@ -31,6 +31,7 @@
 //! | `stop_reason` | vLLM-style `stop_reason` naming the stop that fired |
 //! | `props` | answer `GET /props` as llama.cpp does |
 //! | `owned_by` | answer `GET /v1/models` with this `owned_by` (vLLM, SGLang, Ollama's `library`) |
+//! | `served_models` | the ids `GET /v1/models` lists (default: `fake-model`) |
 //! | `reject_grammar` | `400` naming the field when a request carries a grammar |
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
@@ -118,6 +119,8 @@ pub struct FakeConfig {
     pub props: bool,
     /// Answer `GET /v1/models` with this `owned_by`.
     pub owned_by: Option<String>,
+    /// The ids `GET /v1/models` lists; `None` lists `fake-model`.
+    pub served_models: Option<Vec<String>>,
     /// Refuse a request with a grammar (`grammar`, `structured_outputs`, `ebnf`) with a 400
     /// naming the field.
     pub reject_grammar: bool,
@@ -155,6 +158,7 @@ impl Default for FakeConfig {
             by_step: false,
             props: false,
             owned_by: None,
+            served_models: None,
             reject_grammar: false,
             ignore_max_tokens: false,
             props_padding: 0,
@@ -214,6 +218,7 @@ struct Inner {
     aborted: AtomicUsize,
     completed: AtomicUsize,
     probes: AtomicUsize,
+    model_lists: Mutex<Vec<Option<String>>>,
 }
 
 /// A running fake server; stops when dropped.
@@ -240,6 +245,7 @@ impl FakeServer {
             aborted: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
             probes: AtomicUsize::new(0),
+            model_lists: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
@@ -294,6 +300,15 @@ impl FakeServer {
         self.inner.probes.load(Ordering::SeqCst)
     }
 
+    /// The `Authorization` header of each `GET /v1/models` received, in order.
+    pub fn model_lists(&self) -> Vec<Option<String>> {
+        self.inner
+            .model_lists
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
     /// Streams written to the end.
     pub fn completed(&self) -> usize {
         self.inner.completed.load(Ordering::SeqCst)
@@ -311,8 +326,15 @@ async fn props(State(inner): State<Arc<Inner>>) -> Response {
     )
 }
 
-async fn models(State(inner): State<Arc<Inner>>) -> Response {
+async fn models(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
     inner.probes.fetch_add(1, Ordering::SeqCst);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Ok(mut lists) = inner.model_lists.lock() {
+        lists.push(auth);
+    }
     let owner = inner
         .cfg
         .owned_by
@@ -320,7 +342,15 @@ async fn models(State(inner): State<Arc<Inner>>) -> Response {
         .unwrap_or_else(|| "organization-owner".into());
     json_response(
         StatusCode::OK,
-        json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": owner}]}).to_string(),
+        json!({"object": "list", "data": inner
+            .cfg
+            .served_models
+            .clone()
+            .unwrap_or_else(|| vec!["fake-model".into()])
+            .iter()
+            .map(|id| json!({"id": id, "object": "model", "owned_by": owner}))
+            .collect::<Vec<_>>()})
+        .to_string(),
     )
 }
 

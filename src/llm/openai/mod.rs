@@ -97,6 +97,7 @@ mod attempt;
 mod body;
 mod client;
 mod errors;
+mod models;
 mod retry;
 mod server;
 mod state;

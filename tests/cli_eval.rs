@@ -283,7 +283,13 @@ fn a_model_picked_from_the_server_is_asked_for_once() {
         .env_remove("OPENAI_API_KEY")
         .env_remove("TAGLOOP_MODEL")
         .args(["eval", "suite.jsonl", "--base-url", &server.base_url])
-        .args(["--grammar", "off", "--no-sessions", "--json", "--allow-write"])
+        .args([
+            "--grammar",
+            "off",
+            "--no-sessions",
+            "--json",
+            "--allow-write",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

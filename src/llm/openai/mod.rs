@@ -97,7 +97,6 @@ mod attempt;
 mod body;
 mod client;
 mod errors;
-mod models;
 mod retry;
 mod server;
 mod state;

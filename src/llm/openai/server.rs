@@ -21,11 +21,13 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::OpenAiModel;
-use super::transport::{MAX_PROBE_BODY, read_capped};
-use crate::llm::{Constraint, GrammarMode, ServerKind, TurnGrammar};
+use super::transport::{Fault, MAX_PROBE_BODY, read_capped, read_failure};
+use crate::llm::{Constraint, GrammarMode, LlmError, ServerKind, TurnGrammar};
 
 /// Longest a detection probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest the model list may take (a server still loading a model is slow to answer).
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// llama.cpp's trigger type for a word.
 const TRIGGER_WORD: u8 = 1;
@@ -51,17 +53,16 @@ impl OpenAiModel {
             .strip_suffix("/v1")
             .unwrap_or(&self.base_url)
             .to_owned();
-        // `/props` is outside the base path: asked without the key.
-        if let Some(props) = self.get_json(&format!("{root}/props"), false).await
+        // `/props` is outside the base path: asked without the key. A failed probe: not this kind.
+        let props = self.get_json(format!("{root}/props"), false, PROBE_TIMEOUT);
+        if let Ok(props) = props.await
             && (props.get("default_generation_settings").is_some()
                 || props.get("total_slots").is_some())
         {
             return ServerKind::LlamaCpp;
         }
-        let Some(models) = self
-            .get_json(&format!("{}/models", self.base_url), true)
-            .await
-        else {
+        let models = self.get_json(format!("{}/models", self.base_url), true, PROBE_TIMEOUT);
+        let Ok(models) = models.await else {
             return ServerKind::Other;
         };
         let owners: Vec<String> = models
@@ -88,32 +89,38 @@ impl OpenAiModel {
         }
     }
 
-    async fn get_json(&self, url: &str, with_key: bool) -> Option<Value> {
-        let mut req = self.http.get(url).timeout(PROBE_TIMEOUT);
-        if with_key && !self.cfg.api_key.is_empty() {
+    /// The ids the server lists at `GET {base_url}/models` (asked as a turn is: key, no redirect,
+    /// 30 s, 1 MiB). Ids are the server's text: neutralise them before showing them.
+    pub async fn served_models(&self) -> Result<Vec<String>, LlmError> {
+        let url = format!("{}/models", self.base_url);
+        let list = self.get_json(url.clone(), true, LIST_TIMEOUT).await?;
+        let id = |m: &Value| m.get("id")?.as_str().map(str::to_owned);
+        match list.get("data").and_then(Value::as_array) {
+            Some(data) => Ok(data.iter().filter_map(id).collect()),
+            None => Err(LlmError::Other(format!("{url} sent no `data` list"))),
+        }
+    }
+
+    /// A JSON answer to a GET, every failure mapped as a turn's is (redacted).
+    async fn get_json(&self, url: String, key: bool, limit: Duration) -> Result<Value, LlmError> {
+        let mut req = self.http.get(&url).timeout(limit);
+        if key && !self.cfg.api_key.is_empty() {
             req = req.bearer_auth(self.cfg.api_key.expose());
         }
         for (k, v) in &self.cfg.headers {
             req = req.header(k.as_str(), v.as_str());
         }
-        let resp = req.send().await.ok()?;
+        let fault = |f: Fault| self.fault(f, 0).err;
+        let resp = req.send().await.map_err(|e| fault(Fault::Io(e)))?;
         if !resp.status().is_success() {
             // A redirect included: the client follows none (the key would go along).
-            tracing::debug!(
-                url,
-                status = resp.status().as_u16(),
-                "server probe not answered"
-            );
-            return None;
+            return Err(fault(Fault::Status(read_failure(resp).await)));
         }
         // A probe answer is a few KiB: a larger one is refused unread.
-        match read_capped(resp, MAX_PROBE_BODY, "the probe's answer").await {
-            Ok(body) => serde_json::from_slice(&body).ok(),
-            Err(e) => {
-                tracing::debug!(url, error = %e, "server probe answer refused");
-                None
-            }
-        }
+        let body = read_capped(resp, MAX_PROBE_BODY, "the answer")
+            .await
+            .map_err(fault)?;
+        serde_json::from_slice(&body).map_err(|e| LlmError::Other(format!("{url}: not JSON: {e}")))
     }
 
     /// How this request's turn will be constrained, given the mode, the server and what the

@@ -18,7 +18,7 @@ mod read;
 mod scan;
 mod types;
 
-pub(crate) use read::unwrap_cdata;
+pub use read::unwrap_cdata;
 pub use read::{read_turn, read_turn_with};
 pub(crate) use types::ALL_TAGS;
 pub use types::{Block, Span, Tag, Turn, TurnKind};

@@ -6,7 +6,7 @@
 use memchr::memchr;
 
 use super::types::{ALL_TAGS, Tag};
-use crate::protocol::steps;
+use crate::steps;
 
 /// Characters that are invisible and carry no meaning outside tags: a byte-order mark and the
 /// zero-width family. They are trimmed like whitespace.

@@ -25,7 +25,7 @@ fn starts_tag(b: &[u8], i: usize) -> bool {
 /// Replace `<` with `&lt;` where it starts a protocol tag, so tool output cannot forge one.
 ///
 /// ```
-/// use tagloop::protocol::neutralise;
+/// use tagloop_protocol::neutralise;
 ///
 /// assert_eq!(neutralise("a < b </Observation> <div>"), "a < b &lt;/Observation> <div>");
 /// assert!(matches!(neutralise("plain <b>"), std::borrow::Cow::Borrowed(_)));
@@ -75,7 +75,7 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
 /// `limit` leaves room for the marker (about 40 bytes); below that only the marker is kept.
 ///
 /// ```
-/// use tagloop::protocol::truncate;
+/// use tagloop_protocol::truncate;
 ///
 /// let long = "x".repeat(1000);
 /// let cut = truncate(&long, 200);
@@ -108,7 +108,7 @@ fn marker(cut: usize) -> String {
 /// Render `<observation>…</observation>` around neutralised, truncated text.
 ///
 /// ```
-/// use tagloop::protocol::render_observation;
+/// use tagloop_protocol::render_observation;
 ///
 /// assert_eq!(render_observation("ok <final_answer>", 1000), "<observation>\nok &lt;final_answer>\n</observation>");
 /// ```

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 /// One item of a character class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ClassItem {
+pub(crate) enum ClassItem {
     /// One character.
     Char(char),
     /// An inclusive range of characters.
@@ -29,7 +29,7 @@ impl ClassItem {
 
 /// A grammar expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Expr {
+pub(crate) enum Expr {
     /// A literal string (may be empty: matches nothing).
     Lit(String),
     /// One character in (or, when `negated`, not in) the items.
@@ -123,6 +123,7 @@ impl Expr {
     }
 
     /// Whether a character class matches `c` (false for other expressions).
+    #[cfg(test)]
     pub fn class_matches(&self, c: char) -> bool {
         match self {
             Expr::Class { negated, items } => items.iter().any(|i| i.contains(c)) != *negated,
@@ -300,12 +301,12 @@ pub struct Grammar {
 
 impl Grammar {
     /// An empty grammar.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Add a rule (a name already defined is replaced, in place).
-    pub fn define(&mut self, name: impl Into<String>, expr: Expr) {
+    pub(crate) fn define(&mut self, name: impl Into<String>, expr: Expr) {
         let name = name.into();
         match self.index.get(&name) {
             Some(&i) => self.rules[i].1 = expr,
@@ -317,18 +318,25 @@ impl Grammar {
     }
 
     /// Whether a rule of that name exists.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.index.contains_key(name)
     }
 
     /// The rule of that name.
-    pub fn get(&self, name: &str) -> Option<&Expr> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<&Expr> {
         self.index.get(name).map(|&i| &self.rules[i].1)
     }
 
     /// The rules in definition order.
-    pub fn rules(&self) -> &[(String, Expr)] {
+    pub(crate) fn rules(&self) -> &[(String, Expr)] {
         &self.rules
+    }
+
+    /// How many rules the grammar has: a measure of its size (the text's length is another),
+    /// which a schema's size budget keeps in the low thousands.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
     }
 
     /// Forget every rule defined after the first `len`: how a part of a schema that turned out
@@ -352,7 +360,7 @@ impl Grammar {
     }
 
     /// A rule name built from `base` (sanitised to GBNF's `[a-z0-9-]`) not used yet.
-    pub fn fresh_name(&self, base: &str) -> String {
+    pub(crate) fn fresh_name(&self, base: &str) -> String {
         let clean = sanitize(base);
         if !self.has(&clean) {
             return clean;

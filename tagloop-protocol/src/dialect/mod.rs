@@ -33,8 +33,8 @@ mod qwen3;
 mod xml;
 mod xml_tool;
 
-pub use call::DialectCall;
-pub use find::{find_block, find_known, read_action_body};
+pub(crate) use call::DialectCall;
+pub(crate) use find::{find_known, read_action_body};
 
 /// A tool-call format other than tagloop's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -67,7 +67,7 @@ impl Dialect {
 
 /// What a dialect block gave: a call, or why it could not be read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DialectRead {
+pub(crate) struct DialectRead {
     /// The dialect.
     pub dialect: Dialect,
     /// The call, or the reason it could not be read (written for the model).

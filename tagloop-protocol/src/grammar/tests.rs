@@ -1,98 +1,14 @@
+//! Whole turns: every string the grammar of a turn accepts reads back as an action that binds or
+//! as a final answer that validates (sampled, against the reader as the oracle), the golden
+//! grammars, and how tools are written into a turn. Single constructs are in `construct_tests.rs`.
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::testkit::{matches, sample};
+use super::turn::callable;
 use super::*;
-use crate::protocol::{Call, TurnKind, bind, parse_action_with, read_turn};
-
-// ---- a sampler: random strings the grammar accepts -------------------------------------------
-
-/// A small deterministic generator (xorshift), seeded by proptest.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
-
-/// Characters tried for classes: the ones that matter to the protocol, many times over.
-const POOL: &str = "<<<<///>>\"\"\"\\\\aAtThHiInNkKoOcCfF_ eé中\n\t0123{}[],:=()'xyz";
-
-struct Sampler<'g> {
-    g: &'g Grammar,
-    rng: Rng,
-    out: String,
-    expansions: usize,
-}
-
-impl Sampler<'_> {
-    /// Past this depth or budget, the shortest way out is taken.
-    fn short(&self, depth: usize) -> bool {
-        depth > 60 || self.expansions > 4000 || self.out.len() > 3000
-    }
-
-    fn walk(&mut self, e: &Expr, depth: usize) {
-        match e {
-            Expr::Lit(s) => self.out.push_str(s),
-            Expr::Class { .. } => {
-                let pool: Vec<char> = POOL.chars().filter(|&c| e.class_matches(c)).collect();
-                let c = if pool.is_empty() {
-                    // A positive class of characters outside the pool: its first one.
-                    match e {
-                        Expr::Class { items, .. } => match items.first() {
-                            Some(ClassItem::Char(c)) | Some(ClassItem::Range(c, _)) => *c,
-                            None => 'x',
-                        },
-                        _ => 'x',
-                    }
-                } else {
-                    pool[self.rng.below(pool.len())]
-                };
-                self.out.push(c);
-            }
-            Expr::Ref(name) => {
-                self.expansions += 1;
-                let rule = self.g.get(name).cloned().unwrap_or(Expr::Seq(Vec::new()));
-                self.walk(&rule, depth + 1);
-            }
-            Expr::Seq(items) => items.iter().for_each(|x| self.walk(x, depth)),
-            Expr::Alt(items) => {
-                let i = if self.short(depth) {
-                    0
-                } else {
-                    self.rng.below(items.len())
-                };
-                self.walk(&items[i], depth);
-            }
-            Expr::Repeat { expr, min, max } => {
-                let spread = max.map_or(4, |m| (m - min).min(4)) as usize;
-                let n = if self.short(depth) {
-                    *min as usize
-                } else {
-                    *min as usize + self.rng.below(spread + 1)
-                };
-                for _ in 0..n {
-                    self.walk(expr, depth);
-                }
-            }
-        }
-    }
-}
-
-fn sample(g: &Grammar, seed: u64) -> String {
-    let mut s = Sampler {
-        g,
-        rng: Rng(seed | 1),
-        out: String::new(),
-        expansions: 0,
-    };
-    let root = g.get("root").cloned().expect("root");
-    s.walk(&root, 0);
-    s.out
-}
+use crate::{Call, TurnKind, bind, parse_action_with, read_turn};
 
 // ---- registries ---------------------------------------------------------------------------
 
@@ -306,203 +222,7 @@ fn golden_grammar_for_a_last_turn() {
     insta::assert_snapshot!(turn_grammar(&shape(case, true, false, false)).to_gbnf());
 }
 
-// ---- one check per construct ------------------------------------------------------------------
-
-#[test]
-fn constructs_render_as_llama_cpp_writes_them() {
-    let mut g = Grammar::new();
-    g.define(
-        "root",
-        Expr::seq([
-            Expr::lit("a\"b\\c\n"),
-            Expr::class(
-                true,
-                [
-                    ClassItem::Char(']'),
-                    ClassItem::Char('-'),
-                    ClassItem::Char('^'),
-                    ClassItem::Range('a', 'z'),
-                ],
-            ),
-            Expr::rule("x").opt(),
-            Expr::rule("x").repeat(0, None),
-            Expr::rule("x").repeat(1, None),
-            Expr::rule("x").repeat(2, Some(5)),
-            Expr::rule("x").repeat(3, Some(3)),
-            Expr::rule("x").repeat(2, None),
-            Expr::alt([Expr::lit("p"), Expr::seq([Expr::lit("q"), Expr::lit("r")])]),
-            Expr::seq([Expr::lit("s"), Expr::rule("x")]).opt(),
-        ]),
-    );
-    g.define("x", Expr::lit("x"));
-    let text = g.to_gbnf();
-    assert_eq!(
-        text,
-        "root ::= \"a\\\"b\\\\c\\n\" [^\\]\\x2D\\x5Ea-z] x? x* x+ x{2,5} x{3} x{2,} (\"p\" | \"q\" \"r\") (\"s\" x)?\nx ::= \"x\"\n"
-    );
-    assert_eq!(parse_gbnf(&text).map(|g2| g2.to_gbnf()), Ok(text));
-}
-
-#[test]
-fn the_checker_refuses_what_llama_cpp_would_misread() {
-    let bad = [
-        ("x ::= \"a\"\n", "no `root`"),
-        ("root ::= y\n", "undefined rule `y`"),
-        ("root ::= root \"a\"\n", "left-recursive"),
-        ("root ::= a\na ::= \"\"? root\n", "left-recursive"),
-        ("root ::= \"abc\n", "newline inside a literal"),
-        ("root ::= [ab\n", "unterminated"),
-        ("root ::= [z-a]\n", "inverted range"),
-        ("root ::= \"\\q\"\n", "unknown escape"),
-        ("root ::= \"\\-\"\n", "unknown escape"),
-        ("root ::= x{3,2}\nx ::= \"x\"\n", "maximum is below"),
-        ("root ::= (\"a\"\n", "expected `)`"),
-        ("root = \"a\"\n", "expected `::=`"),
-        ("root ::= \"\\x4\"\n", "hex digits"),
-        ("root ::= ([ ]{0,3} [a]){1,800}\n", "over llama.cpp's limit"),
-        ("root ::= [a]{2001}\n", "more than 2000 repetitions"),
-    ];
-    for (text, why) in bad {
-        let err = parse_gbnf(text).expect_err(text).to_string();
-        assert!(err.contains(why), "{text:?}: {err}");
-    }
-    // Right recursion, comments, multi-line groups and `.` are fine.
-    let good = "# c\nroot ::= (\n  \"a\" root\n  | \"\"\n) . [\\[\\]] x{1,2000} ([a] [b]){1,1000}  # tail\nx ::= ([ ]{0,3} [a])\n";
-    assert!(parse_gbnf(good).is_ok());
-}
-
-#[test]
-fn strings_never_spell_a_tag_in_any_case() {
-    let mut g = Grammar::new();
-    let forbidden = vec!["</action".to_string(), "<think".to_string()];
-    let start = values::excluding(&mut g, "s", &forbidden, &[ClassItem::Char('"')], None, true);
-    g.define("root", Expr::rule(start));
-    // Exhaustive over short strings of the letters that matter.
-    let letters = [
-        '<', '/', 'a', 'A', 'c', 't', 'T', 'h', 'i', 'n', 'k', 'o', 'x', '"',
-    ];
-    let accepts = |s: &str| matches(&g, s);
-    for s in [
-        "",
-        "abc",
-        "<acti",
-        "</actio",
-        "x<thin",
-        "</ACTIONS",
-        "<<think",
-    ] {
-        let forbidden_in =
-            s.to_lowercase().contains("</action") || s.to_lowercase().contains("<think");
-        assert_eq!(accepts(s), !forbidden_in, "{s:?}");
-    }
-    let mut stack = vec![String::new()];
-    while let Some(s) = stack.pop() {
-        let lower = s.to_lowercase();
-        let ok = !lower.contains("</action") && !lower.contains("<think") && !s.contains('"');
-        assert_eq!(accepts(&s), ok, "{s:?}");
-        if s.chars().count() < 5 {
-            for c in letters {
-                stack.push(format!("{s}{c}"));
-            }
-        }
-    }
-}
-
-/// Whether the grammar matches the whole string (a plain backtracking matcher, for tests).
-pub(super) fn matches(g: &Grammar, s: &str) -> bool {
-    fn go<'a>(g: &'a Grammar, e: &'a Expr, s: &'a str, k: &mut dyn FnMut(&'a str) -> bool) -> bool {
-        match e {
-            Expr::Lit(l) => s.strip_prefix(l.as_str()).is_some_and(&mut *k),
-            Expr::Class { .. } => {
-                let mut it = s.chars();
-                match it.next() {
-                    Some(c) if e.class_matches(c) => k(it.as_str()),
-                    _ => false,
-                }
-            }
-            Expr::Ref(n) => g.get(n).is_some_and(|r| go(g, r, s, k)),
-            Expr::Seq(items) => seq(g, items, s, k),
-            Expr::Alt(items) => items.iter().any(|x| go(g, x, s, k)),
-            Expr::Repeat { expr, min, max } => rep(g, expr, *min, *max, s, k),
-        }
-    }
-    fn seq<'a>(
-        g: &'a Grammar,
-        items: &'a [Expr],
-        s: &'a str,
-        k: &mut dyn FnMut(&'a str) -> bool,
-    ) -> bool {
-        match items.split_first() {
-            None => k(s),
-            Some((first, rest)) => go(g, first, s, &mut |r| seq(g, rest, r, k)),
-        }
-    }
-    fn rep<'a>(
-        g: &'a Grammar,
-        e: &'a Expr,
-        min: u32,
-        max: Option<u32>,
-        s: &'a str,
-        k: &mut dyn FnMut(&'a str) -> bool,
-    ) -> bool {
-        if min == 0 && k(s) {
-            return true;
-        }
-        if max == Some(0) {
-            return false;
-        }
-        go(g, e, s, &mut |r| {
-            r.len() < s.len() && rep(g, e, min.saturating_sub(1), max.map(|m| m - 1), r, k)
-        })
-    }
-    let root = g.get("root").expect("root");
-    go(g, root, s, &mut |r| r.is_empty())
-}
-
-#[test]
-fn schema_keywords_become_grammar() {
-    let schema = json!({"type": "object", "properties": {
-        "n": {"type": "integer"}, "k": {"enum": ["a", 1]}, "c": {"const": true},
-        "l": {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 2}},
-        "required": ["n", "k", "c", "l"]});
-    let mut g = Grammar::new();
-    let mut v = values::Values::new(&mut g, vec![]);
-    let e = v.schema(&schema, values::Place::Json, 0, "answer");
-    g.define("root", e);
-    assert!(matches(
-        &g,
-        r#"{"n": -12, "k": "a", "c": true, "l": [true, false]}"#
-    ));
-    assert!(matches(&g, r#"{"n":0,"k":1,"c":true,"l":[false]}"#));
-    assert!(
-        !matches(&g, r#"{"n": 1.5, "k": "a", "c": true, "l": [true]}"#),
-        "integer"
-    );
-    assert!(
-        !matches(&g, r#"{"n": 1, "k": "b", "c": true, "l": [true]}"#),
-        "enum"
-    );
-    assert!(
-        !matches(&g, r#"{"n": 1, "k": 1, "c": false, "l": [true]}"#),
-        "const"
-    );
-    assert!(
-        !matches(&g, r#"{"n": 1, "k": 1, "c": true, "l": []}"#),
-        "minItems"
-    );
-    assert!(
-        !matches(&g, r#"{"n": 1, "k": 1, "c": true, "l": [true,true,true]}"#),
-        "maxItems"
-    );
-    assert!(
-        !matches(&g, r#"{"k": 1, "n": 1, "c": true, "l": [true]}"#),
-        "declared order"
-    );
-    assert!(
-        !matches(&g, r#"{"n": 01, "k": 1, "c": true, "l": [true]}"#),
-        "leading zero"
-    );
-}
+// ---- tools in a turn ---------------------------------------------------------------------------
 
 #[test]
 fn tools_take_required_arguments_first_and_optional_ones_in_order() {
@@ -580,12 +300,12 @@ fn every_tag_inside_a_string_or_an_answer_is_refused_or_read_back_as_written() {
             let action = format!("<thought>x</thought><action>f(a=\"{inner}\")</action>");
             if matches(&g, &action) {
                 let turn = read_turn(&action);
-                let call = crate::protocol::parse_action(turn.action.as_deref().unwrap_or(""));
+                let call = crate::parse_action(turn.action.as_deref().unwrap_or(""));
                 let value = call
                     .ok()
                     .and_then(|c| c.args.first().map(|a| a.value.clone()));
                 assert_eq!(value, Some(json!(inner)), "{action}");
-                let stops = crate::protocol::STOP_SEQUENCES;
+                let stops = crate::STOP_SEQUENCES;
                 assert!(!stops.iter().any(|s| inner.contains(s)), "{action}");
             }
             let fin = format!("<thought>x</thought><final_answer>{inner}</final_answer>");

@@ -1,6 +1,6 @@
 //! The result of reading a turn: its tags, blocks and decision (docs/protocol.md §1.1).
 
-use crate::protocol::dialect::Dialect;
+use crate::dialect::Dialect;
 
 /// A byte range `start..end` into the original turn text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

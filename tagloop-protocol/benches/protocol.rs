@@ -1,13 +1,13 @@
 //! Criterion benchmarks for the protocol core (issue 2), side by side with a naive regex baseline
 //! (`<action>(.*?)</action>` then `(\w+)\((.*)\)`, the approach of the original blog post).
 //!
-//! Run: `cargo bench --bench protocol -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p tagloop-protocol --bench protocol -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use regex::Regex;
-use tagloop::protocol::{Signature, parse_report};
+use tagloop_protocol::{Signature, parse_report};
 
 const MIB: usize = 1 << 20;
 
@@ -99,8 +99,8 @@ fn bench(c: &mut Criterion) {
                 &input,
                 |b, i| {
                     b.iter(|| {
-                        let turn = tagloop::protocol::read_turn(black_box(i));
-                        tagloop::protocol::parse_action(turn.action.as_deref().unwrap_or_default())
+                        let turn = tagloop_protocol::read_turn(black_box(i));
+                        tagloop_protocol::parse_action(turn.action.as_deref().unwrap_or_default())
                     })
                 },
             );

@@ -1,12 +1,12 @@
 //! Reading a turn is linear in its length (issue 21, item 6): for each shape of turn that made
 //! the reader rescan the rest of the text once per tag, the scanning work, counted in
-//! [`steps`](crate::protocol::steps), stays within a fixed number of steps per byte.
+//! [`steps`](crate::steps), stays within a fixed number of steps per byte.
 //!
 //! Work is counted, not timed: a quadratic reader does thousands of steps per byte on these
 //! 64 KiB turns, a linear one a few dozen at most, whatever the machine's load.
 
 use super::read_turn_with;
-use crate::protocol::steps;
+use crate::steps;
 
 /// Size of each pathological turn.
 const SIZE: usize = 64 * 1024;

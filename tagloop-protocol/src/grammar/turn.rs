@@ -6,7 +6,7 @@ use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
 use super::schema::required;
 use super::values::{Place, Values, chars, excluding};
-use crate::protocol::action::parse_action;
+use crate::action::parse_action;
 
 /// The words that open a lazy grammar on servers that support one (llama.cpp's
 /// `grammar_triggers`): free text until the model writes one of them, constrained after it.
@@ -17,7 +17,7 @@ pub const LAZY_TRIGGERS: [&str; 2] = ["<action>", "<final_answer>"];
 /// reader would take as the end of the block, and `<think>` tags, which the reader takes out as
 /// reasoning wherever they are. Every other tag inside a string or an answer is content
 /// (the tests check each one).
-pub const FORBIDDEN: [&str; 7] = [
+const FORBIDDEN: [&str; 7] = [
     "</action",
     "<observation",
     "</final_answer",
@@ -59,7 +59,7 @@ pub struct TurnShape<'a> {
 
 /// Tools whose name the action grammar cannot read are left out of the grammar (the model can
 /// still be told about them; it just cannot be constrained to call them).
-pub fn callable(name: &str) -> bool {
+pub(crate) fn callable(name: &str) -> bool {
     !name.is_empty()
         && parse_action(&format!("{name}()"))
             .map(|c| c.tool == name)
@@ -71,7 +71,7 @@ pub fn callable(name: &str) -> bool {
 ///
 /// ```
 /// use serde_json::json;
-/// use tagloop::protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
+/// use tagloop_protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
 ///
 /// let params = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
 /// let shape = TurnShape {

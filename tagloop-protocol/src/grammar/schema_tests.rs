@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::tests::matches;
+use super::testkit::matches;
 use super::*;
 
 fn turn(tool: &Value) -> Grammar {

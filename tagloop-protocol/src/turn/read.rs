@@ -4,7 +4,7 @@
 use super::prepare::{partial_suffix_len, remove_think, unwrap_fence};
 use super::scan::{Ahead, Found, Scan, covering, is_ignorable, merged};
 use super::types::{Block, Tag, Turn, TurnKind};
-use crate::protocol::dialect::{self, Dialect};
+use crate::dialect::{self, Dialect};
 
 /// Discarded text that is only the end of a markdown fence (```` ``` ````) is not worth reporting.
 fn only_fence(s: &str) -> bool {
@@ -14,7 +14,7 @@ fn only_fence(s: &str) -> bool {
 /// Read one model turn.
 ///
 /// ```
-/// use tagloop::protocol::{read_turn, TurnKind};
+/// use tagloop_protocol::{read_turn, TurnKind};
 ///
 /// let turn = read_turn("<thought>Look it up.</thought>\n<action>search(q=\"x\")</action>\n<observation>fake");
 /// assert_eq!(turn.kind, TurnKind::Action);
@@ -30,7 +30,7 @@ pub fn read_turn(text: &str) -> Turn {
 /// (`<read_file><path>a.txt</path></read_file>`, docs/protocol.md §1.8).
 ///
 /// ```
-/// use tagloop::protocol::{Dialect, TurnKind, read_turn_with};
+/// use tagloop_protocol::{Dialect, TurnKind, read_turn_with};
 ///
 /// let turn = read_turn_with("<read_file><path>a &amp; b.txt</path></read_file>", &["read_file"]);
 /// assert_eq!(turn.kind, TurnKind::Action);
@@ -259,8 +259,10 @@ fn read_decision(scan: &Scan<'_>, open: &Found, turn: &mut Turn, blocks: &mut Ve
     span_end
 }
 
-/// A final answer that is exactly one `<![CDATA[…]]>` section is unwrapped (docs/protocol.md §1.1.4).
-pub(crate) fn unwrap_cdata(s: &str) -> &str {
+/// The text inside `s` when `s` is exactly one `<![CDATA[…]]>` section, else `s`
+/// unchanged: how the reader unwraps a final answer (docs/protocol.md §1.1.4). The runtime
+/// applies it again to a final answer it checks against a schema.
+pub fn unwrap_cdata(s: &str) -> &str {
     if let Some(inner) = s
         .strip_prefix("<![CDATA[")
         .and_then(|r| r.strip_suffix("]]>"))

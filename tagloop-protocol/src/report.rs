@@ -97,7 +97,7 @@ pub struct ParseReport {
 /// reading of the action that binds to its tool's signature wins (docs/protocol.md §1.2).
 ///
 /// ```
-/// use tagloop::protocol::parse_report;
+/// use tagloop_protocol::parse_report;
 ///
 /// let r = parse_report("<thought>t</thought><action>search(q=\"x\", 3)</action>", &[]);
 /// assert_eq!(

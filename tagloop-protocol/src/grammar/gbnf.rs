@@ -42,7 +42,7 @@ pub enum GbnfError {
 /// Parse and check GBNF text; the rules come back as a [`Grammar`].
 ///
 /// ```
-/// use tagloop::protocol::parse_gbnf;
+/// use tagloop_protocol::parse_gbnf;
 ///
 /// assert!(parse_gbnf("root ::= \"a\" b*\nb ::= [0-9]\n").is_ok());
 /// let err = parse_gbnf("root ::= b\n").unwrap_err();

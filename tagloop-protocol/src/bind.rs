@@ -93,7 +93,7 @@ fn quoted(names: &[String]) -> String {
 ///
 /// ```
 /// use serde_json::json;
-/// use tagloop::protocol::{bind, parse_action};
+/// use tagloop_protocol::{bind, parse_action};
 ///
 /// let schema = json!({"type": "object",
 ///     "properties": {"path": {"type": "string"}, "start_line": {"type": "integer"}},
@@ -111,7 +111,7 @@ pub fn bind(args: &[Arg], schema: &Value) -> Result<Map<String, Value>, BindErro
 ///
 /// ```
 /// use serde_json::json;
-/// use tagloop::protocol::{bind_tool, parse_action};
+/// use tagloop_protocol::{bind_tool, parse_action};
 ///
 /// let schema = json!({"properties": {"path": {}, "start_line": {}, "end_line": {}}});
 /// let call = parse_action(r#"read_file(pth="a")"#).unwrap();

@@ -1,7 +1,13 @@
-//! The text protocol: reading a model turn, the action grammar, binding arguments to a tool,
-//! and rendering observations.
+//! # tagloop-protocol
 //!
-//! Everything here is pure: no I/O, no async, byte offsets into the original text.
+//! The text protocol of tagloop agents: reading a model turn, the action
+//! grammar, binding arguments to a tool, and rendering observations. A model is taught five tags
+//! (`<question>`, `<thought>`, `<action>`, `<observation>`, `<final_answer>`); this crate reads
+//! what it writes. The `tagloop` runtime re-exports it as `tagloop::protocol`.
+//!
+//! Everything here is pure: no I/O, no async, byte offsets into the original text. Every input
+//! is bounded: the readers are linear in the text, nesting is capped ([`MAX_DEPTH`]), grammars
+//! have a size budget.
 //!
 //! * `turn/`: [`read_turn`] splits a turn into its blocks (docs/protocol.md §1.1).
 //! * `action/`: [`parse_action`] parses the text of an `<action>` block into a call (docs/protocol.md §1.2).
@@ -15,6 +21,8 @@
 //!   XML in `<action>`) read as actions (docs/protocol.md §1.8).
 //! * `grammar/`: [`turn_grammar`] writes the grammar of one turn for servers that constrain
 //!   sampling (docs/protocol.md §1.7).
+
+#![warn(missing_docs)]
 
 mod action;
 mod bind;
@@ -31,16 +39,14 @@ pub use action::{
 };
 pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
-pub use dialect::{Dialect, DialectCall, DialectRead, find_block, find_known, read_action_body};
+pub use dialect::Dialect;
 pub use grammar::{
-    ClassItem, Expr, FORBIDDEN, GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS,
-    MAX_THOUGHT_CHARS, Simplified, ToolShape, TurnShape, callable, decision_grammar, parse_gbnf,
-    turn_grammar,
+    GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, Simplified, ToolShape,
+    TurnShape, decision_grammar, parse_gbnf, turn_grammar,
 };
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};
-pub(crate) use turn::unwrap_cdata;
-pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn, read_turn_with};
+pub use turn::{Block, Span, Tag, Turn, TurnKind, read_turn, read_turn_with, unwrap_cdata};
 
 /// The stop strings the runtime enforces itself and sends to the server, the first four of them
 /// (docs/protocol.md §1.6): the end of an action or an answer, a model-written observation, and

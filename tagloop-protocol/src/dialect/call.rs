@@ -98,7 +98,7 @@ mod tests {
                 .unwrap(),
         };
         let text = call.render();
-        let parsed = crate::protocol::parse_action(&text).unwrap();
+        let parsed = crate::parse_action(&text).unwrap();
         assert_eq!(parsed.tool, "write_file");
         let back: Map<String, Value> = parsed
             .args

@@ -88,7 +88,7 @@ impl Signature {
     /// Read a signature such as `write_file(path, content)` or `read_file(path, start_line?, end_line?)`.
     ///
     /// ```
-    /// use tagloop::protocol::Signature;
+    /// use tagloop_protocol::Signature;
     ///
     /// let sig = Signature::parse("read_file(path, start_line?)").unwrap();
     /// assert_eq!(sig.name, "read_file");
@@ -145,7 +145,7 @@ impl Signature {
     /// (returns true).
     ///
     /// ```
-    /// use tagloop::protocol::{parse_action, Signature};
+    /// use tagloop_protocol::{parse_action, Signature};
     ///
     /// let sig = Signature::parse("write_file(path, content)").unwrap();
     /// assert!(sig.accepts(&parse_action(r#"write_file("a", content="b")"#).unwrap()));
@@ -193,7 +193,7 @@ impl Signature {
 ///
 /// ```
 /// use serde_json::json;
-/// use tagloop::protocol::parse_action;
+/// use tagloop_protocol::parse_action;
 ///
 /// let call = parse_action(r#"write_file(path="a.html", content="<div class="x">hi</div>")"#).unwrap();
 /// assert_eq!(call.tool, "write_file");
@@ -212,7 +212,7 @@ pub fn parse_action(text: &str) -> Result<Call, ActionError> {
 ///
 /// ```
 /// use serde_json::json;
-/// use tagloop::protocol::{parse_action, parse_action_with, Signature};
+/// use tagloop_protocol::{parse_action, parse_action_with, Signature};
 ///
 /// let text = r#"write_file(path="a.html", content="<a href="x", title="y">z</a>")"#;
 /// // Without a signature the earliest close wins: three arguments.

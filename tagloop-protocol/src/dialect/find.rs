@@ -6,7 +6,7 @@ use super::json::json_call;
 use super::qwen3::qwen3_call;
 use super::xml_tool::xml_tool_call;
 use super::{Dialect, DialectCall, DialectRead};
-use crate::protocol::steps;
+use crate::steps;
 
 /// A tool name as the action grammar reads it (letters, digits, `_`, `.`, `-`).
 fn is_tool_name(s: &str) -> bool {
@@ -96,7 +96,7 @@ pub fn read_action_body(body: &str) -> Option<(Dialect, Result<DialectCall, Stri
 /// `<function_calls>`, an element named after a known tool). `allowed(pos)` says whether a
 /// block may start at that byte (the reader excludes its own blocks: a tag mentioned in a
 /// thought calls nothing).
-pub fn find_block(text: &str, allowed: &dyn Fn(usize) -> bool) -> Option<DialectRead> {
+fn find_block(text: &str, allowed: &dyn Fn(usize) -> bool) -> Option<DialectRead> {
     find_known(text, allowed, &[])
 }
 

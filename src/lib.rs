@@ -19,12 +19,17 @@
 //!
 //! No module reaches back up. `protocol` is its own crate, `tagloop-protocol`: pure, it knows
 //! nothing of models or tools, and the compiler holds it to that.
+//!
+//! The default `cli` feature builds the `tagloop` binary and the `queue` module it uses, with
+//! their dependencies (clap, indicatif, redis, …). A library user can turn it off:
+//! `tagloop = { version = "0.1", default-features = false }`.
 
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod llm;
 pub mod prompt;
+#[cfg(feature = "cli")]
 pub mod queue;
 pub mod secret;
 pub mod session;

@@ -332,6 +332,16 @@ impl Values<'_> {
         name
     }
 
+    /// Keep `name` (already a clean rule name) for a rule the caller defines only after the
+    /// rules [`Values::fresh`] names: fresh never hands it out. Without it, a name that
+    /// sanitises to it (tool `_`: `call-_` is `call`) would take it first, and the caller's
+    /// rule would then replace that one.
+    pub(super) fn keep_name(&mut self, name: &str) {
+        // `fresh` tries `name` itself only while the name's suffix counter is 1.
+        let next = self.budget.suffixes.entry(name.to_owned()).or_insert(1);
+        *next = (*next).max(2);
+    }
+
     /// A rule name from `base` that is not taken.
     pub(super) fn fresh(&mut self, base: &str) -> String {
         let mut clean = sanitize(base);

@@ -274,6 +274,28 @@ fn tools_the_action_grammar_cannot_name_are_left_out() {
 }
 
 #[test]
+fn a_tool_named_after_nothing_gets_a_rule_of_its_own() {
+    // `call-_` sanitises to `call`, the name of the rule that lists every call: the tool's rule
+    // must not take that name, or `call ::= call` replaces both and the grammar fails its check.
+    for odd in ["_", "__", "_0"] {
+        let case = Case {
+            tools: vec![(odd, no_params()), ("read_file", read_file())],
+            schema: None,
+        };
+        let g = turn_grammar(&shape(&case, false, false, false));
+        let text = g.to_gbnf();
+        assert!(
+            parse_gbnf(&text).is_ok(),
+            "{odd}: {:?}\n{text}",
+            parse_gbnf(&text)
+        );
+        let t = |call: &str| format!("<thought>x</thought><action>{call}</action>");
+        assert!(matches(&g, &t(&format!("{odd}()"))), "{odd}\n{text}");
+        assert!(matches(&g, &t(r#"read_file(path="a")"#)), "{odd}\n{text}");
+    }
+}
+
+#[test]
 fn every_tag_inside_a_string_or_an_answer_is_refused_or_read_back_as_written() {
     let case = Case {
         tools: vec![(

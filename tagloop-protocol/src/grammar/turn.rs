@@ -158,6 +158,9 @@ pub fn decision_grammar(shape: &TurnShape<'_>) -> Grammar {
 fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
     let forbidden: Vec<String> = FORBIDDEN.iter().map(|w| w.to_string()).collect();
     let mut values = Values::new(g, forbidden.clone());
+    // Defined below, after the tools' rules: no tool's rule may be named like them.
+    values.keep_name("call");
+    values.keep_name("action");
     let final_body = match shape.output_schema {
         Some(schema) => {
             let json = values.within("the output schema", |v| {

@@ -445,3 +445,29 @@ fn a_run_that_fails_before_its_first_turn_is_never_listed_as_running_or_empty() 
     assert_eq!(l[1]["status"], "error", "{l:?}");
     assert_eq!(l[1]["started"], "2020-01-01T00:00:00Z", "{l:?}");
 }
+
+/// A listing keeps the first 1,000 characters of each task, not the whole task: a session
+/// directory full of runs with huge tasks cannot make `sessions` hold them all.
+#[test]
+fn a_listed_task_is_its_first_thousand_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = "x".repeat(5_000);
+    let line =
+        serde_json::json!({"type": "run_started", "task": task, "started": "2026-01-01T00:00:00Z"});
+    std::fs::write(
+        dir.path().join("20260101-000000-1-0.jsonl"),
+        format!("{line}\n"),
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("tagloop")
+        .unwrap()
+        .args(["sessions", "--json", "--session-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = listed[0]["task"].as_str().unwrap();
+    assert_eq!(shown.chars().count(), 1001, "{shown:.40}");
+    assert!(shown.ends_with('…'));
+}

@@ -15,14 +15,12 @@ use tagloop::secret::Secret;
 const TURN: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")</action>\n<observation>invented by the model</observation>\n<final_answer>made up</final_answer>";
 const CUT: &str = "<thought>look at é.txt</thought>\n<action>read_file(path=\"é.txt\")";
 
-/// (API, streamed, read by tagloop's own HTTP/1.1 reader rather than reqwest).
-const COMBOS: [(Api, bool, bool); 6] = [
-    (Api::Chat, true, true),
-    (Api::Chat, true, false),
-    (Api::Chat, false, false),
-    (Api::Completions, true, true),
-    (Api::Completions, true, false),
-    (Api::Completions, false, false),
+/// (API, streamed).
+const COMBOS: [(Api, bool); 4] = [
+    (Api::Chat, true),
+    (Api::Chat, false),
+    (Api::Completions, true),
+    (Api::Completions, false),
 ];
 
 fn stops() -> Vec<String> {
@@ -51,14 +49,9 @@ fn request(api: Api) -> TurnRequest {
 }
 
 fn config(server: &FakeServer, api: Api, stream: bool) -> OpenAiConfig {
-    config_via(server, api, stream, true)
-}
-
-fn config_via(server: &FakeServer, api: Api, stream: bool, own_http: bool) -> OpenAiConfig {
     let mut cfg = OpenAiConfig::new(&server.base_url, "fake-model");
     cfg.api = api;
     cfg.stream = stream;
-    cfg.own_http = own_http;
     cfg.retry_min_delay = Duration::from_millis(1);
     cfg.retry_max_delay = Duration::from_millis(5);
     cfg.read_timeout = Duration::from_secs(5);
@@ -81,18 +74,8 @@ async fn one(
     stream: bool,
     tweak: impl FnOnce(&mut OpenAiConfig),
 ) -> (FakeServer, Result<TurnResult, LlmError>, String) {
-    one_via(fake, api, stream, true, tweak).await
-}
-
-async fn one_via(
-    fake: FakeConfig,
-    api: Api,
-    stream: bool,
-    own_http: bool,
-    tweak: impl FnOnce(&mut OpenAiConfig),
-) -> (FakeServer, Result<TurnResult, LlmError>, String) {
     let server = FakeServer::start(fake).await;
-    let mut cfg = config_via(&server, api, stream, own_http);
+    let mut cfg = config(&server, api, stream);
     tweak(&mut cfg);
     let model = OpenAiModel::new(cfg).expect("model");
     let (r, d) = turn(&model, api).await;
@@ -110,12 +93,12 @@ fn ok(r: Result<TurnResult, LlmError>, deltas: &str, label: &str) -> TurnResult 
 }
 
 async fn check_cut(mode: StopMode, want: Enforcer, tweak: fn(&mut FakeConfig)) {
-    for (api, stream, own) in COMBOS {
-        let label = format!("{mode:?} {api:?} stream={stream} own_http={own}");
+    for (api, stream) in COMBOS {
+        let label = format!("{mode:?} {api:?} stream={stream}");
         let mut fake = FakeConfig::turns([TURN]);
         fake.stop_mode = mode;
         tweak(&mut fake);
-        let (server, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (server, r, d) = one(fake, api, stream, |_| {}).await;
         let r = ok(r, &d, &label);
         assert_eq!(r.text, CUT, "{label}");
         assert_eq!(r.finish, Finish::Stop("</action>".into()), "{label}");
@@ -142,17 +125,17 @@ async fn server_strips_stop() {
 #[tokio::test]
 async fn server_strips_stop_and_names_it() {
     // No open tag to infer from: only vLLM's `stop_reason` says which stop fired.
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns(["<thought>hm</thought>\n<observation>made up"]);
         fake.stop_reason = true;
-        let (_s, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (_s, r, d) = one(fake, api, stream, |_| {}).await;
         let r = ok(r, &d, "stop_reason");
         assert_eq!(r.text, "<thought>hm</thought>\n");
         assert_eq!(r.finish, Finish::Stop("<observation>".into()));
         assert_eq!(r.enforced_by, Some(Enforcer::Server));
         // Without it, the turn just ends.
         let fake = FakeConfig::turns(["<thought>hm</thought>\n<observation>made up"]);
-        let (_s, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (_s, r, d) = one(fake, api, stream, |_| {}).await;
         assert_eq!(ok(r, &d, "no stop_reason").finish, Finish::End);
     }
 }
@@ -187,12 +170,12 @@ async fn empty_finish_reason_and_missing_ids() {
 
 #[tokio::test]
 async fn server_rejects_stop_then_asked_without_it_for_good() {
-    for (api, stream, own) in COMBOS {
-        let label = format!("{api:?} stream={stream} own_http={own}");
+    for (api, stream) in COMBOS {
+        let label = format!("{api:?} stream={stream}");
         let mut fake = FakeConfig::turns([TURN, TURN]);
         fake.stop_mode = StopMode::Reject;
         let server = FakeServer::start(fake).await;
-        let model = OpenAiModel::new(config_via(&server, api, stream, own)).expect("model");
+        let model = OpenAiModel::new(config(&server, api, stream)).expect("model");
         let (r, d) = turn(&model, api).await;
         let r = ok(r, &d, &label);
         assert_eq!(r.text, CUT, "{label}");
@@ -212,9 +195,9 @@ async fn server_rejects_stop_then_asked_without_it_for_good() {
 
 #[tokio::test]
 async fn no_stop_in_text_ends_the_turn() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let fake = FakeConfig::turns(["just text, ✓ done"]);
-        let (_s, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (_s, r, d) = one(fake, api, stream, |_| {}).await;
         let r = ok(r, &d, "end");
         assert_eq!(r.text, "just text, ✓ done");
         assert_eq!(r.finish, Finish::End);
@@ -237,9 +220,9 @@ fn aperiodic(len: usize) -> String {
 
 #[tokio::test]
 async fn token_limit_is_length() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let fake = FakeConfig::turns([aperiodic(3000)]);
-        let (server, r, d) = one_via(fake, api, stream, own, |c| {
+        let (server, r, d) = one(fake, api, stream, |c| {
             c.token_field = "max_completion_tokens".into()
         })
         .await;
@@ -261,11 +244,11 @@ async fn token_limit_is_length() {
 
 #[tokio::test]
 async fn usage_and_reasoning_are_reported() {
-    for (api, stream, own) in COMBOS {
-        let label = format!("{api:?} stream={stream} own_http={own}");
+    for (api, stream) in COMBOS {
+        let label = format!("{api:?} stream={stream}");
         let mut fake = FakeConfig::turns([TURN]);
         fake.reasoning = Some("let me think… carefully".into());
-        let (server, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (server, r, d) = one(fake, api, stream, |_| {}).await;
         let r = ok(r, &d, &label);
         assert!(
             r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0,
@@ -299,10 +282,10 @@ async fn usage_and_reasoning_are_reported() {
 
 #[tokio::test]
 async fn retries_500_then_succeeds() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.fail_first = 2;
-        let (server, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (server, r, d) = one(fake, api, stream, |_| {}).await;
         assert_eq!(ok(r, &d, "500").text, CUT);
         assert_eq!(server.request_count(), 3);
     }
@@ -310,10 +293,10 @@ async fn retries_500_then_succeeds() {
 
 #[tokio::test]
 async fn gives_up_after_bounded_500s() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.fail_first = 100;
-        let (server, r, _) = one_via(fake, api, stream, own, |c| c.max_retries = 2).await;
+        let (server, r, _) = one(fake, api, stream, |c| c.max_retries = 2).await;
         let e = r.expect_err("must fail");
         assert_eq!(e.status(), Some(500), "{e}");
         assert!(matches!(e, LlmError::GaveUp { attempts: 3, .. }), "{e:?}");
@@ -324,12 +307,12 @@ async fn gives_up_after_bounded_500s() {
 
 #[tokio::test]
 async fn honours_retry_after_capped() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.rate_limit_first = 1;
         fake.retry_after = Some("0.3".into());
         let t = Instant::now();
-        let (server, r, d) = one_via(fake, api, stream, own, |_| {}).await;
+        let (server, r, d) = one(fake, api, stream, |_| {}).await;
         assert_eq!(ok(r, &d, "429").text, CUT);
         assert!(
             t.elapsed() >= Duration::from_millis(300),
@@ -349,12 +332,12 @@ async fn honours_retry_after_capped() {
     .await;
     r.expect("turn");
     assert!(t.elapsed() < Duration::from_secs(5));
-    // A Retry-After no duration can hold is ignored (the backoff applies), on both clients.
-    for own in [true, false] {
+    // A Retry-After no duration can hold is ignored (the backoff applies), on both paths.
+    for stream in [true, false] {
         let mut fake = FakeConfig::turns([TURN]);
         fake.rate_limit_first = 1;
         fake.retry_after = Some("1e20".into());
-        let (server, r, d) = one_via(fake, Api::Chat, true, own, |_| {}).await;
+        let (server, r, d) = one(fake, Api::Chat, stream, |_| {}).await;
         assert_eq!(ok(r, &d, "429 1e20").text, CUT);
         assert_eq!(server.request_count(), 2);
     }
@@ -369,10 +352,10 @@ async fn honours_retry_after_capped() {
 
 #[tokio::test]
 async fn not_found_model_is_not_retried() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.known_models = vec!["other".into()];
-        let (server, r, _) = one_via(fake, api, stream, own, |c| c.model = "llama3".into()).await;
+        let (server, r, _) = one(fake, api, stream, |c| c.model = "llama3".into()).await;
         let e = r.expect_err("404");
         assert_eq!(e.status(), Some(404));
         let msg = e.to_string();
@@ -387,10 +370,10 @@ async fn not_found_model_is_not_retried() {
 
 #[tokio::test]
 async fn unauthorized_never_prints_the_key() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.require_key = Some("right-key".into());
-        let (server, r, _) = one_via(fake, api, stream, own, |c| {
+        let (server, r, _) = one(fake, api, stream, |c| {
             c.api_key = Secret::new("sk-wrong-key-123")
         })
         .await;
@@ -438,10 +421,10 @@ async fn connection_refused_is_actionable_and_retried() {
 
 #[tokio::test]
 async fn slow_first_byte_hits_read_timeout() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.first_byte_delay = Duration::from_millis(1500);
-        let (server, r, _) = one_via(fake, api, stream, own, |c| {
+        let (server, r, _) = one(fake, api, stream, |c| {
             c.read_timeout = Duration::from_millis(200);
             c.max_retries = 1;
         })
@@ -473,11 +456,11 @@ async fn slow_server_within_read_timeout_is_fine() {
 
 #[tokio::test]
 async fn turn_timeout_is_wall_clock() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.first_byte_delay = Duration::from_secs(3);
         let t = Instant::now();
-        let (_s, r, _) = one_via(fake, api, stream, own, |c| {
+        let (_s, r, _) = one(fake, api, stream, |c| {
             c.turn_timeout = Some(Duration::from_millis(300))
         })
         .await;
@@ -490,19 +473,14 @@ async fn turn_timeout_is_wall_clock() {
 
 #[tokio::test]
 async fn stream_cut_midway_is_a_clear_error() {
-    for (api, own) in [
-        (Api::Chat, true),
-        (Api::Chat, false),
-        (Api::Completions, true),
-        (Api::Completions, false),
-    ] {
+    for api in [Api::Chat, Api::Completions] {
         let mut fake = FakeConfig::turns([TURN]);
         fake.cut_after_events = Some(5);
-        let (server, r, d) = one_via(fake, api, true, own, |_| {}).await;
+        let (server, r, d) = one(fake, api, true, |_| {}).await;
         let e = r.expect_err("cut");
         assert!(
             matches!(e, LlmError::StreamCut { received, .. } if received > 0),
-            "{api:?} own_http={own}: {e:?}"
+            "{api:?}: {e:?}"
         );
         assert!(e.to_string().contains("was cut"), "{e}");
         assert!(!d.is_empty(), "some text arrived before the cut");
@@ -516,10 +494,10 @@ async fn stream_cut_midway_is_a_clear_error() {
 
 #[tokio::test]
 async fn malformed_json_is_a_clear_error() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.malformed_json = true;
-        let (_s, r, _) = one_via(fake, api, stream, own, |_| {}).await;
+        let (_s, r, _) = one(fake, api, stream, |_| {}).await;
         let e = r.expect_err("malformed");
         assert!(
             matches!(e, LlmError::Malformed { .. }),
@@ -531,10 +509,10 @@ async fn malformed_json_is_a_clear_error() {
 
 #[tokio::test]
 async fn empty_choices_is_a_clear_error() {
-    for (api, stream, own) in COMBOS {
+    for (api, stream) in COMBOS {
         let mut fake = FakeConfig::turns([TURN]);
         fake.empty_choices = true;
-        let (_s, r, _) = one_via(fake, api, stream, own, |_| {}).await;
+        let (_s, r, _) = one(fake, api, stream, |_| {}).await;
         let e = r.expect_err("empty");
         assert!(
             matches!(e, LlmError::EmptyChoices { .. }),
@@ -546,17 +524,11 @@ async fn empty_choices_is_a_clear_error() {
 
 #[tokio::test]
 async fn client_stop_drops_the_stream() {
-    for own in [true, false] {
-        client_stop_drops_the_stream_via(own).await;
-    }
-}
-
-async fn client_stop_drops_the_stream_via(own: bool) {
     let long_tail = format!("{TURN}{}", " and the model keeps going".repeat(200));
     let mut fake = FakeConfig::turns([long_tail]);
     fake.stop_mode = StopMode::Ignore;
     fake.chunk_delay = Duration::from_millis(2);
-    let (server, r, d) = one_via(fake, Api::Chat, true, own, |_| {}).await;
+    let (server, r, d) = one(fake, Api::Chat, true, |_| {}).await;
     assert_eq!(ok(r, &d, "cancel").text, CUT);
     for _ in 0..100 {
         if server.aborted() == 1 {
@@ -650,14 +622,14 @@ async fn wrong_prompt_kind_is_a_config_error() {
 
 #[tokio::test]
 async fn a_repeating_turn_is_cut_by_the_degeneration_guard() {
-    for (api, stream, own) in COMBOS {
-        let label = format!("{api:?} stream={stream} own_http={own}");
+    for (api, stream) in COMBOS {
+        let label = format!("{api:?} stream={stream}");
         let looping = format!("<thought>{}", "I will read it. ".repeat(100));
         let mut fake = FakeConfig::turns([looping.clone(), looping]);
         fake.chunk_bytes = 4096;
         fake.chunk_delay = Duration::from_millis(5);
         let server = FakeServer::start(fake).await;
-        let model = OpenAiModel::new(config_via(&server, api, stream, own)).expect("model");
+        let model = OpenAiModel::new(config(&server, api, stream)).expect("model");
         let mut deltas = String::new();
         let r = model
             .turn(&request(api), &mut |d: &str| deltas.push_str(d))
@@ -697,4 +669,51 @@ async fn a_repeating_turn_is_cut_by_the_degeneration_guard() {
         assert_eq!(r.finish, Finish::Length, "{label}");
         assert_eq!(r.text.len(), 640, "{label}");
     }
+}
+
+/// The server-sent events as servers really frame them: LF, CRLF or CR line ends (split between
+/// reads), comments, a `keepalive` event, an event whose JSON spans two `data:` lines, a
+/// character split between reads, and a last event the body's end closes.
+#[tokio::test]
+async fn every_sse_framing_reads_the_same() {
+    use axum::body::{Body, Bytes};
+    let pieces: Vec<&'static [u8]> = vec![
+        b": a comment\r\nevent: keepalive\r\ndata: {}\r\n\r",
+        b"\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\xc3",
+        b"\xa9\"}}]}\r\r",
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\r\ndata: \"finish_reason\":null}]}\n\n",
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}]}",
+    ];
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let pieces = pieces.clone();
+            async move {
+                let stream = async_stream::stream! {
+                    for p in pieces {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        yield Ok::<_, std::io::Error>(Bytes::from_static(p));
+                    }
+                };
+                axum::response::Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap_or_default()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut cfg = OpenAiConfig::new(format!("http://{addr}/v1"), "m");
+    cfg.server = Some(tagloop::llm::ServerKind::Other);
+    let model = OpenAiModel::new(cfg).expect("model");
+    let (r, d) = turn(&model, Api::Chat).await;
+    let r = ok(r, &d, "framing");
+    assert_eq!(r.text, "aébc");
+    assert_eq!(r.finish, Finish::End);
 }

@@ -145,3 +145,39 @@ fn load_from_file_and_describe() {
     let e = Script::load(dir.path().join("missing.script")).expect_err("missing");
     assert!(e.to_string().starts_with("cannot read script"), "{e}");
 }
+
+// The script format, line by line.
+
+#[test]
+fn parses_turns_and_flags() {
+    let s = Script::parse("comment\n# also comment\n=== turn ===\n# not a comment\n\nline\n\n=== turn ignore-stops ===\r\nb\r\n=== turn ===\n").unwrap();
+    assert_eq!(s.len(), 3);
+    assert_eq!(s.turns[0].text, "# not a comment\n\nline\n");
+    assert!(!s.turns[0].ignore_stops);
+    assert_eq!(s.turns[0].line, 3);
+    assert_eq!(s.turns[1].text, "b");
+    assert!(s.turns[1].ignore_stops);
+    assert_eq!(s.turns[2].text, "");
+}
+
+#[test]
+fn last_turn_without_newline() {
+    let s = Script::parse("=== turn ===\nabc").unwrap();
+    assert_eq!(s.turns[0].text, "abc");
+    let s = Script::parse("no turns at all\n").unwrap();
+    assert!(s.is_empty());
+}
+
+#[test]
+fn near_separators_are_text() {
+    let s = Script::parse("=== turn ===\n=== turn===\n === turn ===\n=== turns ===\n").unwrap();
+    assert_eq!(s.len(), 1);
+    assert_eq!(s.turns[0].text, "=== turn===\n === turn ===\n=== turns ===");
+}
+
+#[test]
+fn unknown_flag_is_an_error() {
+    let e = Script::parse("x\n=== turn fast ===\n").unwrap_err();
+    assert!(e.to_string().contains("line 2"), "{e}");
+    assert!(e.to_string().contains("'fast'"), "{e}");
+}

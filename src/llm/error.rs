@@ -190,86 +190,42 @@ impl LlmError {
     /// every text it carries: the server's message, snippets, reasons, even the URL (which may
     /// hold a password). The model client applies it to each error it builds, so a server that
     /// echoes the key (`Incorrect API key provided: Bearer sk-…`) never gets it shown or stored.
-    pub fn redacted(self, redactor: &Redactor) -> LlmError {
-        if redactor.is_empty() {
-            return self;
+    pub fn redacted(mut self, redactor: &Redactor) -> LlmError {
+        if !redactor.is_empty() {
+            for text in self.texts_mut() {
+                *text = redactor.redact_string(std::mem::take(text));
+            }
         }
-        let r = |s: String| redactor.redact_string(s);
+        self
+    }
+
+    /// Every text the error carries (the last failure's, for [`LlmError::GaveUp`]).
+    fn texts_mut(&mut self) -> Vec<&mut String> {
         match self {
-            LlmError::Config(m) => LlmError::Config(r(m)),
-            LlmError::Connect { url, reason } => LlmError::Connect {
-                url: r(url),
-                reason: r(reason),
-            },
-            LlmError::ReadTimeout { url, limit } => LlmError::ReadTimeout { url: r(url), limit },
-            LlmError::Unauthorized {
-                status,
-                url,
-                message,
-            } => LlmError::Unauthorized {
-                status,
-                url: r(url),
-                message: r(message),
-            },
+            LlmError::Config(m) | LlmError::Other(m) => vec![m],
+            LlmError::ReadTimeout { url, .. } | LlmError::EmptyChoices { url } => vec![url],
+            LlmError::Connect { url, reason } | LlmError::StreamCut { url, reason, .. } => {
+                vec![url, reason]
+            }
+            LlmError::Unauthorized { url, message, .. }
+            | LlmError::RateLimited { url, message, .. }
+            | LlmError::Http { url, message, .. }
+            | LlmError::Server { url, message } => vec![url, message],
             LlmError::NotFound {
                 model,
                 url,
                 message,
-            } => LlmError::NotFound {
-                model: r(model),
-                url: r(url),
-                message: r(message),
-            },
-            LlmError::RateLimited {
-                url,
-                retry_after,
-                message,
-            } => LlmError::RateLimited {
-                url: r(url),
-                retry_after,
-                message: r(message),
-            },
-            LlmError::Http {
-                status,
-                url,
-                message,
-            } => LlmError::Http {
-                status,
-                url: r(url),
-                message: r(message),
-            },
-            LlmError::StreamCut {
-                url,
-                received,
-                reason,
-            } => LlmError::StreamCut {
-                url: r(url),
-                received,
-                reason: r(reason),
-            },
+            } => vec![model, url, message],
             LlmError::Malformed {
                 url,
                 reason,
                 snippet,
-            } => LlmError::Malformed {
-                url: r(url),
-                reason: r(reason),
-                snippet: r(snippet),
-            },
-            LlmError::EmptyChoices { url } => LlmError::EmptyChoices { url: r(url) },
-            LlmError::Server { url, message } => LlmError::Server {
-                url: r(url),
-                message: r(message),
-            },
-            LlmError::GaveUp { attempts, last } => LlmError::GaveUp {
-                attempts,
-                last: Box::new(last.redacted(redactor)),
-            },
-            LlmError::Other(m) => LlmError::Other(r(m)),
-            e @ (LlmError::TurnTimeout { .. }
+            } => vec![url, reason, snippet],
+            LlmError::GaveUp { last, .. } => last.texts_mut(),
+            LlmError::TurnTimeout { .. }
             | LlmError::ScriptIo { .. }
             | LlmError::ScriptFormat { .. }
-            | LlmError::OutOfTurns { .. }) => e,
+            | LlmError::OutOfTurns { .. } => Vec::new(),
         }
     }
 
@@ -304,65 +260,4 @@ impl LlmError {
             _ => None,
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_are_actionable() {
-        let e = LlmError::Connect {
-            url: "http://127.0.0.1:11434/v1".into(),
-            reason: "connection refused".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "cannot connect to http://127.0.0.1:11434/v1: connection refused — is the server running?"
-        );
-        assert!(e.is_retryable());
-        let e = LlmError::NotFound {
-            model: "llama3".into(),
-            url: "http://x/v1".into(),
-            message: String::new(),
-        };
-        assert!(
-            e.to_string()
-                .starts_with("the server answered 404 for model 'llama3': check --model")
-        );
-        assert_eq!(e.status(), Some(404));
-        assert!(!e.is_retryable());
-        let g = LlmError::GaveUp {
-            attempts: 3,
-            last: Box::new(LlmError::Http {
-                status: 503,
-                url: "u".into(),
-                message: "busy".into(),
-            }),
-        };
-        assert_eq!(g.status(), Some(503));
-        assert!(g.to_string().ends_with("(gave up after 3 attempts)"));
-    }
-
-    #[test]
-    fn redacted_removes_the_key_from_every_message() {
-        let key = "sk-echoed-0123456789";
-        let r = Redactor::with([key]);
-        let e = LlmError::GaveUp {
-            attempts: 2,
-            last: Box::new(LlmError::Unauthorized {
-                status: 401,
-                url: "http://h/v1".into(),
-                message: format!("Incorrect API key provided: Bearer {key}"),
-            }),
-        };
-        assert!(e.to_string().contains(key));
-        let e = e.redacted(&r);
-        assert!(!e.to_string().contains(key), "{e}");
-        assert!(e.to_string().contains("[redacted]"));
-        assert_eq!(e.status(), Some(401));
-    }
-
-    #[test]
-    fn truncate_keeps_chars_whole() {}
 }

@@ -23,7 +23,8 @@ pub struct Summary {
     /// `incomplete` when it started and never finished (killed, or still running), `error` when
     /// it holds no run at all (a run that died before writing its first record), `too_large`.
     pub status: String,
-    /// The task.
+    /// The task, its first [`LISTED_TASK_CHARS`] characters (then `…`): the whole task is in the
+    /// transcript.
     pub task: String,
     /// Steps taken.
     pub steps: u64,
@@ -31,6 +32,10 @@ pub struct Summary {
     /// empty.
     pub started: String,
 }
+
+/// How much of a task a listing keeps: a listing of many sessions with long tasks would
+/// otherwise hold every task whole (a 1 MB task each, 100 MB for 100 of them).
+pub const LISTED_TASK_CHARS: usize = 1000;
 
 impl Summary {
     /// The summary of a session with no records: an `error`, since every run writes its
@@ -61,7 +66,7 @@ impl Summary {
             Record::RunStarted { task, started } => {
                 if self.started.is_empty() {
                     self.started = started;
-                    self.task = task;
+                    self.task = crate::text::clip_chars(&task, LISTED_TASK_CHARS);
                 }
                 self.status = "incomplete".into();
             }

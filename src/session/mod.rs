@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 pub use history::{Hole, holes, records_through_step};
-pub use list::{LIST_MAX_BYTES, Summary, list, summarise};
+pub use list::{LIST_MAX_BYTES, LISTED_TASK_CHARS, Summary, list, summarise};
 pub use lookup::{LAST, resolve};
 pub use read::{Damaged, Loaded, load};
 pub use transcript::Transcript;

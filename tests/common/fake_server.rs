@@ -32,6 +32,9 @@
 //! | `props` | answer `GET /props` as llama.cpp does |
 //! | `owned_by` | answer `GET /v1/models` with this `owned_by` (vLLM, SGLang, Ollama's `library`) |
 //! | `reject_grammar` | `400` naming the field when a request carries a grammar |
+//! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
+//! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
+//! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
@@ -118,6 +121,13 @@ pub struct FakeConfig {
     /// Refuse a request with a grammar (`grammar`, `structured_outputs`, `ebnf`) with a 400
     /// naming the field.
     pub reject_grammar: bool,
+    /// Send the whole turn whatever `max_tokens` says.
+    pub ignore_max_tokens: bool,
+    /// Bytes of padding in the `/props` answer (with `props`).
+    pub props_padding: usize,
+    /// Answer every completion request with this status and this many bytes of body (`x`s),
+    /// streamed in 64 KiB pieces; `aborted()` counts it when the client hangs up before the end.
+    pub huge_body: Option<(u16, usize)>,
 }
 
 impl Default for FakeConfig {
@@ -146,6 +156,9 @@ impl Default for FakeConfig {
             props: false,
             owned_by: None,
             reject_grammar: false,
+            ignore_max_tokens: false,
+            props_padding: 0,
+            huge_body: None,
         }
     }
 }
@@ -294,7 +307,7 @@ async fn props(State(inner): State<Arc<Inner>>) -> Response {
     }
     json_response(
         StatusCode::OK,
-        json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "m.gguf"}).to_string(),
+        json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding)}).to_string(),
     )
 }
 
@@ -342,6 +355,9 @@ async fn handle(
         reqs.len() - 1
     };
     let chat = path.ends_with("/chat/completions");
+    if let Some((status, bytes)) = cfg.huge_body {
+        return huge_body(&inner, status, bytes);
+    }
 
     if let Some(key) = &cfg.require_key
         && authorization.as_deref() != Some(format!("Bearer {key}").as_str())
@@ -430,7 +446,7 @@ async fn handle(
     let max_tokens = body["max_tokens"]
         .as_u64()
         .or_else(|| body["max_completion_tokens"].as_u64());
-    if let Some(max) = max_tokens {
+    if let Some(max) = max_tokens.filter(|_| !cfg.ignore_max_tokens) {
         let limit = (max as usize).saturating_mul(4);
         if content.len() > limit {
             let mut end = limit;
@@ -588,6 +604,30 @@ async fn handle(
 }
 
 const CUT: &str = "\u{0}CUT";
+
+/// `bytes` bytes of `x` with this status, written in 64 KiB pieces as the client reads them.
+fn huge_body(inner: &Arc<Inner>, status: u16, bytes: usize) -> Response {
+    static PIECE: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+    let guard = StreamGuard {
+        inner: inner.clone(),
+        done: false,
+    };
+    let body_stream = async_stream::stream! {
+        let mut guard = guard;
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(PIECE.len());
+            left -= n;
+            yield Ok::<_, std::io::Error>(Bytes::from_static(&PIECE[..n]));
+        }
+        guard.done = true;
+    };
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .header("content-type", "application/json")
+        .body(Body::from_stream(body_stream))
+        .unwrap_or_default()
+}
 
 /// Counts streams the client dropped before the end.
 struct StreamGuard {

@@ -1,16 +1,18 @@
-//! Error mapping: an HTTP status and body, or a transport failure, into a typed [`LlmError`]
-//! that says what to do (check the key, the model name, the base URL, raise a timeout).
+//! The one place where what the HTTP client met becomes a typed [`LlmError`] that says what to
+//! do (check the key, the model name, the base URL, raise a timeout): an HTTP status and body, a
+//! redirect, a transport failure, a body over its cap, or async-openai's own errors. Every error
+//! leaves here redacted: the key a server echoes is never shown or stored.
 
 use std::time::Duration;
 
+use async_openai::error::OpenAIError;
 use serde_json::Value;
 
+use super::server::names_grammar;
+use super::transport::{Fault, HttpFailure};
+use super::{AttemptError, OpenAiModel};
 use crate::llm::LlmError;
 use crate::text::clip_bytes;
-
-pub(super) fn innermost_text(s: &str) -> String {
-    s.trim_start_matches("EventStream error: ").to_owned()
-}
 
 /// Whether a 400 body complains about the `stop` parameter.
 pub(super) fn names_stop(body: &str) -> bool {
@@ -40,15 +42,31 @@ pub(super) fn error_message(body: &str) -> String {
     clip_bytes(body.trim(), 300)
 }
 
+/// A non-2xx status as our error. A 3xx says where the server points: tagloop follows no
+/// redirect (the key would go along to wherever it points), so the user fixes the base URL.
 pub(super) fn classify_status(
     status: u16,
     retry_after: Option<Duration>,
+    location: Option<&str>,
     body: &str,
     url: &str,
     model: &str,
 ) -> LlmError {
-    let message = error_message(body);
     let url = url.to_owned();
+    if (300..400).contains(&status) {
+        let message = match location {
+            Some(to) => format!(
+                "it redirects to {to}: use that URL as --base-url (tagloop follows no redirect, so the key never goes where you did not send it)"
+            ),
+            None => "it redirects elsewhere without saying where: check --base-url".to_owned(),
+        };
+        return LlmError::Http {
+            status,
+            url,
+            message,
+        };
+    }
+    let message = error_message(body);
     match status {
         401 | 403 => LlmError::Unauthorized {
             status,
@@ -73,7 +91,14 @@ pub(super) fn classify_status(
     }
 }
 
-pub(super) fn reqwest_error(e: &reqwest::Error, url: &str, read_timeout: Duration) -> LlmError {
+/// A transport failure: a read timeout, a refused or failed connection, a body cut short.
+/// `received`: text bytes already taken in, for a cut stream.
+pub(super) fn reqwest_error(
+    e: &reqwest::Error,
+    url: &str,
+    read_timeout: Duration,
+    received: usize,
+) -> LlmError {
     let url = url.to_owned();
     if e.is_timeout() && !e.is_connect() {
         return LlmError::ReadTimeout {
@@ -95,15 +120,79 @@ pub(super) fn reqwest_error(e: &reqwest::Error, url: &str, read_timeout: Duratio
     } else {
         reason
     };
-    if e.is_connect() || e.is_request() {
-        LlmError::Connect { url, reason }
-    } else if e.is_body() || e.is_decode() {
+    if !(e.is_connect() || e.is_request()) && (e.is_body() || e.is_decode()) {
         LlmError::StreamCut {
             url,
-            received: 0,
+            received,
             reason,
         }
     } else {
         LlmError::Connect { url, reason }
+    }
+}
+
+impl OpenAiModel {
+    /// Anything the transport met, as our error. `received`: text bytes of the turn taken in
+    /// before it (a stream cut midway says how far it got).
+    pub(super) fn fault(&self, fault: Fault, received: usize) -> AttemptError {
+        let url = &self.base_url;
+        let err = match fault {
+            Fault::Status(f) => return self.failure(f),
+            Fault::Io(e) => reqwest_error(&e, url, self.cfg.read_timeout, received),
+            Fault::TooLarge { .. } => LlmError::Malformed {
+                url: url.clone(),
+                reason: fault.to_string(),
+                snippet: String::new(),
+            },
+        };
+        AttemptError::from(err.redacted(&self.redactor))
+    }
+
+    /// A non-2xx answer as our error, keeping the status (and whether a 400 named `stop` or the
+    /// grammar field).
+    fn failure(&self, f: HttpFailure) -> AttemptError {
+        // The body is the server's text: the key it may echo goes before anything is built
+        // from it.
+        let body = self.redactor.redact(&f.body);
+        let err = classify_status(
+            f.status,
+            f.retry_after,
+            f.location.as_deref(),
+            &body,
+            &self.base_url,
+            &self.cfg.model,
+        );
+        AttemptError {
+            err: err.redacted(&self.redactor),
+            emitted: false,
+            stop_rejected: f.status == 400 && names_stop(&body),
+            grammar_rejected: f.status == 400 && names_grammar(&body),
+        }
+    }
+
+    /// Turn an async-openai error (a whole answer's) into ours, keeping the HTTP status.
+    pub(super) fn convert(&self, e: OpenAIError) -> AttemptError {
+        let url = self.base_url.clone();
+        let err = match e {
+            OpenAIError::Boxed(b) => match b.downcast::<Fault>() {
+                Ok(f) => return self.fault(*f, 0),
+                Err(other) => LlmError::Other(other.to_string()),
+            },
+            OpenAIError::Reqwest(re) => return self.fault(Fault::Io(re), 0),
+            // Our transport reads every non-2xx answer itself; kept for completeness.
+            OpenAIError::ApiError(api) => {
+                let message = self.redactor.redact(&api.api_error.message);
+                let status = api.status_code.as_u16();
+                classify_status(status, None, None, &message, &url, &self.cfg.model)
+            }
+            OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
+                url,
+                reason: err.to_string(),
+                snippet: clip_bytes(&raw, 200),
+            },
+            OpenAIError::InvalidArgument(s) => LlmError::Config(s),
+            other => LlmError::Other(other.to_string()),
+        };
+        AttemptError::from(err.redacted(&self.redactor))
     }
 }

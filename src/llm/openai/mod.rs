@@ -3,28 +3,33 @@
 //!
 //! # How it is built
 //!
+//! * **One HTTP stack**: every request (streamed or whole, chat or completions, the server
+//!   probes, http or https, through a proxy or not) goes over one `reqwest::Client`, which
+//!   follows no redirect (a `3xx` is an error naming where the server points: following it
+//!   would carry the key there).
 //! * **Whole answers go through async-openai**: its `byot` methods (`chat().create_byot` and
 //!   the same on `completions()`), with our own request body (a JSON map: the token-limit field
 //!   name is configurable and vendor fields are merged in) and our own lenient response type
 //!   (`WireChunk`: every field `#[serde(default)]`, `finish_reason` a plain string,
 //!   `reasoning_content`/`reasoning` kept).
-//! * **Streamed turns are ours end to end**: the body is written straight from the messages,
-//!   `"stream": true` set by us; to a plain-`http://` server (`own_http`, on by default) the
-//!   request is sent and the chunked answer read by `plain.rs`, a small HTTP/1.1 client working on
-//!   the turn's own task, so the dozens of events of a turn are decoded in one pass per socket
-//!   read; to `https://` servers and through proxies it goes through our `reqwest::Client`. Either
-//!   way `sse.rs` decodes the events and `chunk.rs` reads the chunks (serde for anything unusual).
-//!   Dropping the answer at the first stop closes the connection, so the server stops generating.
+//! * **Streamed turns are read from reqwest's byte stream**: the body is written by serde
+//!   straight from the messages, `"stream": true` set by us; `eventsource-stream` frames the
+//!   events and serde reads each chunk. Dropping the answer at the first stop closes the
+//!   connection, so the server stops generating.
 //! * **We own the HTTP transport below async-openai** (its `middleware` feature): a small tower
 //!   service over our `reqwest::Client` replaces its default executor. This (a) turns off
 //!   async-openai's built-in retries, which cannot be disabled otherwise, and (b) reads non-2xx
-//!   answers itself, so the HTTP status and `Retry-After` survive error bodies that are not
-//!   OpenAI-shaped (Ollama's `{"error":"…"}`, llama.cpp's integer `code`, HTML from a proxy),
-//!   which async-openai would turn into a status-less deserialisation error.
+//!   answers itself, so the HTTP status, `Retry-After` and `Location` survive error bodies that
+//!   are not OpenAI-shaped (Ollama's `{"error":"…"}`, llama.cpp's integer `code`, HTML from a
+//!   proxy), which async-openai would turn into a status-less deserialisation error. One place
+//!   (`errors.rs`) maps every failure, of either path, to [`LlmError`](crate::llm::LlmError).
+//! * **Every body has a cap**: 1 MiB for error bodies and probe answers, 16 MiB for a whole
+//!   answer, 1 MiB for one server-sent event, and what a turn keeps is capped by its token
+//!   budget (see "Caps" below).
 //! * **Retries are ours**: exponential backoff with jitter (`backon`'s builder), for connection
 //!   errors, read timeouts, 408, 429 (honouring `Retry-After`, capped) and 5xx, a bounded number
 //!   of times, and only while no text has been passed to the caller (a retry never repeats
-//!   deltas). Other 4xx are never retried.
+//!   deltas). Other 4xx (and every 3xx) are never retried.
 //! * **Timeouts**: `connect_timeout` and `read_timeout` (idle time between bytes) on the HTTP
 //!   client, never a whole-request timeout (it would kill long streams), and a wall-clock
 //!   `turn_timeout` around the whole turn, retries included.
@@ -61,6 +66,13 @@
 //! received (4 bytes a token) and its prompt tokens stay zero. `reasoning_content` /
 //! `reasoning` deltas are collected separately.
 //!
+//! # Caps
+//!
+//! What one turn keeps, text and reasoning together, is capped at 16 bytes per token of the
+//! request's `max_tokens`, or 4 MiB without one: a server that runs on past the limit (or
+//! without one) has its stream dropped there, as at a stop, and the turn ends as
+//! [`Finish::Length`](crate::llm::Finish::Length).
+//!
 //! # Degeneration
 //!
 //! Unless the request sets `keep_repetitions`, a [`RepeatGuard`](crate::llm::RepeatGuard) watches the text as it
@@ -82,12 +94,13 @@ use super::Api;
 use crate::secret::{Redactor, Secret};
 
 mod attempt;
-mod chunk;
+mod body;
+mod client;
 mod errors;
-mod plain;
+mod retry;
 mod server;
-mod sse;
 mod state;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod transport;
@@ -121,10 +134,6 @@ pub struct OpenAiConfig {
     pub retry_after_cap: Duration,
     /// Stream the answer (SSE).
     pub stream: bool,
-    /// Read streamed answers from plain-`http://` servers with tagloop's own HTTP/1.1 reader
-    /// rather than reqwest (the same promises, a fraction of the CPU per event; see the module
-    /// docs). reqwest serves `https://`, proxies and whole answers either way.
-    pub own_http: bool,
     /// Send the stop strings to the server (they are enforced on our side anyway).
     pub send_stop: bool,
     /// Ask for usage in the stream (`stream_options.include_usage`); some proxies reject it.
@@ -161,7 +170,6 @@ impl OpenAiConfig {
             retry_max_delay: Duration::from_secs(8),
             retry_after_cap: Duration::from_secs(30),
             stream: true,
-            own_http: true,
             send_stop: true,
             include_usage: true,
             prefill: false,
@@ -204,11 +212,6 @@ pub struct OpenAiModel {
     http: reqwest::Client,
     /// The headers of a streamed request (the key among them; never printed).
     headers: reqwest::header::HeaderMap,
-    /// The JSON form of recent system prompts, for request bodies.
-    system_json: attempt::SystemCache,
-    /// Our own HTTP/1.1 reader for streamed turns, when the base URL is plain `http://`, no
-    /// proxy is configured and `own_http` is on.
-    plain: Option<plain::PlainHttp>,
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.
     grammar_rejected: AtomicBool,

@@ -13,13 +13,15 @@
 //!   take no general grammar.
 //!
 //! The detection runs once per client, on the first turn that has a grammar to send, with short
-//! timeouts; a server that answers neither probe is `other`.
+//! timeouts, following no redirect and reading at most 1 MiB of an answer; a server that
+//! answers neither probe is `other`.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use super::OpenAiModel;
+use super::transport::{MAX_PROBE_BODY, read_capped};
 use crate::llm::{Constraint, GrammarMode, ServerKind, TurnGrammar};
 
 /// Longest a detection probe may take.
@@ -96,9 +98,22 @@ impl OpenAiModel {
         }
         let resp = req.send().await.ok()?;
         if !resp.status().is_success() {
+            // A redirect included: the client follows none (the key would go along).
+            tracing::debug!(
+                url,
+                status = resp.status().as_u16(),
+                "server probe not answered"
+            );
             return None;
         }
-        resp.json().await.ok()
+        // A probe answer is a few KiB: a larger one is refused unread.
+        match read_capped(resp, MAX_PROBE_BODY, "the probe's answer").await {
+            Ok(body) => serde_json::from_slice(&body).ok(),
+            Err(e) => {
+                tracing::debug!(url, error = %e, "server probe answer refused");
+                None
+            }
+        }
     }
 
     /// How this request's turn will be constrained, given the mode, the server and what the

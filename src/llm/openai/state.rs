@@ -1,6 +1,14 @@
 //! The state of one attempt: text through the stop scanner and the degeneration guard, usage,
 //! reasoning, and at the end why the turn finished (including which stop a server that strips
 //! stops stopped at).
+//!
+//! # The byte cap of a turn
+//!
+//! A server that runs on (it ignores the token limit, or none was set) would make the turn, the
+//! transcript and the next request grow without end. What one turn keeps (text and reasoning
+//! together) is capped at [`BYTES_PER_TOKEN`] bytes per token of the turn's budget, or at
+//! [`MAX_TURN_BYTES`] when the turn has no budget. At the cap the stream is dropped, as at a
+//! stop, and the turn ends as [`Finish::Length`]: the model is told it ran out of room.
 
 use super::wire::*;
 
@@ -11,6 +19,14 @@ use serde_json::Value;
 use crate::llm::repeat::{RepeatGuard, Repetition};
 use crate::llm::stops::StopScanner;
 use crate::llm::{DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
+
+/// Bytes kept per token of a turn's budget: a token is a few bytes of text (4 on average in
+/// English, up to about 16 for the longest tokens of common vocabularies).
+pub(super) const BYTES_PER_TOKEN: usize = 16;
+
+/// Bytes kept for a turn without a budget (`--max-tokens 0`): a million tokens or so, more
+/// than any model writes in one turn.
+pub(super) const MAX_TURN_BYTES: usize = 4 << 20;
 
 /// Accumulates one attempt's answer.
 pub(super) struct TurnState {
@@ -28,11 +44,30 @@ pub(super) struct TurnState {
     pub(super) guard: Option<RepeatGuard>,
     /// The repetition the guard found; the turn ends there.
     pub(super) repeated: Option<Repetition>,
+    /// Bytes of text and reasoning the turn may keep.
+    cap: usize,
+    /// Bytes of text and reasoning kept so far.
+    kept: usize,
+    /// The cap was reached: the turn ends as [`Finish::Length`].
+    capped: bool,
 }
 
 impl TurnState {
-    pub(super) fn new(stops: &[String], started: Instant, guard: bool) -> Self {
+    /// The byte cap of a turn with this token budget (see the module docs).
+    pub(super) fn cap_for(max_tokens: Option<u32>) -> usize {
+        match max_tokens {
+            Some(n) if n > 0 => (n as usize)
+                .saturating_mul(BYTES_PER_TOKEN)
+                .min(MAX_TURN_BYTES),
+            _ => MAX_TURN_BYTES,
+        }
+    }
+
+    pub(super) fn new(stops: &[String], started: Instant, guard: bool, cap: usize) -> Self {
         TurnState {
+            cap,
+            kept: 0,
+            capped: false,
             guard: guard.then(RepeatGuard::default),
             repeated: None,
             scanner: StopScanner::new(stops),
@@ -50,7 +85,7 @@ impl TurnState {
 
     pub(super) fn absorb(
         &mut self,
-        chunk: WireChunk<'_>,
+        chunk: WireChunk,
         url: &str,
         on_delta: DeltaSink<'_>,
     ) -> Result<(), LlmError> {
@@ -82,10 +117,11 @@ impl TurnState {
             (None, None) => (None, None),
         };
         if let Some(r) = reasoning.or(choice.reasoning_content) {
-            self.reasoning.push_str(&r);
+            let r = self.within_cap(&r);
+            self.reasoning.push_str(r);
         }
         if let Some(fr) = choice.finish_reason.filter(|f| !f.is_empty()) {
-            self.finish_reason = Some(fr.into_owned());
+            self.finish_reason = Some(fr);
         }
         if choice.stop_reason.as_ref().is_some_and(|v| !v.is_null()) {
             self.stop_reason = choice.stop_reason;
@@ -95,14 +131,32 @@ impl TurnState {
         Ok(())
     }
 
-    /// Take in the text of a chunk that holds nothing else (choice 0's delta content), as
-    /// [`TurnState::absorb`] does for a whole chunk.
-    pub(super) fn absorb_text(&mut self, text: &str, on_delta: DeltaSink<'_>) {
-        self.saw_choice = true;
+    /// Whether the turn is over before the server ends it: a stop string seen, a repetition,
+    /// the byte cap reached.
+    pub(super) fn is_over(&self) -> bool {
+        self.scanner.is_stopped() || self.repeated.is_some() || self.capped
+    }
+
+    /// The part of `text` that fits under the cap (whole characters), counted as kept.
+    fn within_cap<'t>(&mut self, text: &'t str) -> &'t str {
+        let room = self.cap - self.kept;
+        let text = if text.len() > room {
+            self.capped = true;
+            &text[..text.floor_char_boundary(room)]
+        } else {
+            text
+        };
+        self.kept += text.len();
+        text
+    }
+
+    /// Take in choice 0's text.
+    fn absorb_text(&mut self, text: &str, on_delta: DeltaSink<'_>) {
         if text.is_empty() {
             return;
         }
         self.received += text.len();
+        let text = self.within_cap(text);
         let safe = self.scanner.push(text);
         if !safe.is_empty() {
             self.first_token
@@ -158,6 +212,14 @@ impl TurnState {
             let held = self.scanner.held().to_owned();
             self.scanner.finish();
             match self.finish_reason.as_deref() {
+                _ if self.capped => {
+                    tracing::warn!(
+                        target: crate::llm::NOTICE_LOG_TARGET,
+                        cap = self.cap,
+                        "the turn reached its byte cap: the stream was dropped and the turn ends as length"
+                    );
+                    (Finish::Length, None)
+                }
                 Some("length") => (Finish::Length, None),
                 reason => {
                     let server_stopped =

@@ -75,24 +75,6 @@ fn the_streamed_body_written_from_the_messages_is_the_same_json() {
     let bytes = model.body_bytes(&req, &fields).unwrap();
     let streamed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(streamed, model.request_body(&req, true, true).unwrap());
-    // The system prompt's JSON comes from the cache the next times, among other prompts.
-    for round in 0..3 {
-        for k in 0..6 {
-            let mut other = req.clone();
-            if let Prompt::Chat(m) = &mut other.prompt {
-                m[0].content = format!("sys {k} \"quoted\"\n{}", "x".repeat(k * 500));
-            }
-            let fields = model.request_fields(&other, true, true).unwrap();
-            let bytes = model.body_bytes(&other, &fields).unwrap();
-            let streamed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-            assert_eq!(
-                streamed,
-                model.request_body(&other, true, true).unwrap(),
-                "{round} {k}"
-            );
-        }
-        assert_eq!(model.body_bytes(&req, &fields).unwrap(), bytes);
-    }
     // A configuration that overrides the model still wins.
     let mut cfg = OpenAiConfig::new("http://h/v1", "m");
     cfg.extra.insert("model".into(), serde_json::json!("other"));
@@ -146,4 +128,23 @@ fn error_bodies_keep_their_message() {
         r#"{"error":{"message":"Unsupported parameter: 'stop' is not supported with this model.","param":"stop"}}"#
     ));
     assert!(!names_stop(r#"{"error":"context length exceeded"}"#));
+}
+
+#[test]
+fn a_turn_keeps_sixteen_bytes_a_token_up_to_a_ceiling() {
+    use super::state::{MAX_TURN_BYTES, TurnState};
+    assert_eq!(TurnState::cap_for(Some(100)), 1600);
+    assert_eq!(TurnState::cap_for(Some(0)), MAX_TURN_BYTES);
+    assert_eq!(TurnState::cap_for(None), MAX_TURN_BYTES);
+    assert_eq!(TurnState::cap_for(Some(u32::MAX)), MAX_TURN_BYTES);
+}
+
+#[test]
+fn a_redirect_says_where_to_point_the_base_url() {
+    let e = classify_status(307, None, Some("http://b/v1/x"), "", "http://a/v1", "m");
+    assert_eq!(e.status(), Some(307));
+    assert!(!e.is_retryable());
+    let msg = e.to_string();
+    assert!(msg.contains("redirects to http://b/v1/x"), "{msg}");
+    assert!(msg.contains("--base-url"), "{msg}");
 }

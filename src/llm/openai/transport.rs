@@ -1,6 +1,15 @@
-//! The tower service under async-openai: one attempt per request, no retries of its own, and
-//! a non-2xx answer read here (status, `Retry-After`, body) before async-openai can reduce it
-//! to text.
+//! The edge of the one HTTP client: every body tagloop reads is read here, up to a cap, and every
+//! answer that is not a success becomes a [`Fault`] for the one error mapper (`errors.rs`).
+//!
+//! * **Under async-openai** (its `middleware` feature) sits [`Transport`], a tower service over
+//!   our `reqwest::Client`. It replaces async-openai's executor so that (a) async-openai's own
+//!   retries, which cannot be turned off otherwise, never run, (b) a non-2xx answer is read here,
+//!   keeping the HTTP status, `Retry-After` and `Location` that async-openai would reduce to text,
+//!   and (c) a whole answer is read up to [`MAX_ANSWER_BODY`] before async-openai sees it (it
+//!   would read any size).
+//! * **Caps**: 1 MiB for error bodies and probe answers, 16 MiB for a whole answer (hundreds of
+//!   times a long turn's JSON). A body over its cap is dropped unread, which closes the
+//!   connection; an error body keeps its first MiB (the message is at the start).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,23 +21,65 @@ use async_openai::middleware::HttpRequestFactory;
 
 use crate::text::clip_bytes;
 
-/// A non-2xx HTTP answer, read by our transport before async-openai can lose its status.
+/// The part of an error answer's body that is read and kept.
+pub(super) const MAX_ERROR_BODY: usize = 1 << 20;
+
+/// The largest answer to a server probe (`/props`, `/v1/models`) that is read.
+pub(super) const MAX_PROBE_BODY: usize = 1 << 20;
+
+/// The largest whole (non-streamed) answer that is read.
+pub(super) const MAX_ANSWER_BODY: usize = 16 << 20;
+
+/// A non-2xx HTTP answer, read before async-openai can lose its status.
 #[derive(Debug)]
 pub(super) struct HttpFailure {
     pub(super) status: u16,
     pub(super) retry_after: Option<Duration>,
+    /// Where a 3xx points, resolved against the request's URL.
+    pub(super) location: Option<String>,
+    /// The start of the body (at most [`MAX_ERROR_BODY`]).
     pub(super) body: String,
 }
 
-impl std::fmt::Display for HttpFailure {
+/// What went wrong below the model client, in the kinds the error mapper tells apart.
+#[derive(Debug)]
+pub(super) enum Fault {
+    /// The server answered, but not with a success (redirects included: none is followed).
+    Status(HttpFailure),
+    /// Connecting, sending or reading failed (timeouts included).
+    Io(reqwest::Error),
+    /// A body, or one server-sent event, went past its cap.
+    TooLarge {
+        /// What was too large, for the message ("the answer").
+        what: &'static str,
+        /// The cap in bytes.
+        limit: usize,
+    },
+}
+
+impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP {}: {}", self.status, clip_bytes(&self.body, 200))
+        match self {
+            Fault::Status(h) => write!(f, "HTTP {}: {}", h.status, clip_bytes(&h.body, 200)),
+            Fault::Io(e) => write!(f, "{e}"),
+            Fault::TooLarge { what, limit } => write!(f, "{what} is larger than {}", size(*limit)),
+        }
     }
 }
 
-impl std::error::Error for HttpFailure {}
+impl std::error::Error for Fault {}
 
-/// The tower service under async-openai: one attempt, no retries, status-preserving errors.
+/// A byte count as a user reads it (`16 MiB`, `512 KiB`).
+pub(super) fn size(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// The tower service under async-openai: one attempt, no retries, capped bodies,
+/// status-preserving errors.
 #[derive(Clone)]
 pub(super) struct Transport {
     pub(super) http: reqwest::Client,
@@ -45,31 +96,88 @@ impl tower::Service<HttpRequestFactory> for Transport {
 
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
         let http = self.http.clone();
+        let boxed = |f: Fault| OpenAIError::Boxed(Box::new(f));
         Box::pin(async move {
             let request = factory.build().await?;
-            let response = http.execute(request).await?;
-            if response.status().is_success() {
-                return Ok(response);
+            let response = http
+                .execute(request)
+                .await
+                .map_err(Fault::Io)
+                .map_err(boxed)?;
+            if !response.status().is_success() {
+                return Err(boxed(Fault::Status(read_failure(response).await)));
             }
-            Err(OpenAIError::Boxed(Box::new(read_failure(response).await)))
+            // async-openai reads whatever body it is given: it gets the capped copy.
+            let status = response.status();
+            let body = read_capped(response, MAX_ANSWER_BODY, "the answer")
+                .await
+                .map_err(boxed)?;
+            let rebuilt = http::Response::builder()
+                .status(status)
+                .body(body)
+                .map_err(|e| OpenAIError::InvalidArgument(e.to_string()))?;
+            Ok(reqwest::Response::from(rebuilt))
         })
     }
 }
 
-/// Read a non-2xx answer: its status, `Retry-After` (seconds) and body.
+/// Read a body until its end or until `limit` bytes: the bytes, and whether the end was reached.
+/// Stopping early drops the response, which closes its connection.
+pub(super) async fn read_up_to(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let hint = response.content_length().unwrap_or(0).min(limit as u64) as usize;
+    let mut out = Vec::with_capacity(hint);
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit - out.len();
+        if chunk.len() > room {
+            out.extend_from_slice(&chunk[..room]);
+            return Ok((out, false));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, true))
+}
+
+/// A whole body of at most `limit` bytes, or [`Fault::TooLarge`] naming `what`.
+pub(super) async fn read_capped(
+    response: reqwest::Response,
+    limit: usize,
+    what: &'static str,
+) -> Result<Vec<u8>, Fault> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(Fault::TooLarge { what, limit });
+    }
+    match read_up_to(response, limit).await.map_err(Fault::Io)? {
+        (body, true) => Ok(body),
+        (_, false) => Err(Fault::TooLarge { what, limit }),
+    }
+}
+
+/// Read a non-2xx answer: its status, `Retry-After` (seconds), `Location`, and the start of
+/// its body (a body that breaks off keeps what arrived).
 pub(super) async fn read_failure(response: reqwest::Response) -> HttpFailure {
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
+    let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
+    let retry_after = header(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.trim().parse::<f64>().ok())
         // A value too large for a `Duration` (a server may send anything) is ignored.
         .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let body = response.text().await.unwrap_or_default();
+    let location = header(reqwest::header::LOCATION).map(|to| {
+        response
+            .url()
+            .join(to)
+            .map_or_else(|_| to.to_owned(), String::from)
+    });
+    let body = match read_up_to(response, MAX_ERROR_BODY).await {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    };
     HttpFailure {
         status: status.as_u16(),
         retry_after,
+        location,
         body,
     }
 }

@@ -1,0 +1,100 @@
+//! Building the client: the one `reqwest::Client` every request goes over (whole answers through
+//! async-openai on top of it, streamed turns and probes directly), and its settings.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use super::transport::Transport;
+use super::{OpenAiConfig, OpenAiModel, normalize_base_url};
+use crate::llm::LlmError;
+use crate::secret::Redactor;
+
+impl OpenAiModel {
+    /// Build a client (no request is made yet).
+    ///
+    /// The HTTP client follows no redirect: a `3xx` is an error that names where the server
+    /// points (following it would carry the key to that address).
+    pub fn new(mut cfg: OpenAiConfig) -> Result<Self, LlmError> {
+        let base_url = normalize_base_url(&cfg.base_url)?;
+        cfg.base_url = base_url.clone();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .read_timeout(cfg.read_timeout)
+            .redirect(reqwest::redirect::Policy::none());
+        if base_url.starts_with("http://") {
+            // Plain HTTP (a local server) and no redirect: no TLS is ever needed, and loading
+            // the system's root certificates is most of the start-up time of a short run.
+            builder = builder.tls_certs_only([]);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let mut oa = OpenAIConfig::new()
+            .with_api_base(base_url.clone())
+            .with_api_key(cfg.api_key.expose());
+        for (k, v) in &cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
+            oa = oa
+                .with_header(name, v.as_str())
+                .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
+        }
+        let headers = stream_headers(&cfg)?;
+        // `build` takes our HTTP client (`with_config` would make one more, certificates and
+        // all); the transport below it is ours too.
+        let client =
+            Client::build(http.clone(), oa).with_http_service(Transport { http: http.clone() });
+        let mut redactor = Redactor::new();
+        redactor.add_secret(&cfg.api_key);
+        Ok(OpenAiModel {
+            cfg,
+            base_url,
+            client,
+            http,
+            headers,
+            stop_rejected: AtomicBool::new(false),
+            grammar_rejected: AtomicBool::new(false),
+            server: tokio::sync::OnceCell::new(),
+            redactor,
+        })
+    }
+
+    /// The settings in use (base URL normalised).
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.cfg
+    }
+
+    /// Whether the server rejected `stop` earlier, so stops are no longer sent.
+    pub fn stop_rejected(&self) -> bool {
+        self.stop_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether the server refused the grammar field earlier, so grammars are no longer sent.
+    pub fn grammar_rejected(&self) -> bool {
+        self.grammar_rejected.load(Ordering::Relaxed)
+    }
+}
+
+/// The headers of a streamed request, as async-openai sends them: the key as a bearer token,
+/// then the configured headers (which win).
+fn stream_headers(cfg: &OpenAiConfig) -> Result<HeaderMap, LlmError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut auth =
+        HeaderValue::from_str(&format!("Bearer {}", cfg.api_key.expose())).map_err(|_| {
+            LlmError::Config("the API key holds characters a header cannot carry".into())
+        })?;
+    auth.set_sensitive(true);
+    headers.insert(AUTHORIZATION, auth);
+    for (k, v) in &cfg.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}

@@ -1,0 +1,100 @@
+//! Retries: one turn as a series of attempts, with exponential backoff and jitter (`backon`'s
+//! builder), `Retry-After` honoured up to its cap, and the two "ask again without it" rules (a
+//! server that rejects `stop`, or the grammar field).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+
+use super::{AttemptError, OpenAiModel};
+use crate::llm::notice::quote;
+use crate::llm::{
+    DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, TurnRequest, TurnResult,
+};
+
+impl OpenAiModel {
+    /// The turn, retried while the failure is transient and no text was passed on (a retry
+    /// never repeats deltas).
+    pub(super) async fn run_turn(
+        &self,
+        req: &TurnRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<TurnResult, LlmError> {
+        let started = Instant::now();
+        let mut backoff = ExponentialBuilder::default()
+            .with_min_delay(self.cfg.retry_min_delay)
+            .with_max_delay(self.cfg.retry_max_delay)
+            .with_max_times(self.cfg.max_retries as usize)
+            .with_jitter()
+            .build();
+        let mut attempts: u32 = 0;
+        loop {
+            attempts += 1;
+            let send_stops = self.cfg.send_stop
+                && !self.stop_rejected()
+                && req.stop.iter().any(|s| !s.is_empty());
+            let constraint = self.constraint_for(req.grammar.as_deref()).await;
+            match self
+                .attempt(req, send_stops, constraint, &mut *on_delta, started)
+                .await
+            {
+                Ok(r) => return Ok(r),
+                Err(AttemptError {
+                    grammar_rejected: true,
+                    err,
+                    ..
+                }) if constraint.is_constrained() => {
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected the grammar; asking again without it, and sending none from now on");
+                    req.notify(Notice::new(
+                        NoticeKind::GrammarRejected,
+                        format!("the server rejected the grammar ({}); asking again without it, and sending none from now on", quote(&err)),
+                    ));
+                    self.grammar_rejected.store(true, Ordering::Relaxed);
+                    attempts -= 1;
+                }
+                Err(AttemptError {
+                    stop_rejected: true,
+                    err,
+                    ..
+                }) if send_stops => {
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
+                    req.notify(Notice::new(
+                        NoticeKind::StopRejected,
+                        format!("the server rejected `stop` ({}); asking again without it (stops stay enforced on our side)", quote(&err)),
+                    ));
+                    self.stop_rejected.store(true, Ordering::Relaxed);
+                    attempts -= 1;
+                }
+                Err(AttemptError { err, emitted, .. }) => {
+                    if emitted || !err.is_retryable() {
+                        return Err(err);
+                    }
+                    let Some(delay) = backoff.next() else {
+                        return Err(if attempts > 1 {
+                            LlmError::GaveUp {
+                                attempts,
+                                last: Box::new(err),
+                            }
+                        } else {
+                            err
+                        });
+                    };
+                    let delay = err
+                        .retry_after()
+                        .map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
+                    tracing::warn!(target: NOTICE_LOG_TARGET, attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
+                    req.notify(Notice::new(
+                        NoticeKind::Retry,
+                        format!(
+                            "model request {attempts} failed ({}); retrying in {:.1} s",
+                            quote(&err),
+                            delay.as_secs_f64()
+                        ),
+                    ));
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+}

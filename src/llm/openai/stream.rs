@@ -1,0 +1,119 @@
+//! A streamed turn: the request sent on the one HTTP client, the body read as reqwest's byte
+//! stream, its server-sent events framed by `eventsource-stream`, each event's chunk read by
+//! serde and taken into the turn's state. Returning early (a stop string seen, a repetition,
+//! the turn's byte cap) drops the response, which closes the connection: the server stops
+//! generating.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+
+use super::state::TurnState;
+use super::transport::{Fault, read_failure};
+use super::wire::WireChunk;
+use super::{AttemptError, OpenAiModel};
+use crate::llm::{Api, DeltaSink, LlmError};
+use crate::text::clip_bytes;
+
+/// The largest server-sent event accepted, counted as the bytes read since the last whole
+/// event. A chunk is a few hundred bytes; a server that never ends an event is cut off here
+/// rather than filling the memory. (`eventsource-stream` scans its whole pending text again at
+/// each read, so this also bounds that work.)
+const MAX_EVENT: usize = 1 << 20;
+
+impl OpenAiModel {
+    /// Send a streamed request and read its events into `state` until the end, `[DONE]`, or
+    /// the state says the turn is over.
+    pub(super) async fn stream(
+        &self,
+        body: Vec<u8>,
+        state: &mut TurnState,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), AttemptError> {
+        let path = match self.cfg.api {
+            Api::Chat => "/chat/completions",
+            Api::Completions => "/completions",
+        };
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .headers(self.headers.clone())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.fault(Fault::Io(e), 0))?;
+        if !response.status().is_success() {
+            return Err(self.fault(Fault::Status(read_failure(response).await), 0));
+        }
+        // Bytes read since the last whole event: the parser's pending text is at most this
+        // (plus the rest of the read that ended that event).
+        let pending = Arc::new(AtomicUsize::new(0));
+        let counted = pending.clone();
+        let bytes = response
+            .bytes_stream()
+            .map(move |read| {
+                let read = read.map_err(Fault::Io)?;
+                if counted.fetch_add(read.len(), Ordering::Relaxed) + read.len() > MAX_EVENT {
+                    return Err(Fault::TooLarge {
+                        what: "one server-sent event",
+                        limit: MAX_EVENT,
+                    });
+                }
+                Ok(read)
+            })
+            // The end of the body ends its last event, as a blank line would.
+            .chain(futures::stream::once(async {
+                Ok(Bytes::from_static(b"\n\n"))
+            }));
+        let mut events = std::pin::pin!(bytes.eventsource());
+        let fail = |err: LlmError, state: &TurnState| AttemptError {
+            err: err.redacted(&self.redactor),
+            emitted: state.emitted,
+            stop_rejected: false,
+            grammar_rejected: false,
+        };
+        while let Some(event) = events.next().await {
+            pending.store(0, Ordering::Relaxed);
+            let event = match event {
+                Ok(event) => event,
+                Err(EventStreamError::Transport(fault)) => {
+                    let mut err = self.fault(fault, state.received);
+                    err.emitted = state.emitted;
+                    return Err(err);
+                }
+                Err(e) => {
+                    let err = LlmError::Malformed {
+                        url: self.base_url.clone(),
+                        reason: e.to_string(),
+                        snippet: String::new(),
+                    };
+                    return Err(fail(err, state));
+                }
+            };
+            if event.event == "keepalive" {
+                continue;
+            }
+            if event.data == "[DONE]" {
+                return Ok(());
+            }
+            let chunk = serde_json::from_str::<WireChunk>(&event.data).map_err(|e| {
+                let err = LlmError::Malformed {
+                    url: self.base_url.clone(),
+                    reason: e.to_string(),
+                    snippet: clip_bytes(&event.data, 200),
+                };
+                fail(err, state)
+            })?;
+            state
+                .absorb(chunk, &self.base_url, &mut *on_delta)
+                .map_err(|e| fail(e, state))?;
+            if state.is_over() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

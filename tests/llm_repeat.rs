@@ -1,0 +1,149 @@
+//! The degeneration guard (`tagloop::llm::RepeatGuard`): a tail that repeats one unit is cut
+//! after its first unit; ordinary text, lists and code are never cut.
+
+use tagloop::llm::{RepeatGuard, Repetition};
+
+fn feed(
+    guard: &mut RepeatGuard,
+    pieces: impl IntoIterator<Item = String>,
+) -> Option<(String, Repetition)> {
+    let mut text = String::new();
+    for p in pieces {
+        text.push_str(&p);
+        if let Some(r) = guard.check(&text) {
+            return Some((text, r));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_repeated_line_is_cut_after_its_first_copy() {
+    let line = "I will now read the file notes.txt to see what it says.\n";
+    let mut g = RepeatGuard::default();
+    let head = "<thought>Let me think.\n".to_string();
+    let (text, r) = feed(
+        &mut g,
+        std::iter::once(head.clone()).chain(std::iter::repeat_n(line.to_string(), 100)),
+    )
+    .expect("a loop is found");
+    assert_eq!(r.period % line.len(), 0);
+    assert!(r.repeats >= 8, "{r:?}");
+    // Found within a few units of the threshold, not at the end of the stream.
+    assert!(text.len() < head.len() + line.len() * 14, "{}", text.len());
+    // The cut keeps exactly one copy after the text before the loop (the loop may be
+    // recognised starting inside the head when the head ends like the line does).
+    let kept = &text[..r.cut];
+    assert!(kept.starts_with(&head));
+    assert_eq!(kept.matches("notes.txt").count(), 1, "{kept}");
+}
+
+#[test]
+fn short_units_need_a_long_span() {
+    let mut g = RepeatGuard::default();
+    let r = feed(&mut g, std::iter::repeat_n("the ".to_string(), 400))
+        .unwrap()
+        .1;
+    assert_eq!(r.period, 4);
+    assert!(r.repeats * 4 >= 512);
+    // 100 repeats (400 bytes) are not enough.
+    let mut g = RepeatGuard::default();
+    assert_eq!(
+        feed(&mut g, std::iter::repeat_n("the ".to_string(), 100)),
+        None
+    );
+}
+
+#[test]
+fn ordinary_and_structured_text_is_left_alone() {
+    let mut g = RepeatGuard::default();
+    // Distinct numbered lines, a separator of 80 dashes, a short numbered list, a table of
+    // numbers.
+    let mut text = String::from("<thought>A plan.</thought>\n");
+    text.push_str(&"-".repeat(80));
+    text.push('\n');
+    let words = [
+        "apples", "pears", "plums", "figs", "dates", "limes", "kiwis",
+    ];
+    for i in 0..200 {
+        text.push_str(&format!(
+            "{i}: {} then {}\n",
+            words[i % 7],
+            words[i * i % 5]
+        ));
+    }
+    for i in 0..12 {
+        text.push_str(&format!("{i}: item number {i} is like the others\n"));
+    }
+    for i in 0..100 {
+        text.push_str(&format!("| {i} | {} | {} |\n", i * i, i * 7 % 13));
+    }
+    let mut grown = String::new();
+    for c in text.chars() {
+        grown.push(c);
+        assert_eq!(g.check(&grown), None, "{grown}");
+    }
+    assert_eq!(g.find(&text), None);
+}
+
+#[test]
+fn alternating_lines_and_multibyte_text_are_found_with_a_char_boundary_cut() {
+    let mut g = RepeatGuard::default();
+    let unit = "Ответ: не знаю.\nПопробую ещё раз.\n";
+    let (text, r) = feed(&mut g, std::iter::repeat_n(unit.to_string(), 40)).unwrap();
+    assert_eq!(r.period, unit.len());
+    assert!(text.is_char_boundary(r.cut));
+}
+
+#[test]
+fn a_loop_that_counts_is_found_and_cut_after_its_first_line() {
+    // What gemma-3-270m wrote at temperature 0, copying the prompt's example observation.
+    let mut text = String::from("\n1: first line\n2: second line\n3: third line\n");
+    let mut g = RepeatGuard::default();
+    let mut found = None;
+    for i in 4..200 {
+        text.push_str(&format!("{i}: thirty-th line\n"));
+        if let Some(r) = g.check(&text) {
+            found = Some(r);
+            break;
+        }
+    }
+    let r = found.expect("the counting loop is found");
+    assert!(r.repeats >= 16, "{r:?}");
+    // One copy is kept (the unit may be recognised starting inside the line before it,
+    // which ends like the repeated line does).
+    let kept = &text[..r.cut];
+    assert!(
+        kept.starts_with("\n1: first line\n2: second line\n3: third"),
+        "{kept}"
+    );
+    assert!(
+        kept.contains("4: thirty-th") && !kept.contains("5: thirty"),
+        "{kept}"
+    );
+    // Found soon after the threshold (512 bytes of repetition), not at the end.
+    assert!(text.len() < 700, "{}", text.len());
+}
+
+#[test]
+fn a_loop_needs_enough_whole_units() {
+    // A paragraph of distinct words written three times is over 512 bytes but 3 units only.
+    let para: String = (0..60u8)
+        .map(|i| {
+            format!(
+                "w{}{} ",
+                char::from(b'a' + i % 26),
+                char::from(b'a' + i / 26)
+            )
+        })
+        .collect();
+    let g = RepeatGuard::default();
+    let three = para.repeat(3);
+    assert!(three.len() > 512);
+    assert_eq!(g.find(&three), None);
+    let r = g.find(&para.repeat(8)).unwrap();
+    assert_eq!(
+        (r.period, r.repeats, r.start, r.cut),
+        (para.len(), 8, 0, para.len())
+    );
+}

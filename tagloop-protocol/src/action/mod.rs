@@ -51,6 +51,7 @@ pub struct Call {
 /// Why an action did not parse: the furthest point reached and what was expected there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
 #[error("{message} at offset {offset}")]
+#[non_exhaustive]
 pub struct ActionError {
     /// What was expected, in words a model can act on.
     pub message: String,
@@ -77,6 +78,7 @@ pub struct Signature {
 #[error(
     "bad tool signature `{text}`: {reason} (expected something like `write_file(path, content)`)"
 )]
+#[non_exhaustive]
 pub struct SignatureError {
     /// The signature as given.
     pub text: String,

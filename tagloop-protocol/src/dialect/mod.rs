@@ -68,7 +68,7 @@ impl Dialect {
 /// What a dialect block gave: a call, or why it could not be read.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct DialectRead {
-    /// The dialect.
+    /// The dialect the block is written in.
     pub dialect: Dialect,
     /// The call, or the reason it could not be read (written for the model).
     pub call: Result<DialectCall, String>,

@@ -14,6 +14,7 @@ use super::expr::{ClassItem, Expr, Grammar};
 
 /// Why a grammar text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GbnfError {
     /// The text does not follow GBNF's syntax.
     #[error("grammar syntax error at line {line}: {message}")]
@@ -29,9 +30,9 @@ pub enum GbnfError {
     /// A rule refers to a rule that is not defined.
     #[error("rule `{rule}` refers to undefined rule `{missing}`")]
     Undefined {
-        /// The referring rule.
+        /// The rule whose expression names the missing one.
         rule: String,
-        /// The missing name.
+        /// The name no rule defines.
         missing: String,
     },
     /// A rule can reach itself without consuming a character.

@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
                 let text = g.to_gbnf();
                 parse_gbnf(&text)?;
                 largest = largest.max(text.len());
-                rules = rules.max(g.rules().len());
+                rules = rules.max(g.rule_count());
             }
         }
     }

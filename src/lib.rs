@@ -17,20 +17,30 @@
 //! queue (a Redis Streams task queue for workers on many machines; used by the CLI only)
 //! ```
 //!
-//! No module reaches back up: `protocol` is pure and knows nothing of models or tools.
+//! No module reaches back up. `protocol` is its own crate, `tagloop-protocol`: pure, it knows
+//! nothing of models or tools, and the compiler holds it to that.
+//!
+//! The default `cli` feature builds the `tagloop` binary and the `queue` module it uses, with
+//! their dependencies (clap, indicatif, redis, …). A library user can turn it off:
+//! `tagloop = { version = "0.1", default-features = false }`.
 
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod llm;
 pub mod prompt;
-pub mod protocol;
+#[cfg(feature = "cli")]
 pub mod queue;
 pub mod secret;
 pub mod session;
 pub mod tools;
 
 mod text;
+
+/// The text protocol, its own crate ([`tagloop_protocol`]): reading a model turn, the action
+/// grammar, binding arguments to a tool, observations, dialects and the GBNF grammar of a turn.
+/// Pure (no I/O, no async); re-exported here so `tagloop::protocol::…` names it.
+pub use tagloop_protocol as protocol;
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[doc = include_str!("../README.md")]

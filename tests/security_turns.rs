@@ -2,7 +2,7 @@
 //! read through the public API and must give the right reading, at a size where a reader that
 //! rescans the rest of the turn per tag does billions of steps.
 //!
-//! The proof that reading is linear is counted, not timed: `src/protocol/turn/linear.rs` counts
+//! The proof that reading is linear is counted, not timed: `tagloop-protocol/src/turn/linear.rs` counts
 //! the scanner's steps per byte on these shapes and more (they failed, at 514 to 317,315 steps
 //! per byte, before the fix). The tests here check that the fast reading is still the right one.
 

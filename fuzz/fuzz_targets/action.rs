@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tagloop::protocol::{Signature, neutralise, parse_action, parse_action_with};
+use tagloop_protocol::{Signature, neutralise, parse_action, parse_action_with};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -21,7 +21,7 @@ pub enum Event {
         /// The session id (empty when no transcript is written).
         #[serde(default)]
         session: String,
-        /// The task.
+        /// The task as the user gave it.
         task: String,
         /// The model, as the client describes it (never a key).
         #[serde(default)]
@@ -32,7 +32,7 @@ pub enum Event {
         /// The role's name.
         #[serde(default)]
         role: String,
-        /// The step limit.
+        /// How many steps the run may take before only a final answer is accepted.
         #[serde(default)]
         max_steps: u32,
         /// When (RFC 3339, UTC).
@@ -44,7 +44,7 @@ pub enum Event {
     },
     /// A message entered the history (the system prompt, the task, an assistant turn, an observation).
     Message {
-        /// The message.
+        /// Its role and text, as it is sent to the model.
         message: Message,
     },
     /// A model turn is about to be requested.
@@ -80,19 +80,19 @@ pub enum Event {
     },
     /// The turn asked for a tool.
     Action {
-        /// The tool.
+        /// The name of the tool called.
         tool: String,
-        /// The bound arguments.
+        /// The arguments bound to the tool's JSON Schema (an object by parameter name).
         args: Value,
     },
     /// A tool started.
     ToolStarted {
-        /// The tool.
+        /// The name of the tool running.
         tool: String,
     },
     /// A tool finished.
     ToolFinished {
-        /// The tool.
+        /// The name of the tool that ran.
         tool: String,
         /// Whether it succeeded.
         ok: bool,
@@ -130,14 +130,14 @@ pub enum Event {
     },
     /// A final answer was accepted.
     Final {
-        /// The value.
+        /// The answer: the JSON value when the role has an output schema, else a JSON string.
         value: Value,
         /// Leniencies used to read it.
         warnings: Vec<String>,
     },
     /// The run ended.
     Finished {
-        /// The outcome object.
+        /// The run's outcome as JSON (the `tagloop run --json` object).
         outcome: Value,
     },
 }

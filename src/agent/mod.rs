@@ -78,10 +78,11 @@ pub enum AgentError {
     /// The accepted final answer does not deserialize into the requested Rust type.
     #[error("the final answer does not fit the requested type: {error}")]
     Decode {
-        /// The outcome with the JSON value.
+        /// The outcome with the JSON value, so the caller still has the answer.
         outcome: Box<Outcome<Value>>,
-        /// serde's message.
-        error: String,
+        /// Why serde refused the value.
+        #[source]
+        error: serde_json::Error,
     },
 }
 
@@ -141,17 +142,17 @@ impl Agent {
         &self.system
     }
 
-    /// The settings.
+    /// The settings the agent was built with (limits, grammar mode, dialects, …).
     pub fn config(&self) -> &AgentConfig {
         &self.config
     }
 
-    /// The role.
+    /// The role whose instructions are in the system prompt and whose schema checks the answer.
     pub fn role(&self) -> &Role {
         &self.role
     }
 
-    /// The tools.
+    /// The tools the model may call, in the order the system prompt lists them.
     pub fn tools(&self) -> &Registry {
         &self.tools
     }
@@ -207,7 +208,7 @@ pub fn decode<T: DeserializeOwned>(outcome: Outcome<Value>) -> Result<Outcome<T>
             Ok(t) => Some(t),
             Err(e) => {
                 return Err(AgentError::Decode {
-                    error: e.to_string(),
+                    error: e,
                     outcome: Box::new(outcome),
                 });
             }

@@ -30,7 +30,7 @@ pub enum RoleError {
     /// The role file could not be read.
     #[error("cannot read role file {path}: {source}")]
     Read {
-        /// The file.
+        /// The role file's path, as given.
         path: String,
         /// Why.
         source: std::io::Error,
@@ -40,7 +40,7 @@ pub enum RoleError {
         "role file {path} is not a valid role ({detail}); it needs `name`, `instructions` and optionally `output_schema`"
     )]
     Format {
-        /// The file.
+        /// The role file's path, as given.
         path: String,
         /// The parser's message.
         detail: String,
@@ -48,7 +48,7 @@ pub enum RoleError {
     /// The output schema is not a valid JSON Schema.
     #[error("the output schema of role `{role}` is not a valid JSON Schema: {detail}")]
     Schema {
-        /// The role.
+        /// The role's name.
         role: String,
         /// The validator's message.
         detail: String,

@@ -10,6 +10,7 @@ use crate::secret::Redactor;
 
 /// Everything that can go wrong while asking a model for a turn.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
     /// The client configuration is unusable (bad base URL, bad header, ...).
     #[error("invalid model configuration: {0}")]
@@ -20,16 +21,17 @@ pub enum LlmError {
     Connect {
         /// The base URL that was tried.
         url: String,
-        /// What the OS or the HTTP library said.
+        /// What the OS or the HTTP library said, redacted. Text rather than the library's error
+        /// as a `source`: that error's text can hold the URL, and with it a key.
         reason: String,
     },
 
     /// The server sent nothing for longer than the read timeout.
     #[error("the server at {url} sent nothing for {:.1}s (read timeout); it may be overloaded or still loading the model", limit.as_secs_f64())]
     ReadTimeout {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
-        /// The read timeout.
+        /// The read timeout that ran out.
         limit: Duration,
     },
 
@@ -48,7 +50,7 @@ pub enum LlmError {
     Unauthorized {
         /// The HTTP status.
         status: u16,
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// The server's message (redacted: never contains our key).
         message: String,
@@ -59,7 +61,7 @@ pub enum LlmError {
     NotFound {
         /// The model that was asked for.
         model: String,
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// The server's message.
         message: String,
@@ -71,7 +73,7 @@ pub enum LlmError {
         detail(message)
     )]
     RateLimited {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// How long the server asked us to wait, if it said.
         retry_after: Option<Duration>,
@@ -84,7 +86,7 @@ pub enum LlmError {
     Http {
         /// The HTTP status.
         status: u16,
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// The server's message (body or its `error.message`).
         message: String,
@@ -93,18 +95,18 @@ pub enum LlmError {
     /// The connection broke while the answer was streaming.
     #[error("the stream from {url} was cut after {received} bytes of text: {reason}")]
     StreamCut {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// Text bytes received before the cut.
         received: usize,
-        /// What the HTTP library said.
+        /// What the HTTP library said, redacted (text, for the same reason as `Connect`'s).
         reason: String,
     },
 
     /// The server sent something that is not the JSON we expect.
     #[error("the server at {url} sent a malformed response ({reason}): {snippet}")]
     Malformed {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
         /// What did not parse.
         reason: String,
@@ -115,16 +117,16 @@ pub enum LlmError {
     /// The server answered without any choice.
     #[error("the server at {url} answered with no choices (no text at all)")]
     EmptyChoices {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
     },
 
     /// The server reported an error inside a successful (200) response or stream.
     #[error("the server at {url} reported an error: {message}")]
     Server {
-        /// The base URL.
+        /// The server's base URL (redacted like every string here).
         url: String,
-        /// The error text.
+        /// The server's error text (redacted).
         message: String,
     },
 
@@ -133,16 +135,16 @@ pub enum LlmError {
     GaveUp {
         /// How many requests were made.
         attempts: u32,
-        /// The last failure.
+        /// The error of the last attempt, which says what to fix.
         last: Box<LlmError>,
     },
 
     /// A script file could not be read.
     #[error("cannot read script {}: {source}", path.display())]
     ScriptIo {
-        /// The script path.
+        /// The script file's path.
         path: PathBuf,
-        /// The IO error.
+        /// Why it could not be read.
         source: std::io::Error,
     },
 

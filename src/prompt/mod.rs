@@ -36,7 +36,7 @@ pub enum PromptError {
     /// A template file could not be read.
     #[error("cannot read template {path}: {source}")]
     Read {
-        /// The file.
+        /// The template file's path, as given.
         path: String,
         /// Why.
         source: std::io::Error,

@@ -86,7 +86,7 @@ impl Registry {
         }
     }
 
-    /// The tool with this name.
+    /// The tool of that name (as the model writes it), if the registry has one.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.name() == name)
     }

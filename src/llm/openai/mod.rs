@@ -22,7 +22,7 @@
 //!   answers itself, so the HTTP status, `Retry-After` and `Location` survive error bodies that
 //!   are not OpenAI-shaped (Ollama's `{"error":"…"}`, llama.cpp's integer `code`, HTML from a
 //!   proxy), which async-openai would turn into a status-less deserialisation error. One place
-//!   (`errors.rs`) maps every failure, of either path, to [`LlmError`](crate::llm::LlmError).
+//!   (`errors.rs`) maps every failure, of either path, to [`LlmError`].
 //! * **Every body has a cap**: 1 MiB for error bodies and probe answers, 16 MiB for a whole
 //!   answer, 1 MiB for one server-sent event, and what a turn keeps is capped by its token
 //!   budget (see "Caps" below).

@@ -4,6 +4,7 @@
 
 /// Why a command line cannot be split.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommandLineError {
     /// A quote (`'` or `"`) is never closed.
     #[error("unterminated {} quote", if *.0 == '"' { "double" } else { "single" })]

@@ -67,7 +67,7 @@ pub enum McpError {
     /// The command line is empty or badly quoted.
     #[error("bad MCP server command line `{command}`: {reason}")]
     CommandLine {
-        /// The command line.
+        /// The server's command line, as configured.
         command: String,
         /// What is wrong with it.
         #[source]
@@ -76,7 +76,7 @@ pub enum McpError {
     /// The program could not be started (not found, not executable, …).
     #[error("cannot start MCP server `{command}`: {source}")]
     Spawn {
-        /// The command line.
+        /// The server's command line, as configured.
         command: String,
         /// The I/O error.
         source: std::io::Error,
@@ -84,30 +84,33 @@ pub enum McpError {
     /// Initialisation or tool listing took longer than the start timeout.
     #[error("MCP server `{command}` did not start within {timeout:?}{stderr}")]
     StartTimeout {
-        /// The command line.
+        /// The server's command line, as configured.
         command: String,
-        /// The timeout.
+        /// The start timeout that ran out.
         timeout: Duration,
         /// The last lines of the server's stderr (formatted, may be empty).
         stderr: String,
     },
     /// The server exited or answered something that is not an MCP initialisation.
-    #[error("MCP server `{command}` failed to initialise: {message}{stderr}")]
+    #[error("MCP server `{command}` failed to initialise: {source}{stderr}")]
     Initialize {
-        /// The command line.
+        /// The server's command line, as configured.
         command: String,
-        /// What went wrong.
-        message: String,
+        /// The MCP client's error (the handshake broke, or the server closed its end); boxed,
+        /// as it is large.
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
         /// The last lines of the server's stderr (formatted, may be empty).
         stderr: String,
     },
     /// The server initialised but could not list its tools.
-    #[error("MCP server `{command}` could not list its tools: {message}{stderr}")]
+    #[error("MCP server `{command}` could not list its tools: {source}{stderr}")]
     ListTools {
-        /// The command line.
+        /// The server's command line, as configured.
         command: String,
-        /// What went wrong.
-        message: String,
+        /// The MCP client's error for the `tools/list` request (boxed, as it is large).
+        #[source]
+        source: Box<rmcp::ServiceError>,
         /// The last lines of the server's stderr (formatted, may be empty).
         stderr: String,
     },

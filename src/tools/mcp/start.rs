@@ -136,6 +136,12 @@ fn spawn(
     })
 }
 
+/// Which step of [`initialise`] failed, with the client's error.
+enum Failed {
+    Initialize(Box<rmcp::service::ClientInitializeError>),
+    ListTools(Box<rmcp::ServiceError>),
+}
+
 /// Initialise the session and list the server's tools, within `timeout`.
 async fn initialise(
     command: &str,
@@ -145,13 +151,13 @@ async fn initialise(
     timeout: Duration,
 ) -> Result<(RunningService<RoleClient, ()>, Vec<RemoteTool>), McpError> {
     let started = tokio::time::timeout(timeout, async {
-        let service = ().serve(transport).await.map_err(|e| (true, e.to_string()))?;
+        let service = ().serve(transport).await.map_err(|e| Failed::Initialize(Box::new(e)))?;
         let tools = service
             .peer()
             .list_all_tools()
             .await
-            .map_err(|e| (false, e.to_string()))?;
-        Ok::<_, (bool, String)>((service, tools))
+            .map_err(|e| Failed::ListTools(Box::new(e)))?;
+        Ok::<_, Failed>((service, tools))
     })
     .await;
     let command = command.to_string();
@@ -161,22 +167,21 @@ async fn initialise(
             timeout,
             stderr: tail_text(tail),
         }),
-        Ok(Err((during_init, message))) => {
+        Ok(Err(failed)) => {
             // Give a dying server a moment to finish writing why, for the error message.
             let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done.notified()).await;
             let stderr = tail_text(tail);
-            Err(if during_init {
-                McpError::Initialize {
+            Err(match failed {
+                Failed::Initialize(source) => McpError::Initialize {
                     command,
-                    message,
+                    source,
                     stderr,
-                }
-            } else {
-                McpError::ListTools {
+                },
+                Failed::ListTools(source) => McpError::ListTools {
                     command,
-                    message,
+                    source,
                     stderr,
-                }
+                },
             })
         }
         Ok(Ok(x)) => Ok(x),

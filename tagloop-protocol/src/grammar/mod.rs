@@ -1,0 +1,38 @@
+//! Grammar-guided turns: the grammar of one turn, for servers that constrain sampling to it.
+//!
+//! llama.cpp (`grammar`), vLLM (`structured_outputs.grammar`) and SGLang (`ebnf`) can restrict
+//! what a model samples to a grammar. Given the tools and the role's schema, [`turn_grammar`]
+//! writes the grammar of one well-formed turn: an optional `<think>` block, a bounded thought,
+//! then exactly one action over the real tool signatures or one final answer (JSON following
+//! the schema when the role has one). Every string it accepts reads as an action that binds to
+//! its tool, or as a final answer that validates (docs/protocol.md §1.7); the tests check that
+//! by sampling the grammar and running the reader on what comes out.
+//!
+//! * `expr.rs`: the grammar as data ([`Grammar`], `Expr`) and its GBNF text.
+//! * `gbnf.rs`: [`parse_gbnf`], the check every grammar passes before it is sent.
+//! * `values.rs`: strings that cannot spell a protocol tag, numbers, any JSON value.
+//! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
+//! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
+//! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
+
+#[cfg(test)]
+mod construct_tests;
+mod expr;
+mod gbnf;
+mod members;
+mod schema;
+#[cfg(test)]
+mod schema_tests;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+mod turn;
+mod values;
+
+pub use expr::{Grammar, Simplified};
+pub use gbnf::{GbnfError, parse_gbnf};
+pub use turn::{
+    LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, ToolShape, TurnShape, decision_grammar,
+    turn_grammar,
+};

@@ -1,0 +1,385 @@
+//! The grammar of one turn, from what the loop knows: the tools and the role's schema.
+
+use serde_json::Value;
+
+use super::expr::{ClassItem, Expr, Grammar};
+use super::members::Members;
+use super::schema::required;
+use super::values::{Place, Values, chars, excluding};
+use crate::action::parse_action;
+
+/// The words that open a lazy grammar on servers that support one (llama.cpp's
+/// `grammar_triggers`): free text until the model writes one of them, constrained after it.
+pub const LAZY_TRIGGERS: [&str; 2] = ["<action>", "<final_answer>"];
+
+/// What no string or free-text answer may contain (matched without regard to case): the stop
+/// strings (tagloop's own and the dialects'), which would end the turn on the server, the closing tag of an action, which the
+/// reader would take as the end of the block, and `<think>` tags, which the reader takes out as
+/// reasoning wherever they are. Every other tag inside a string or an answer is content
+/// (the tests check each one).
+const FORBIDDEN: [&str; 7] = [
+    "</action",
+    "<observation",
+    "</final_answer",
+    "</tool_call",
+    "</function_calls",
+    "<think",
+    "</think",
+];
+
+/// Longest thought the grammar lets a model write, in visible characters.
+pub const MAX_THOUGHT_CHARS: u32 = 400;
+
+/// Longest leading `<think>` block the grammar allows, in characters.
+pub const MAX_THINK_CHARS: u32 = 4000;
+
+/// A tool as the grammar sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolShape<'a> {
+    /// The name the model writes.
+    pub name: &'a str,
+    /// Its parameters as a JSON Schema object.
+    pub parameters: &'a Value,
+}
+
+/// What one turn may hold.
+#[derive(Debug, Clone)]
+pub struct TurnShape<'a> {
+    /// The tools the model may call (none: only a final answer is possible).
+    pub tools: Vec<ToolShape<'a>>,
+    /// The role's output schema: the final answer is JSON that follows it.
+    pub output_schema: Option<&'a Value>,
+    /// Only a final answer may come (the last turn of a run out of steps).
+    pub final_only: bool,
+    /// The prompt already opened the thought (completions): the turn starts inside it.
+    pub opened_thought: bool,
+    /// A `<think>…</think>` block may lead the turn.
+    pub think: bool,
+}
+
+/// Tools whose name the action grammar cannot read are left out of the grammar (the model can
+/// still be told about them; it just cannot be constrained to call them).
+pub(crate) fn callable(name: &str) -> bool {
+    !name.is_empty()
+        && parse_action(&format!("{name}()"))
+            .map(|c| c.tool == name)
+            .unwrap_or(false)
+}
+
+/// The grammar of a whole turn: an optional `<think>` block, the thought (its closing tag
+/// optional), then the action or the final answer, closed.
+///
+/// ```
+/// use serde_json::json;
+/// use tagloop_protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
+///
+/// let params = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+/// let shape = TurnShape {
+///     tools: vec![ToolShape { name: "read_file", parameters: &params }],
+///     output_schema: None, final_only: false, opened_thought: false, think: false,
+/// };
+/// let gbnf = turn_grammar(&shape).to_gbnf();
+/// assert!(gbnf.starts_with("root ::= (\"<thought>\""));
+/// assert!(parse_gbnf(&gbnf).is_ok());
+/// ```
+pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
+    let mut g = Grammar::new();
+    let decision = decision(&mut g, shape);
+    let not_lt = chars(true, &[ClassItem::Char('<')]);
+    let gap = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\n')]).repeat(0, Some(2));
+    let mut root = Vec::new();
+    if shape.think && !shape.opened_thought {
+        g.define(
+            "think",
+            Expr::seq([
+                Expr::lit("<think>"),
+                not_lt.clone().repeat(0, Some(MAX_THINK_CHARS)),
+                Expr::lit("</think>"),
+                gap.clone(),
+            ]),
+        );
+        root.push(Expr::rule("think").opt());
+    }
+    // Visible characters, with at most three blanks between two of them: a model that wants to
+    // stop inside its thought cannot fill its budget with newlines.
+    let blank = chars(
+        false,
+        &[
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\n'),
+        ],
+    );
+    let visible = chars(
+        true,
+        &[
+            ClassItem::Char('<'),
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\r'),
+            ClassItem::Char('\n'),
+        ],
+    );
+    // A rule of its own: llama.cpp limits how often a group may be repeated.
+    g.define(
+        "thought-char",
+        Expr::seq([blank.repeat(0, Some(3)), visible]),
+    );
+    g.define(
+        "thought",
+        Expr::rule("thought-char").repeat(1, Some(MAX_THOUGHT_CHARS)),
+    );
+    // Small models often go straight from the thought to `<action>`: the reader ends an open
+    // thought there (docs/protocol.md §1.1.5), so the closing tag is optional. Forcing it
+    // sends them into loops instead.
+    let close = Expr::seq([Expr::lit("</thought>"), gap]).opt();
+    if shape.opened_thought {
+        root.extend([Expr::rule("thought"), close, decision]);
+    } else {
+        // A model that knows its answer at once may give it without a thought (the reader
+        // takes a decision with no thought); held to write one, small models loop in it.
+        root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought"), close]).opt());
+        root.push(decision);
+    }
+    g.define("root", Expr::seq(root));
+    g
+}
+
+/// The grammar of the decision alone, from its opening tag on: what a lazy grammar constrains
+/// once one of [`LAZY_TRIGGERS`] appears.
+pub fn decision_grammar(shape: &TurnShape<'_>) -> Grammar {
+    let mut g = Grammar::new();
+    let decision = decision(&mut g, shape);
+    g.define("root", decision);
+    g
+}
+
+/// `action | final` (or `final` alone), defining the rules they need.
+fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
+    let forbidden: Vec<String> = FORBIDDEN.iter().map(|w| w.to_string()).collect();
+    let mut values = Values::new(g, forbidden.clone());
+    // Defined below, after the tools' rules: no tool's rule may be named like them.
+    values.keep_name("call");
+    values.keep_name("action");
+    let final_body = match shape.output_schema {
+        Some(schema) => {
+            let json = values.within("the output schema", |v| {
+                v.schema(schema, Place::Json, 0, "answer")
+            });
+            let ws = values.ws();
+            // An object or array schema is already the rule `answer`.
+            if json != Expr::rule("answer") {
+                values.g.define("answer", json);
+            }
+            Expr::seq([ws.clone(), Expr::rule("answer"), ws])
+        }
+        None => {
+            let rest = excluding(values.g, "text", &forbidden, &[], None, false);
+            let first = chars(
+                true,
+                &[
+                    ClassItem::Char(' '),
+                    ClassItem::Char('\t'),
+                    ClassItem::Char('\r'),
+                    ClassItem::Char('\n'),
+                    ClassItem::Char('<'),
+                ],
+            );
+            values
+                .g
+                .define("answer", Expr::seq([first, Expr::rule(rest)]));
+            Expr::rule("answer")
+        }
+    };
+    // Closing tags are optional: a model may end its turn right after the answer or the call
+    // (the reader closes an open block at the end of the turn), instead of being held in the
+    // grammar until it writes them.
+    values.g.define(
+        "final",
+        Expr::seq([
+            Expr::lit("<final_answer>"),
+            final_body,
+            Expr::lit("</final_answer>").opt(),
+        ]),
+    );
+    let tools: Vec<&ToolShape<'_>> = shape.tools.iter().filter(|t| callable(t.name)).collect();
+    if shape.final_only || tools.is_empty() {
+        return Expr::rule("final");
+    }
+    let calls: Vec<Expr> = tools.iter().map(|t| call(&mut values, t)).collect();
+    values.g.define("call", Expr::alt(calls));
+    values.g.define(
+        "action",
+        Expr::seq([
+            Expr::lit("<action>"),
+            Expr::rule("call"),
+            Expr::lit("</action>").opt(),
+        ]),
+    );
+    Expr::alt([Expr::rule("action"), Expr::rule("final")])
+}
+
+/// Whether a parameter name can be written as `name=value`.
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `tool(name=value, …)`: required parameters in declared order, then any optional ones in
+/// order. A tool with a parameter name that is not an identifier takes positional values, in
+/// declared order, of which only a tail of optional ones may be left out. When the parameters'
+/// rules do not fit the grammar's budget the call takes any `name=value` arguments instead (and
+/// the grammar records it in [`Grammar::simplified`]).
+fn call(values: &mut Values<'_>, tool: &ToolShape<'_>) -> Expr {
+    let rule = values.reserve(&format!("call-{}", tool.name));
+    let label = format!("the parameters of tool `{}`", tool.name);
+    values.within(&label, |v| {
+        let mark = v.mark();
+        let written = call_args(v, tool, &rule)
+            .map(|args| Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]));
+        if !written.is_some_and(|e| v.define_charged(&rule, e)) {
+            v.rollback(mark);
+            let value = v.simplify();
+            let args = any_arguments(v, value);
+            v.g.define(
+                rule.clone(),
+                Expr::seq([Expr::lit(format!("{}(", tool.name)), args, Expr::lit(")")]),
+            );
+        }
+    });
+    Expr::rule(rule)
+}
+
+/// The arguments of a call as the tool's parameters say; `None` when they do not fit the budget.
+fn call_args(values: &mut Values<'_>, tool: &ToolShape<'_>, rule: &str) -> Option<Expr> {
+    let empty = serde_json::Map::new();
+    let props = tool
+        .parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required = required(tool.parameters);
+    let sep = Expr::seq([Expr::lit(","), Expr::lit(" ").opt()]);
+    let named = props.keys().all(|k| is_ident(k));
+    if named {
+        let arg = |name: &str| {
+            let name = Expr::lit(format!("{name}="));
+            move |value: Expr| Expr::seq([name.clone(), value])
+        };
+        let least = props
+            .keys()
+            .map(|k| arg(k)(Expr::rule("value")).gbnf_len())
+            .sum();
+        let mut members = Members::start(values, rule, props.len(), least, required.is_empty())?;
+        for (name, schema) in props {
+            let base = format!("{rule}-{name}");
+            values.budget.path.push(format!("properties/{name}"));
+            members.add(
+                values,
+                required.contains(name.as_str()),
+                |v| v.schema(schema, Place::Argument, 0, &base),
+                arg(name),
+            );
+            values.budget.path.pop();
+        }
+        return members.finish(values, &sep);
+    }
+    // Positional: everything up to the last required parameter is written, then a prefix of
+    // the optional ones after it.
+    let mut items: Vec<(bool, Expr)> = Vec::new();
+    for (name, schema) in props {
+        let value = values.schema(schema, Place::Argument, 0, &format!("{rule}-{name}"));
+        if !values.room(value.gbnf_len()) {
+            return None;
+        }
+        items.push((required.contains(name.as_str()), value));
+    }
+    let fixed = items.iter().rposition(|(r, _)| *r).map_or(0, |i| i + 1);
+    let tail: Vec<Expr> = items.split_off(fixed).into_iter().map(|(_, e)| e).collect();
+    let head: Vec<Expr> = items.into_iter().map(|(_, e)| e).collect();
+    nested_tail(values, rule, head, tail, &sep)
+}
+
+/// Any `name=value` arguments: the call of a tool whose parameters are too large for a grammar.
+fn any_arguments(values: &mut Values<'_>, value: Expr) -> Expr {
+    if !values.g.has("arg-name") {
+        values.g.define(
+            "arg-name",
+            Expr::seq([
+                chars(
+                    false,
+                    &[
+                        ClassItem::Range('a', 'z'),
+                        ClassItem::Range('A', 'Z'),
+                        ClassItem::Char('_'),
+                    ],
+                ),
+                chars(
+                    false,
+                    &[
+                        ClassItem::Range('a', 'z'),
+                        ClassItem::Range('A', 'Z'),
+                        ClassItem::Range('0', '9'),
+                        ClassItem::Char('_'),
+                    ],
+                )
+                .repeat(0, Some(63)),
+            ]),
+        );
+    }
+    let arg = Expr::seq([Expr::rule("arg-name"), Expr::lit("="), value]);
+    let sep = Expr::seq([Expr::lit(","), Expr::lit(" ").opt()]);
+    Expr::seq([arg.clone(), Expr::seq([sep, arg]).repeat(0, None)]).opt()
+}
+
+/// Positional values: all of `head`, then a prefix of `tail`. Up to three in the tail it is
+/// written nested, `(sep t1 (sep t2 (…)?)?)?`; a longer tail is a chain of rules
+/// (`{rule}-tail-k ::= (sep t_k {rule}-tail-k+1)?`), so the text never nests deeper than that
+/// (our checker and llama.cpp's parser both recurse on parentheses). `None` when the chain does
+/// not fit the budget.
+fn nested_tail(
+    values: &mut Values<'_>,
+    rule: &str,
+    head: Vec<Expr>,
+    tail: Vec<Expr>,
+    sep: &Expr,
+) -> Option<Expr> {
+    let mut out = Vec::new();
+    let lead = !head.is_empty();
+    for (i, h) in head.into_iter().enumerate() {
+        if i > 0 {
+            out.push(sep.clone());
+        }
+        out.push(h);
+    }
+    let chain = tail.len() > 3;
+    let base = format!("{rule}-tail");
+    // Build the optional tail from the end.
+    let mut acc: Option<Expr> = None;
+    for (i, t) in tail.into_iter().enumerate().rev() {
+        let with_sep = if i == 0 && !lead {
+            t
+        } else {
+            Expr::seq([sep.clone(), t])
+        };
+        let item = match acc.take() {
+            Some(rest) => Expr::seq([with_sep, rest]),
+            None => with_sep,
+        };
+        let item = item.opt();
+        acc = Some(if chain {
+            let name = values.fresh(&base);
+            if !values.define_charged(&name, item) {
+                return None;
+            }
+            Expr::rule(name)
+        } else {
+            item
+        });
+    }
+    out.extend(acc);
+    Some(Expr::seq(out))
+}

@@ -13,6 +13,8 @@
 # Those binaries are left out by name, not skipped from inside: in the full run they still
 # fail, never skip, when what they need is missing.
 #
+# The lib and bin unit tests of both crates (tagloop, tagloop-protocol) run too.
+#
 # Arguments go to the test binaries: `scripts/test-fast.sh eval` runs the tests whose names
 # contain "eval".
 set -euo pipefail
@@ -20,8 +22,10 @@ cd "$(dirname "$0")/.."
 
 needs_setup=(real_models queue_redis security_queue tools_mcp_node cli_replay_html)
 
+# Every integration test binary of the workspace's crates (the protocol crate may grow its own).
+shopt -s nullglob
 targets=()
-for file in tests/*.rs; do
+for file in tests/*.rs */tests/*.rs; do
   name=$(basename "$file" .rs)
   skip=
   for s in "${needs_setup[@]}"; do

@@ -26,8 +26,6 @@ use crate::llm::{Constraint, GrammarMode, LlmError, ServerKind, TurnGrammar};
 
 /// Longest a detection probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest the model list may take (a server still loading a model is slow to answer).
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// llama.cpp's trigger type for a word.
 const TRIGGER_WORD: u8 = 1;
@@ -92,8 +90,8 @@ impl OpenAiModel {
     /// The ids the server lists at `GET {base_url}/models` (asked as a turn is: key, no redirect,
     /// 30 s, 1 MiB). Ids are the server's text: neutralise them before showing them.
     pub async fn served_models(&self) -> Result<Vec<String>, LlmError> {
-        let url = format!("{}/models", self.base_url);
-        let list = self.get_json(url.clone(), true, LIST_TIMEOUT).await?;
+        let (url, within) = (format!("{}/models", self.base_url), Duration::from_secs(30));
+        let list = self.get_json(url.clone(), true, within).await?;
         let id = |m: &Value| m.get("id")?.as_str().map(str::to_owned);
         match list.get("data").and_then(Value::as_array) {
             Some(data) => Ok(data.iter().filter_map(id).collect()),

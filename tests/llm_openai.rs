@@ -717,3 +717,30 @@ async fn every_sse_framing_reads_the_same() {
     assert_eq!(r.text, "aébc");
     assert_eq!(r.finish, Finish::End);
 }
+
+// The client's settings: a pasted URL is normalised, the key is never printed.
+
+#[test]
+fn base_url_is_normalised() {
+    assert_eq!(
+        tagloop::llm::openai::normalize_base_url(" http://h:1/v1/ ").unwrap(),
+        "http://h:1/v1"
+    );
+    assert_eq!(
+        tagloop::llm::openai::normalize_base_url("http://h/v1/chat/completions").unwrap(),
+        "http://h/v1"
+    );
+    assert!(tagloop::llm::openai::normalize_base_url("localhost:11434").is_err());
+    assert!(tagloop::llm::openai::normalize_base_url("ftp://x").is_err());
+}
+
+#[test]
+fn secret_is_never_printed() {
+    let mut cfg = OpenAiConfig::new("http://h/v1", "m");
+    cfg.api_key = Secret::new("sk-very-secret");
+    let dbg = format!("{cfg:?}");
+    assert!(!dbg.contains("sk-very-secret"), "{dbg}");
+    let model = OpenAiModel::new(cfg).unwrap();
+    assert!(!format!("{model:?}").contains("sk-very"));
+    assert!(!tagloop::llm::Model::describe(&model).contains("sk-very"));
+}

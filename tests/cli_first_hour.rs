@@ -314,3 +314,25 @@ fn a_404_from_a_base_url_without_v1_says_to_add_it() {
     assert!(error.contains("check --model"), "{error}");
     assert!(!error.contains("try --base-url"), "{error}");
 }
+
+/// A model picked from the server is what the session records, so `continue` goes on with it
+/// (and asks no server which model to use) even when the server has changed its list since.
+#[test]
+fn a_picked_model_is_recorded_for_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server) = fake_server(serving(&["picked-model.gguf"]));
+    tagloop(dir.path())
+        .args(["run", "--base-url", &server.base_url, "--json", "t"])
+        .assert()
+        .code(0);
+    let sessions = dir.path().join("sessions");
+    let file = std::fs::read_dir(&sessions)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .expect("a transcript");
+    let first = std::fs::read_to_string(&file).unwrap();
+    let started: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(started["meta"]["model"], "picked-model.gguf", "{started}");
+}

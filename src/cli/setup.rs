@@ -194,6 +194,11 @@ impl Setup {
     pub fn record(&self, opts: &RunOpts) -> serde_json::Value {
         let mut opts = opts.clone();
         opts.mcp_servers = self.mcp.iter().map(|m| m.name().to_string()).collect();
+        // A model picked from the server is recorded, so `continue` goes on with the same one
+        // even if the server serves another (or several) by then.
+        if opts.model.is_none() {
+            opts.model.clone_from(&self.picked_model);
+        }
         serde_json::to_value(&opts).unwrap_or_default()
     }
 

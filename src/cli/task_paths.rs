@@ -103,13 +103,13 @@ impl TaskFolder {
     }
 }
 
-/// `n` bytes for a message, in MiB.
+/// `n` bytes for a message: in MiB when that is exact, else in bytes (a file one byte over a
+/// 64 MiB bound must not read as "64.0 MiB").
 fn size(n: u64) -> String {
-    let mib = n as f64 / f64::from(1u32 << 20);
-    if mib.fract() == 0.0 {
-        format!("{mib:.0} MiB")
+    if n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
     } else {
-        format!("{mib:.1} MiB")
+        format!("{n} bytes")
     }
 }
 
@@ -256,7 +256,7 @@ mod tests {
         f.set_len(MAX_WORKSPACE_FILE + 1).unwrap();
         let err = format!("{:#}", survey(lab.path()).err().unwrap());
         assert!(
-            err.contains("file big is 64.0 MiB, over the 64 MiB"),
+            err.contains("file big is 67108865 bytes, over the 64 MiB"),
             "{err}"
         );
         f.set_len(MAX_WORKSPACE_FILE).unwrap();

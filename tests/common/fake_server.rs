@@ -190,6 +190,8 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The `Authorization` header.
     pub authorization: Option<String>,
+    /// Every header's name (lowercase), to check what a client adds.
+    pub header_names: Vec<String>,
 }
 
 impl RecordedRequest {
@@ -381,6 +383,7 @@ async fn handle(
             path: path.clone(),
             body: body.clone(),
             authorization: authorization.clone(),
+            header_names: headers.keys().map(|k| k.as_str().to_owned()).collect(),
         });
         reqs.len() - 1
     };

@@ -24,17 +24,23 @@ impl OpenAiModel {
             .connect_timeout(cfg.connect_timeout)
             .read_timeout(cfg.read_timeout)
             .redirect(reqwest::redirect::Policy::none());
-        if base_url.starts_with("http://") {
-            // Plain HTTP (a local server) and no redirect: no TLS is ever needed, and loading
-            // the system's root certificates is most of the start-up time of a short run.
+        if base_url.starts_with("http://") && !through_https_proxy() {
+            // Plain HTTP (a local server) and no redirect: no TLS is needed (unless the request
+            // goes through an `https://` proxy), and loading the system's root certificates is
+            // most of the start-up time of a short run.
             builder = builder.tls_certs_only([]);
         }
         let http = builder
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
+        // `OpenAIConfig::new` reads OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment and
+        // would send them as headers to whatever server this is (and panic on a value a header
+        // cannot hold): tagloop sends only what its configuration names.
         let mut oa = OpenAIConfig::new()
             .with_api_base(base_url.clone())
-            .with_api_key(cfg.api_key.expose());
+            .with_api_key(cfg.api_key.expose())
+            .with_org_id("")
+            .with_project_id("");
         for (k, v) in &cfg.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
@@ -97,4 +103,13 @@ fn stream_headers(cfg: &OpenAiConfig) -> Result<HeaderMap, LlmError> {
         headers.insert(name, value);
     }
     Ok(headers)
+}
+
+/// Whether a plain-`http://` request would go through an `https://` proxy (reqwest reads
+/// `HTTP_PROXY` and `ALL_PROXY`, either case), which needs the root certificates after all.
+fn through_https_proxy() -> bool {
+    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .any(|url| url.trim().to_ascii_lowercase().starts_with("https://"))
 }

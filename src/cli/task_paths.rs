@@ -106,7 +106,7 @@ impl TaskFolder {
 /// `n` bytes for a message: in MiB when that is exact, else in bytes (a file one byte over a
 /// 64 MiB bound must not read as "64.0 MiB").
 fn size(n: u64) -> String {
-    if n % (1 << 20) == 0 {
+    if n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else {
         format!("{n} bytes")

@@ -17,7 +17,7 @@ pub const DEFAULT_MAX_TOKENS: u32 = 1024;
 /// Settings of the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
-    /// The API shape.
+    /// Which endpoint, and so which prompt shape, turns use ([`Api::Chat`] by default).
     pub api: Api,
     /// Step limit (docs/protocol.md §1.6).
     pub max_steps: u32,

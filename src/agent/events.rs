@@ -16,7 +16,8 @@ use super::Progress;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    /// The run began.
+    /// A run began; a continued session (`tagloop continue`) has one of these per run, and the
+    /// first one's `task` is the session's task.
     RunStarted {
         /// The session id (empty when no transcript is written).
         #[serde(default)]
@@ -56,12 +57,14 @@ pub enum Event {
     },
     /// Text arrived from the model (not written to transcripts).
     TextDelta {
-        /// The new text.
+        /// A piece of the reply as it streams (already cut at stop strings); the request's final
+        /// text comes in the `TurnFinished` that follows when the request succeeds.
         text: String,
     },
-    /// A model turn finished.
+    /// One model request ended; a turn continued after being cut (completions, or a server that
+    /// takes a prefill) gives one of these per request.
     TurnFinished {
-        /// The raw text of the turn.
+        /// The text this request produced, before any parsing.
         text: String,
         /// Why it ended.
         finish: Finish,
@@ -78,23 +81,24 @@ pub enum Event {
         /// The joined thought text.
         text: String,
     },
-    /// The turn asked for a tool.
+    /// The turn's call, bound to an existing tool; sent before the loop guard judges it, so a
+    /// refused repeat has an `Action` but no `ToolStarted`.
     Action {
-        /// The name of the tool called.
+        /// The tool's registered name (a call to an unknown tool is a `Correction` instead).
         tool: String,
         /// The arguments bound to the tool's JSON Schema (an object by parameter name).
         args: Value,
     },
-    /// A tool started.
+    /// A tool call began; a `ToolFinished` for it always follows, also on error or timeout.
     ToolStarted {
         /// The name of the tool running.
         tool: String,
     },
-    /// A tool finished.
+    /// A tool call ended, whether or not it succeeded.
     ToolFinished {
         /// The name of the tool that ran.
         tool: String,
-        /// Whether it succeeded.
+        /// False when the tool returned an error (a refusal included) or ran past the tool timeout.
         ok: bool,
         /// Milliseconds it took.
         elapsed_ms: u64,
@@ -135,7 +139,7 @@ pub enum Event {
         /// Leniencies used to read it.
         warnings: Vec<String>,
     },
-    /// The run ended.
+    /// The run's last event; a run whose future is dropped (cancelled) ends without one.
     Finished {
         /// The run's outcome as JSON (the `tagloop run --json` object).
         outcome: Value,

@@ -69,10 +69,12 @@ use crate::llm::Api;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
-    /// A template did not render.
+    /// A prompt template could not be read, parsed or rendered (see [`PromptError`]; the message
+    /// names the template or its file).
     #[error(transparent)]
     Prompt(#[from] PromptError),
-    /// A role could not be made.
+    /// A role could not be built: its file did not read or parse, or its output schema is not a
+    /// valid JSON Schema (see [`RoleError`]).
     #[error(transparent)]
     Role(#[from] RoleError),
     /// The accepted final answer does not deserialize into the requested Rust type.
@@ -137,7 +139,8 @@ impl Agent {
         })
     }
 
-    /// The rendered system prompt.
+    /// The system prompt, rendered once when the agent was built; a continued run sends the one
+    /// in its transcript instead.
     pub fn system_prompt(&self) -> &str {
         &self.system
     }

@@ -12,7 +12,8 @@ use super::{AgentConfig, AgentError, Role};
 /// The prompts of a run's first turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preview {
-    /// The system prompt.
+    /// The system prompt rendered from the templates, the role and the tools; with the chat API it
+    /// is also `first`'s first message.
     pub system: String,
     /// The first request's prompt: the messages (chat) or the whole text (completions).
     pub first: Prompt,

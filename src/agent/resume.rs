@@ -27,7 +27,7 @@ pub struct Resume {
     pub finished: Option<Status>,
     /// A new user message to add before going on.
     pub message: Option<String>,
-    /// The task of the session.
+    /// The task of the session's first run (its first `run_started` record).
     pub task: String,
     /// The `meta` of the latest `run_started` record that had one (the caller's options).
     pub meta: Value,

@@ -29,7 +29,8 @@ use super::{Agent, Outcome, Progress, RunOptions, Status};
 /// The program [`Agent::wrap`] runs.
 #[derive(Debug, Clone)]
 pub struct WrapCommand {
-    /// The program and its arguments.
+    /// The program (run directly, looked up on `PATH`, no shell) then its arguments; an empty
+    /// list ends the run with the error "no command to run".
     pub argv: Vec<String>,
     /// Its working directory.
     pub cwd: PathBuf,

@@ -50,7 +50,9 @@ pub struct Provider {
     pub reasoning: Option<bool>,
 }
 
-/// A model alias.
+/// A `[models.NAME]` entry of `tagloop.toml`: the model name `NAME` (from `--model`,
+/// `TAGLOOP_MODEL`, a role or `default_model`) becomes `model`, sent to the `[providers]` entry
+/// named `provider` (the default provider when none is named; an undefined one is an error).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelAlias {
@@ -65,7 +67,8 @@ pub struct RoleOverride {
     pub model: String,
 }
 
-/// The config file.
+/// A `tagloop.toml` as read (the user's, `./tagloop.toml`, or the one `--config` names); an unknown
+/// key is an error.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {

@@ -44,7 +44,7 @@ impl QueueArg {
             .or_password(env))
     }
 
-    /// A handle on the queue.
+    /// A handle on the queue at [`url`](Self::url)'s address (a usage error when it is bad).
     pub fn open(&self) -> Result<Queue> {
         Ok(Queue::new(self.url()?)?)
     }

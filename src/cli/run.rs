@@ -36,7 +36,8 @@ pub struct OutputOpts {
 }
 
 impl OutputOpts {
-    /// The session directory.
+    /// `--session-dir`, else `TAGLOOP_SESSION_DIR`, else `<user data dir>/tagloop/sessions`; it
+    /// may not exist yet (the first transcript creates it).
     pub fn session_dir(&self) -> PathBuf {
         super::options::session_dir(self.session_dir.as_deref())
     }

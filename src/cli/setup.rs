@@ -158,7 +158,8 @@ impl Setup {
             .ok_or_else(|| usage("no model: give --model (or TAGLOOP_MODEL)"))
     }
 
-    /// An agent for one run.
+    /// An agent driving `model` with these options' tools, role and settings
+    /// ([`agent_for`](Self::agent_for) takes another role).
     pub fn agent(&self, model: Arc<dyn Model>) -> Result<Agent> {
         self.agent_for(model, None)
     }

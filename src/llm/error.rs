@@ -31,14 +31,15 @@ pub enum LlmError {
     ReadTimeout {
         /// The server's base URL (redacted like every string here).
         url: String,
-        /// The read timeout that ran out.
+        /// The client's `read_timeout`: the longest silence allowed between received bytes, not a
+        /// limit on the whole answer.
         limit: Duration,
     },
 
     /// The whole turn took longer than its wall-clock limit.
     #[error("the model turn took longer than {:.1}s (turn timeout)", limit.as_secs_f64())]
     TurnTimeout {
-        /// The limit that was exceeded.
+        /// The client's `turn_timeout`, which covers the whole turn, retries included.
         limit: Duration,
     },
 
@@ -48,7 +49,7 @@ pub enum LlmError {
         detail(message)
     )]
     Unauthorized {
-        /// The HTTP status.
+        /// 401 or 403, as the server answered.
         status: u16,
         /// The server's base URL (redacted like every string here).
         url: String,
@@ -59,7 +60,8 @@ pub enum LlmError {
     /// 404 naming the model (or any 404: wrong model, or a base URL without `/v1`, said first).
     #[error("{}", not_found(model, url, message))]
     NotFound {
-        /// The model that was asked for.
+        /// The model name the client sent; every 404 lands here, so the base URL may be the
+        /// cause instead.
         model: String,
         /// The server's base URL (redacted like every string here).
         url: String,
@@ -84,7 +86,8 @@ pub enum LlmError {
     /// Any other non-success HTTP status.
     #[error("the server at {url} answered {status}{}", detail(message))]
     Http {
-        /// The HTTP status.
+        /// A redirect (3xx: none is followed, `message` says where to point `--base-url`) or an
+        /// error status other than 401, 403, 404 and 429.
         status: u16,
         /// The server's base URL (redacted like every string here).
         url: String,

@@ -90,7 +90,8 @@ pub enum Prompt {
 /// One request for a model turn.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TurnRequest {
-    /// The prompt.
+    /// The conversation to continue: messages for [`Api::Chat`], one text for
+    /// [`Api::Completions`] (the OpenAI client refuses the other shape with [`LlmError::Config`]).
     pub prompt: Prompt,
     /// Stop strings; the client enforces all of them and sends at most four to the server.
     pub stop: Vec<String>,
@@ -194,7 +195,8 @@ pub struct TurnResult {
 /// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).
 pub type DeltaSink<'a> = &'a mut (dyn FnMut(&str) + Send);
 
-/// A model that produces turns.
+/// What the agent loop asks for turns: [`openai::OpenAiModel`] for a server,
+/// [`scripted::ScriptedModel`] to replay a script.
 pub trait Model: Send + Sync {
     /// Run one turn, passing text deltas to `on_delta` as they arrive.
     fn turn<'a>(

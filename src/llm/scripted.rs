@@ -69,7 +69,8 @@ pub struct ScriptTurn {
 pub struct Script {
     /// Where it came from (a path, or `<inline>`).
     pub name: String,
-    /// The turns.
+    /// The turns in file order; each is played once, and asking past the last one is
+    /// [`LlmError::OutOfTurns`].
     pub turns: Vec<ScriptTurn>,
 }
 
@@ -192,7 +193,8 @@ impl ScriptedModel {
         self.next.load(Ordering::SeqCst)
     }
 
-    /// The script being replayed.
+    /// The script being replayed, whole (turns already played included; see
+    /// [`position`](Self::position)).
     pub fn script(&self) -> &Arc<Script> {
         &self.script
     }

@@ -167,7 +167,8 @@ pub struct SystemInput<'a> {
     pub output_schema: Option<&'a Value>,
     /// The tools, in order.
     pub tools: &'a [ToolDoc],
-    /// The step limit.
+    /// How many tool-calling steps the run may take; the built-in templates tell the model this
+    /// number (`max_steps`).
     pub max_steps: u32,
     /// Environment facts, one line each (OS, workspace, a short file list).
     pub environment: &'a [String],
@@ -203,7 +204,8 @@ fn first_sentence(text: &str) -> String {
     line.to_string()
 }
 
-/// The prompt templates in use.
+/// The three prompt templates (system, question, completion), compiled: the built-in ones
+/// ([`Templates::builtin`], the default) or files that replace some of them ([`Templates::load`]).
 #[derive(Debug)]
 pub struct Templates {
     env: Environment<'static>,
@@ -289,7 +291,8 @@ impl Templates {
             })
     }
 
-    /// The system prompt.
+    /// Render the system template for `input`; a replaced template that does not render is a
+    /// [`PromptError`].
     pub fn system(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
         self.render("system", input.context())
     }

@@ -58,7 +58,7 @@ impl Queue {
         &self.shown
     }
 
-    /// The address.
+    /// The parsed address; it holds the password, so print [`shown`](Self::shown) instead.
     pub fn url(&self) -> &QueueUrl {
         &self.url
     }

@@ -123,7 +123,8 @@ fn is_transient(e: &RedisError) -> bool {
         )
 }
 
-/// A task handed to a worker.
+/// One queue entry handed to a worker; storing a result under `key` (an error result for a bad
+/// entry included) settles it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
     /// The stream entry id (what is acknowledged).

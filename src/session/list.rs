@@ -17,7 +17,7 @@ pub const LIST_MAX_BYTES: u64 = 64 << 20;
 /// One line of `tagloop sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    /// The session id.
+    /// The session id: the transcript's file name without `.jsonl`.
     pub id: String,
     /// The status of the last run in it: the outcome's (`ok`, `max_steps`, `error`, …),
     /// `incomplete` when it started and never finished (killed, or still running), `error` when

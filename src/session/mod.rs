@@ -39,7 +39,7 @@ pub enum SessionError {
     /// A transcript could not be created, written or read.
     #[error("session file {path}: {source}")]
     Io {
-        /// The file.
+        /// The transcript, or the session directory when creating or listing it failed.
         path: String,
         /// Why.
         source: std::io::Error,

@@ -11,7 +11,7 @@ use super::{SessionError, io_err};
 /// The records of a transcript, with a note for each line that could not be read.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
-    /// The records in order.
+    /// Each readable line's JSON value, in file order (damaged lines are skipped: see `damaged`).
     pub records: Vec<Value>,
     /// One message per damaged line (skipped).
     pub warnings: Vec<String>,

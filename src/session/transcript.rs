@@ -90,12 +90,12 @@ impl Transcript {
         self
     }
 
-    /// The session id.
+    /// The session id: the transcript's file name without `.jsonl`.
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    /// The file.
+    /// The transcript file, `<id>.jsonl` in the session directory.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -21,7 +21,7 @@ pub struct TerminalConfirm {
 }
 
 impl TerminalConfirm {
-    /// A terminal confirmer.
+    /// A confirmer that asks on this process's terminal (and declines when stdin is not one).
     pub fn new() -> Self {
         Self::default()
     }

@@ -27,18 +27,21 @@ pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {
-    /// The tool ran and failed.
+    /// The tool ran and failed; the agent shows the text to the model as `Error from <tool>: …`
+    /// and the run goes on.
     #[error("{0}")]
     Failed(String),
     /// The call was refused before it ran (a path outside the workspace, a write that is not allowed, ...).
     #[error("refused: {0}")]
     Refused(String),
-    /// The call took too long.
+    /// The tool gave up waiting under its own limit (an MCP call); the agent's tool timeout
+    /// around every call is separate and does not produce this.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
 }
 
-/// A tool the model can call.
+/// A tool the model can call; offer it in a [`Registry`], where its [`name`](Tool::name) is its
+/// key.
 pub trait Tool: Send + Sync {
     /// The name the model writes (`read_file`, `fs.read_file`).
     fn name(&self) -> &str;
@@ -96,7 +99,7 @@ impl Registry {
         self.tools.iter()
     }
 
-    /// The tool names in order.
+    /// The tool names in the order they were added (a replaced tool keeps its place).
     pub fn names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name()).collect()
     }

@@ -20,7 +20,8 @@ pub enum BindError {
     Unknown {
         /// The tool name, when known.
         tool: Option<String>,
-        /// The unknown name.
+        /// The argument name as written (or a key of a spread object argument); never a
+        /// positional argument, which takes the name of the parameter at its position.
         name: String,
         /// The tool's parameters, in order.
         params: Vec<String>,
@@ -30,7 +31,8 @@ pub enum BindError {
     Duplicate {
         /// The tool name, when known.
         tool: Option<String>,
-        /// The repeated parameter.
+        /// The parameter's declared name (a positional argument counts as the parameter at its
+        /// position).
         name: String,
     },
     /// Required parameters not given.
@@ -38,7 +40,7 @@ pub enum BindError {
     Missing {
         /// The tool name, when known.
         tool: Option<String>,
-        /// The missing parameters.
+        /// The required parameters not given, in the order of the schema's `required`; never empty.
         names: Vec<String>,
     },
     /// A value that cannot be coerced to the parameter's declared type.
@@ -46,7 +48,7 @@ pub enum BindError {
     TypeMismatch {
         /// The tool name, when known.
         tool: Option<String>,
-        /// The parameter.
+        /// The parameter's declared name (for a positional argument too).
         name: String,
         /// The declared type(s), in words.
         expected: String,

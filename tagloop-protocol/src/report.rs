@@ -7,7 +7,8 @@ use super::turn::{Turn, TurnKind, read_turn_with};
 /// The action of a [`ParseReport`]: the tool and its arguments in the order written.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReportAction {
-    /// The tool name.
+    /// The tool name as written in the action (`.` and `-` kept: `fs.read_file`); it is not checked
+    /// against the tools given.
     pub tool: String,
     /// The arguments, each `{"name": …, "value": …}`.
     pub args: Vec<Arg>,
@@ -27,9 +28,9 @@ pub struct ReportError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReportKind {
-    /// An action that parses.
+    /// An action block that parsed; the report's `action` holds the call.
     Action,
-    /// A final answer.
+    /// A final answer; the report's `final` holds its trimmed text.
     Final,
     /// Neither.
     None,

@@ -24,7 +24,9 @@ struct Body<'a> {
 }
 
 impl OpenAiModel {
-    /// The JSON body for a request.
+    /// The JSON body the client would send for `req`, built without sending it: `stop` only with
+    /// `send_stops` (at most four, empty ones dropped), `stream` as given. A prompt shape that does
+    /// not match the client's API fails with [`LlmError::Config`].
     pub fn request_body(
         &self,
         req: &TurnRequest,

@@ -53,7 +53,7 @@ pub enum WorkspaceError {
     /// The root does not exist or cannot be canonicalised.
     #[error("workspace root {path}: {source}")]
     Root {
-        /// The root as given.
+        /// The root as passed, before canonicalisation.
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
@@ -107,7 +107,7 @@ impl Workspace {
         })
     }
 
-    /// The canonical root.
+    /// The root, canonicalised when the workspace was opened (absolute, symbolic links resolved).
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -37,7 +37,8 @@ pub struct Arg {
     pub value: Value,
 }
 
-/// A parsed tool call.
+/// A tool call read from an `<action>` block by [`parse_action`]; its arguments are not yet
+/// bound to the tool's parameters (see [`bind`](crate::bind)).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Call {
     /// The tool name (may contain `.` and `-`: `fs.read_file`).
@@ -65,7 +66,7 @@ pub struct ActionError {
 /// A tool signature for quote disambiguation: `write_file(path, content)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
-    /// The tool name.
+    /// The tool name; [`accepts`](Self::accepts) judges only calls whose `tool` equals it exactly.
     pub name: String,
     /// Parameter names in declaration order.
     pub params: Vec<String>,
@@ -80,7 +81,7 @@ pub struct Signature {
 )]
 #[non_exhaustive]
 pub struct SignatureError {
-    /// The signature as given.
+    /// The text passed to [`Signature::parse`], untrimmed.
     pub text: String,
     /// What was wrong.
     pub reason: String,

@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 pub struct DialectCall {
     /// The tool's name.
     pub tool: String,
-    /// The arguments by name.
+    /// The arguments by name (dialects give no positions); [`render`](Self::render) writes them as
+    /// one object when a name is not an identifier.
     pub args: Map<String, Value>,
 }
 

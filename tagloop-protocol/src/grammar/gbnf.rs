@@ -32,7 +32,7 @@ pub enum GbnfError {
     Undefined {
         /// The rule whose expression names the missing one.
         rule: String,
-        /// The name no rule defines.
+        /// The first name in `rule` that no rule defines (later ones are not reported).
         missing: String,
     },
     /// A rule can reach itself without consuming a character.

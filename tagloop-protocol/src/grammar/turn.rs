@@ -36,7 +36,8 @@ pub const MAX_THINK_CHARS: u32 = 4000;
 /// A tool as the grammar sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolShape<'a> {
-    /// The name the model writes.
+    /// The tool name, written into the grammar as `name(`; a tool whose name tagloop's action
+    /// syntax cannot read back as a call is left out of the grammar.
     pub name: &'a str,
     /// Its parameters as a JSON Schema object.
     pub parameters: &'a Value,

@@ -9,34 +9,13 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
+
+use common::cli::Env;
 use common::fake_server::{FakeConfig, FakeServer};
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
 impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
-        Env { dir }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
     fn script(&self, name: &str, turns: &[&str]) -> String {
         common::script::file(&self.path(name), turns)
-    }
-    fn cmd(&self) -> Command {
-        let mut c = Command::cargo_bin("tagloop").unwrap();
-        c.current_dir(self.dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("TAGLOOP_MODEL")
-            .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
-            .env("NO_COLOR", "1");
-        c
     }
     fn run(&self, model: &str, extra: &[&str]) -> Command {
         let mut c = self.cmd();

@@ -4,40 +4,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::time::Duration;
+use common::cli::Env;
 
-use assert_cmd::Command;
 use common::fake_server::{FakeConfig, FakeServer};
 use serde_json::Value;
-
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
-        Env { dir }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-    fn cmd(&self) -> Command {
-        let mut c = Command::cargo_bin("tagloop").unwrap();
-        c.current_dir(self.dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("TAGLOOP_MODEL")
-            .env_remove("RUST_LOG")
-            .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
-            .env("NO_COLOR", "1")
-            .timeout(Duration::from_secs(60));
-        c
-    }
-}
 
 /// A fake server that fails the first request (500) and refuses any grammar (400), hosted by its
 /// own runtime for a sync test.

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::cli::Env;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,31 +21,7 @@ const CHROMIUM: &str = "chromium";
 /// Lines of the file the model reads: over the page's fold threshold.
 const LONG_LINES: usize = 40;
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
 impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
-        Env { dir }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-    fn tagloop(&self) -> Command {
-        let mut c = Command::cargo_bin("tagloop").unwrap();
-        c.current_dir(self.dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("TAGLOOP_MODEL")
-            .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
-            .env("NO_COLOR", "1")
-            .timeout(Duration::from_secs(30));
-        c
-    }
     /// Chromium, headless, with a profile of its own in the test's folder and nothing that
     /// reaches the network (no sync, no component updates, no background requests).
     fn chromium(&self) -> Command {
@@ -84,7 +62,7 @@ fn replay_page(env: &Env) -> PathBuf {
         ],
     );
     let out = env
-        .tagloop()
+        .cmd()
         .args(["run", "--json", "--model", &m, "--workspace"])
         .arg(env.path("ws"))
         .arg("How many rows has report.txt?")
@@ -96,7 +74,7 @@ fn replay_page(env: &Env) -> PathBuf {
     let outcome: Value = serde_json::from_slice(&out).unwrap();
     let id = outcome["session"].as_str().unwrap();
     let page = env.path("replay.html");
-    env.tagloop()
+    env.cmd()
         .args(["replay", id, "--html"])
         .arg(&page)
         .assert()

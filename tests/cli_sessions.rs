@@ -8,46 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-struct Env {
-    dir: tempfile::TempDir,
-}
+use common::cli::Env;
 
 impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
-        Env { dir }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
     fn sessions(&self) -> PathBuf {
         self.path("sessions")
-    }
-
-    /// `tagloop` with a clean environment, its sessions in `sessions/`.
-    fn std_cmd(&self) -> StdCommand {
-        let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("tagloop"));
-        c.current_dir(self.dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("TAGLOOP_MODEL")
-            .env("XDG_CONFIG_HOME", self.path("noconf"))
-            .env("TAGLOOP_SESSION_DIR", self.sessions())
-            .env("NO_COLOR", "1");
-        c
-    }
-
-    fn cmd(&self) -> Command {
-        Command::from_std(self.std_cmd())
     }
 
     /// A finished scripted run (list the workspace, then answer); its session id.

@@ -5,43 +5,19 @@
 
 mod common;
 
-use std::path::PathBuf;
+use common::cli::Env;
+
 use std::time::Duration;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// Title change (OSC 0, ended by BEL), clipboard write (OSC 52), screen clear (CSI 2J), a C1 CSI
 /// and a right-to-left override.
 const EVIL: &str = "A\x1b]0;pwned\x07B\x1b]52;c;ZWNobyBoaQ==\x07C\x1b[2JD\u{9b}31mE\u{202e}F";
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
 impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
-        Env { dir }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
     fn script(&self, turns: &[&str]) -> String {
         common::script::file(&self.path("script.txt"), turns)
-    }
-    fn cmd(&self) -> Command {
-        let mut c = Command::cargo_bin("tagloop").unwrap();
-        c.current_dir(self.dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("TAGLOOP_MODEL")
-            .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
-            .env("NO_COLOR", "1")
-            .timeout(Duration::from_secs(30));
-        c
     }
 }
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests (`mod common;`).
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod fake_server;
 pub mod lab;
 pub mod redis;

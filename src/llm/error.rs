@@ -272,6 +272,22 @@ impl LlmError {
         }
     }
 
+    /// When the server refused the request because the prompt (plus the turn's token budget)
+    /// does not fit its context window, what it said of the sizes; `None` for every other error.
+    /// The agent loop fits the history harder and asks once more on this error.
+    pub fn context_overflow(&self) -> Option<ContextOverflow> {
+        match self {
+            LlmError::Http {
+                status: 400 | 413,
+                message,
+                ..
+            } => ContextOverflow::read(message),
+            LlmError::Server { message, .. } => ContextOverflow::read(message),
+            LlmError::GaveUp { last, .. } => last.context_overflow(),
+            _ => None,
+        }
+    }
+
     /// The `Retry-After` the server asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -279,5 +295,48 @@ impl LlmError {
             LlmError::GaveUp { last, .. } => last.retry_after(),
             _ => None,
         }
+    }
+}
+
+/// A server's refusal of a prompt longer than its context window ([`LlmError::context_overflow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ContextOverflow {
+    /// The tokens the server counted for the request, when its message says.
+    pub requested: Option<u64>,
+    /// The server's window in tokens, when its message says.
+    pub window: Option<u64>,
+}
+
+impl ContextOverflow {
+    /// Reads the refusal from a server's error text: llama.cpp (`exceed_context_size_error`,
+    /// "request (N tokens) exceeds the available context size (M tokens)"), vLLM ("maximum
+    /// context length is M tokens. However, you requested N tokens"), SGLang ("is longer than
+    /// the model's context length"), OpenAI (`context_length_exceeded`).
+    fn read(message: &str) -> Option<ContextOverflow> {
+        let m = message.to_ascii_lowercase();
+        let said = m.contains("exceed_context_size")
+            || m.contains("context_length_exceeded")
+            || (m.contains("context")
+                && (m.contains("exceed")
+                    || m.contains("longer than")
+                    || m.contains("maximum context length")));
+        if !said {
+            return None;
+        }
+        let numbers: Vec<u64> = m
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let mut overflow = ContextOverflow::default();
+        if m.contains("maximum context length") {
+            // vLLM: the window comes first, then what was requested.
+            overflow.window = numbers.first().copied();
+            overflow.requested = numbers.get(1).copied();
+        } else if numbers.len() >= 2 {
+            overflow.requested = numbers.first().copied();
+            overflow.window = numbers.get(1).copied();
+        }
+        Some(overflow)
     }
 }

@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use error::LlmError;
+pub use error::{ContextOverflow, LlmError};
 pub use grammar::{Constraint, GrammarMode, LazyGrammar, ServerKind, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
 pub use repeat::{RepeatGuard, Repetition};
@@ -225,5 +225,22 @@ pub trait Model: Send + Sync {
     /// calls it once per run; the default does nothing.
     fn prepare(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+
+    /// The model's context window in tokens (prompt and turn together), when known: stated by
+    /// the caller or learned from the server in [`Model::prepare`]. `None` means unknown, and
+    /// the loop then does no context fitting. Call it after `prepare`.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many tokens `prompt` takes for the server's own tokenizer, when the server can tell
+    /// (`/tokenize`); `Ok(None)` when it cannot, and the caller estimates instead. One request
+    /// to the server per call, so callers ask only when the answer could change what they send.
+    fn count_tokens<'a>(
+        &'a self,
+        _prompt: &'a Prompt,
+    ) -> BoxFuture<'a, Result<Option<u64>, LlmError>> {
+        Box::pin(async { Ok(None) })
     }
 }

@@ -14,6 +14,7 @@
 //!                  ├─► protocol  (turn reader, action grammar, binding, observations)
 //!                  ├─► tools     (Tool trait, registry, built-in toolkit, MCP)
 //!                  └─► session   (transcripts on disk)
+//! serve (an OpenAI-compatible endpoint: tools in, text protocol to the upstream model; above the loop's parts)
 //! queue (a Redis Streams task queue for workers on many machines; used by the CLI only)
 //! ```
 //!
@@ -32,6 +33,8 @@ pub mod prompt;
 #[cfg(feature = "cli")]
 pub mod queue;
 pub mod secret;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod session;
 pub mod tools;
 

@@ -1,0 +1,6 @@
+//! `tagloop serve`: an OpenAI-compatible endpoint that answers `tools` with `tool_calls` for any
+//! model, by speaking tagloop's text protocol to the upstream server.
+
+mod event;
+
+pub use event::{FinishReason, ServeEvent, ToolCallOut};

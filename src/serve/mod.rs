@@ -4,6 +4,7 @@
 mod chunks;
 mod error;
 mod event;
+mod upstream;
 
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
@@ -14,4 +15,5 @@ pub use event::{FinishReason, ServeEvent, ToolCallOut};
 #[doc(hidden)]
 pub mod testing {
     pub use super::chunks::{ChunkMeta, sse_response};
+    pub use super::upstream::{Upstream, UpstreamLimits};
 }

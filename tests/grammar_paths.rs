@@ -55,7 +55,10 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
     assert!(call("read-file").contains("\"path=\" path-file"), "{text}");
     assert!(call("edit-file").contains("\"path=\" path-file"), "{text}");
     assert!(call("list-dir").contains("\"path=\" path-dir"), "{text}");
-    assert!(call("search-files").contains("\"path=\" path-any"), "{text}");
+    assert!(
+        call("search-files").contains("\"path=\" path-any"),
+        "{text}"
+    );
     assert!(call("delete-path").contains("\"path=\" path-any"), "{text}");
     assert!(call("move-path").contains("\"from=\" path-any"), "{text}");
     assert!(!call("move-path").contains("\"to=\" path-"), "{text}");
@@ -66,14 +69,19 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
 
 #[test]
 fn a_workspace_over_the_cap_keeps_path_parameters_free() {
-    let names: Vec<String> = (0..=MAX_LISTED_PATHS).map(|i| format!("f{i}.txt")).collect();
+    let names: Vec<String> = (0..=MAX_LISTED_PATHS)
+        .map(|i| format!("f{i}.txt"))
+        .collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let (_d, ws) = workspace(&refs);
     assert!(list_paths(&ws).is_none());
     let text = grammar(&toolkit(ws, ToolkitOptions::default()));
     assert!(rule(&text, "path-file").is_none(), "{text}");
     let read = rule(&text, "call-read-file").unwrap_or_default();
-    assert!(read.contains("\"path=\" (string | triple-string)"), "{text}");
+    assert!(
+        read.contains("\"path=\" (string | triple-string)"),
+        "{text}"
+    );
 }
 
 /// A tool declared as an MCP server declares it: its schema carries the annotation, and it
@@ -108,5 +116,8 @@ fn an_annotated_tool_opts_in() {
     let text = grammar(&tools);
     let open = rule(&text, "call-srv-open").unwrap_or_default();
     assert!(open.contains("\"folder=\" path-dir"), "{text}");
-    assert!(open.contains("\"name=\" (string | triple-string)"), "{text}");
+    assert!(
+        open.contains("\"name=\" (string | triple-string)"),
+        "{text}"
+    );
 }

@@ -19,6 +19,7 @@ const TURN: &str = "<thought>t</thought><final_answer>ok</final_answer>";
 fn grammar(lazy: bool) -> Arc<TurnGrammar> {
     Arc::new(TurnGrammar {
         gbnf: "root ::= \"<thought>\" [a-z]+ \"</thought>\"\n".into(),
+        lark: None,
         lazy: lazy.then(|| LazyGrammar {
             gbnf: "root ::= \"<final_answer>\" [a-z]+\n".into(),
             triggers: vec!["<action>".into(), "<final_answer>".into()],

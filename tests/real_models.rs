@@ -188,6 +188,7 @@ fn llama_cpp_takes_the_turn_grammars_and_samples_within_them() {
             for lazy in [false, true] {
                 let grammar = TurnGrammar {
                     gbnf: turn_grammar(&shape).to_gbnf(),
+                    lark: None,
                     lazy: lazy.then(|| LazyGrammar {
                         gbnf: decision_grammar(&shape).to_gbnf(),
                         triggers: LAZY_TRIGGERS.iter().map(|t| t.to_string()).collect(),

@@ -10,29 +10,56 @@
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
 //! answer.
 //!
+//! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
+//! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
+//! that exist when the workspace is small ([`list_paths`]). Tools may change the workspace
+//! (the write tools, `run_command`, MCP tools, another process), so before every turn the
+//! workspace is listed again, a walk of at most a few hundred entries, and the grammars are
+//! rebuilt only when the listing changed: a file created by one turn is callable in the next.
+//!
 //! A model reasons when [`AgentConfig::reasoning`](super::AgentConfig::reasoning) says so, or
 //! from the first turn of a run in which it wrote a `<think>` block or the server sent separate
 //! reasoning.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use tracing::warn;
 
 use crate::llm::{LazyGrammar, TurnGrammar};
 use crate::protocol::{
-    Grammar, LAZY_TRIGGERS, ToolShape, TurnShape, decision_grammar, parse_gbnf, turn_grammar,
+    Grammar, KnownPaths, LAZY_TRIGGERS, PATH_ANNOTATION, ToolShape, TurnShape,
+    decision_grammar_with, parse_gbnf, turn_grammar_with,
 };
-use crate::tools::Registry;
+use crate::tools::{Registry, Workspace, list_paths};
 
 use super::{Api, Role};
 
 /// The grammars of one agent (none when its model takes none).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grammars {
+    built: Arc<Mutex<Built>>,
+    /// Where the paths come from, when some parameter names one (see the module docs).
+    paths: Option<Arc<PathSource>>,
+}
+
+/// The four variants, and the paths they were built with.
+#[derive(Debug, Clone, Default)]
+struct Built {
     /// `[step, last]` for a model that answers straight away.
     plain: Option<[Arc<TurnGrammar>; 2]>,
     /// `[step, last]` for a model that reasons first.
     reasoning: Option<[Arc<TurnGrammar>; 2]>,
+    known: KnownPaths,
+}
+
+/// What the grammars are rebuilt from when the workspace's paths change.
+#[derive(Debug)]
+struct PathSource {
+    workspace: Workspace,
+    tools: Registry,
+    output_schema: Option<Value>,
+    api: Api,
 }
 
 /// What the grammar of a turn is built from.
@@ -43,40 +70,110 @@ pub(crate) struct GrammarInputs<'a> {
 }
 
 impl GrammarInputs<'_> {
-    /// The whole-turn grammar (for `tagloop prompt --show-grammar` and the live view).
+    /// The whole-turn grammar (for `tagloop prompt --show-grammar` and the live view), with
+    /// the workspace's paths as they are now.
     pub(crate) fn turn(&self, final_only: bool, think: bool) -> Grammar {
-        turn_grammar(&self.shape(self.shapes(), final_only, think))
-    }
-
-    /// The tools as the grammar sees them.
-    fn shapes(&self) -> Vec<ToolShape<'_>> {
-        self.tools
-            .iter()
-            .map(|t| ToolShape {
-                name: t.name(),
-                parameters: t.parameters(),
-            })
-            .collect()
-    }
-
-    fn shape<'s>(
-        &'s self,
-        tools: Vec<ToolShape<'s>>,
-        final_only: bool,
-        think: bool,
-    ) -> TurnShape<'s> {
-        TurnShape {
-            tools,
-            output_schema: self.role.output_schema(),
+        let known = workspace(self.tools)
+            .and_then(list_paths)
+            .unwrap_or_default();
+        let schemas = annotated(self.tools);
+        let shape = shape(
+            &schemas,
+            self.tools,
+            self.role.output_schema(),
+            self.api,
             final_only,
-            opened_thought: self.api == Api::Completions,
             think,
+        );
+        turn_grammar_with(&shape, &known)
+    }
+
+    fn source(&self) -> Source<'_> {
+        Source {
+            tools: self.tools,
+            output_schema: self.role.output_schema(),
+            api: self.api,
         }
     }
+}
 
+/// The borrowed inputs of one build.
+struct Source<'a> {
+    tools: &'a Registry,
+    output_schema: Option<&'a Value>,
+    api: Api,
+}
+
+/// The workspace the registry's paths are relative to: the first tool's that has one.
+fn workspace(tools: &Registry) -> Option<&Workspace> {
+    tools.iter().find_map(|t| t.workspace())
+}
+
+/// Each tool's parameters, with [`PATH_ANNOTATION`] on the properties it declares as paths
+/// (the grammar reads the annotation; the schema the model is shown is not changed).
+fn annotated(tools: &Registry) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| {
+            let mut params = t.parameters().clone();
+            for (name, kind) in t.path_parameters() {
+                if let Some(prop) = params
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut(&name))
+                    .and_then(Value::as_object_mut)
+                {
+                    prop.insert(PATH_ANNOTATION.into(), Value::from(kind.as_str()));
+                }
+            }
+            params
+        })
+        .collect()
+}
+
+fn shape<'s>(
+    schemas: &'s [Value],
+    tools: &'s Registry,
+    output_schema: Option<&'s Value>,
+    api: Api,
+    final_only: bool,
+    think: bool,
+) -> TurnShape<'s> {
+    TurnShape {
+        tools: tools
+            .iter()
+            .zip(schemas)
+            .map(|(t, parameters)| ToolShape {
+                name: t.name(),
+                parameters,
+            })
+            .collect(),
+        output_schema,
+        final_only,
+        opened_thought: api == Api::Completions,
+        think,
+    }
+}
+
+impl Source<'_> {
     /// One variant, checked.
-    fn build(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
-        let grammar = self.turn(final_only, reasoning);
+    fn build(
+        &self,
+        schemas: &[Value],
+        known: &KnownPaths,
+        final_only: bool,
+        reasoning: bool,
+    ) -> Option<Arc<TurnGrammar>> {
+        let shape = |think| {
+            shape(
+                schemas,
+                self.tools,
+                self.output_schema,
+                self.api,
+                final_only,
+                think,
+            )
+        };
+        let grammar = turn_grammar_with(&shape(reasoning), known);
         // Every variant follows the same schemas: say it once, from the ordinary step's
         // grammar (the one that holds the tools' parameters as well as the output schema).
         if !final_only && !reasoning {
@@ -86,8 +183,9 @@ impl GrammarInputs<'_> {
             }
         }
         let full = grammar.to_gbnf();
+        let lark = grammar.to_lark();
         let lazy = if reasoning {
-            let g = decision_grammar(&self.shape(self.shapes(), final_only, false)).to_gbnf();
+            let g = decision_grammar_with(&shape(false), known).to_gbnf();
             Some(LazyGrammar {
                 gbnf: g,
                 triggers: if final_only {
@@ -106,31 +204,72 @@ impl GrammarInputs<'_> {
                 return None;
             }
         }
-        Some(Arc::new(TurnGrammar { gbnf: full, lazy }))
+        Some(Arc::new(TurnGrammar {
+            gbnf: full,
+            lark: Some(lark),
+            lazy,
+        }))
+    }
+
+    /// Every variant, with these paths.
+    fn build_all(&self, known: KnownPaths) -> Built {
+        let schemas = annotated(self.tools);
+        let pair = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
+            Some([
+                self.build(&schemas, &known, false, reasoning)?,
+                self.build(&schemas, &known, true, reasoning)?,
+            ])
+        };
+        Built {
+            plain: pair(false),
+            reasoning: pair(true),
+            known,
+        }
     }
 }
 
 impl Grammars {
-    /// Build every variant.
+    /// Build every variant, with the workspace's paths as they are now.
     pub(crate) fn build(inputs: &GrammarInputs<'_>) -> Self {
-        let pair = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
-            Some([
-                inputs.build(false, reasoning)?,
-                inputs.build(true, reasoning)?,
-            ])
-        };
+        let has_paths = inputs.tools.iter().any(|t| !t.path_parameters().is_empty());
+        let paths = workspace(inputs.tools).filter(|_| has_paths).map(|ws| {
+            Arc::new(PathSource {
+                workspace: ws.clone(),
+                tools: inputs.tools.clone(),
+                output_schema: inputs.role.output_schema().cloned(),
+                api: inputs.api,
+            })
+        });
+        let known = paths
+            .as_ref()
+            .and_then(|p| list_paths(&p.workspace))
+            .unwrap_or_default();
         Grammars {
-            plain: pair(false),
-            reasoning: pair(true),
+            built: Arc::new(Mutex::new(inputs.source().build_all(known))),
+            paths,
         }
     }
 
-    /// The grammar for a turn.
+    /// The grammar for a turn, rebuilt first when the workspace's paths changed since the
+    /// last one.
     pub(crate) fn pick(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
+        // A poisoned lock still holds grammars that were whole when they were built.
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = &self.paths {
+            let known = list_paths(&p.workspace).unwrap_or_default();
+            if known != built.known {
+                let source = Source {
+                    tools: &p.tools,
+                    output_schema: p.output_schema.as_ref(),
+                    api: p.api,
+                };
+                *built = source.build_all(known);
+            }
+        }
         let set = if reasoning {
-            &self.reasoning
+            &built.reasoning
         } else {
-            &self.plain
+            &built.plain
         };
         set.as_ref().map(|s| s[usize::from(final_only)].clone())
     }

@@ -43,6 +43,9 @@ pub struct Provider {
     pub api: Option<String>,
     /// `auto`, `on` or `off`: constrain turns with a grammar.
     pub grammar: Option<String>,
+    /// `gbnf` or `llguidance`: the grammar syntax sent to llama.cpp (llguidance only for a
+    /// build with it, which a build without it aborts on).
+    pub grammar_syntax: Option<String>,
     /// The server's kind (`llama.cpp`, `vllm`, `sglang`, `ollama`, `openai`, `other`), instead
     /// of detecting it.
     pub server: Option<String>,

@@ -102,6 +102,10 @@ pub struct RunOpts {
     /// vLLM and SGLang, detected), on (every server not known to lack grammars), off [default: auto]
     #[arg(long, value_name = "MODE", value_parser = ["auto", "on", "off"])]
     pub grammar: Option<String>,
+    /// The grammar syntax sent to llama.cpp: gbnf, or llguidance for a llama.cpp built with
+    /// -DLLAMA_LLGUIDANCE=ON (a build without it aborts on such a grammar) [default: gbnf]
+    #[arg(long, value_name = "SYNTAX", value_parser = ["gbnf", "llguidance"])]
+    pub grammar_syntax: Option<String>,
     /// The server's kind, instead of detecting it: llama.cpp, vllm, sglang, ollama, openai, other
     #[arg(long, value_name = "KIND")]
     pub server: Option<String>,

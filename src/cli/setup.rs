@@ -477,6 +477,15 @@ fn model_config(
     if let Some(mode) = opts.grammar.as_ref().or(target.grammar.as_ref()) {
         cfg.grammar = mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     }
+    if let Some(syntax) = opts
+        .grammar_syntax
+        .as_ref()
+        .or(target.grammar_syntax.as_ref())
+    {
+        cfg.grammar_syntax = syntax
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--grammar-syntax: {e}"))?;
+    }
     if let Some(kind) = opts.server.as_ref().or(target.server.as_ref()) {
         cfg.server = Some(
             kind.parse()

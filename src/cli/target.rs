@@ -22,6 +22,8 @@ pub struct ModelTarget {
     pub api: Option<String>,
     /// The provider's grammar mode, server kind and reasoning flag, when it says.
     pub grammar: Option<String>,
+    /// See [`Provider::grammar_syntax`].
+    pub grammar_syntax: Option<String>,
     /// See [`Provider::server`].
     pub server: Option<String>,
     /// See [`Provider::reasoning`].
@@ -74,6 +76,7 @@ pub fn resolve_model(
         api_key: choice.key,
         api: provider.api,
         grammar: provider.grammar,
+        grammar_syntax: provider.grammar_syntax,
         server: provider.server,
         reasoning: provider.reasoning,
         known_keys,

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 pub struct TurnGrammar {
     /// The whole turn, from its first character.
     pub gbnf: String,
+    /// The same grammar in llguidance's Lark syntax (it starts with `%llguidance {}`), sent
+    /// instead of `gbnf` to llama.cpp when [`GrammarSyntax::Llguidance`] is stated; `None`:
+    /// GBNF only.
+    pub lark: Option<String>,
     /// For models that reason freely first: the grammar of the decision alone and the words
     /// that start it (llama.cpp's lazy grammars). `None` when the model is not known to reason.
     pub lazy: Option<LazyGrammar>,
@@ -61,6 +65,52 @@ impl FromStr for GrammarMode {
             "off" | "false" | "no" => Ok(GrammarMode::Off),
             other => Err(format!(
                 "unknown grammar mode '{other}': expected auto, on or off"
+            )),
+        }
+    }
+}
+
+/// Which grammar syntax a llama.cpp server is sent (`--grammar-syntax`, `grammar_syntax`).
+///
+/// llama.cpp built with `-DLLAMA_LLGUIDANCE=ON` hands a grammar that starts with
+/// `%llguidance` to llguidance, whose token masks cost tens of microseconds where its own GBNF
+/// sampler's cost milliseconds. A build without it does not refuse such a grammar: it aborts
+/// the whole server (`GGML_ABORT("llguidance (cmake -DLLAMA_LLGUIDANCE=ON) is not enabled")`
+/// in `common/sampling.cpp`; llama.cpp issue 25960). Nothing the server publishes says which
+/// build it is, so llguidance is never tried on a guess: it is used only when stated. Other
+/// servers always get GBNF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GrammarSyntax {
+    /// GBNF, which every llama.cpp takes.
+    #[default]
+    Gbnf,
+    /// llguidance's Lark form, for a llama.cpp the user knows was built with llguidance. A
+    /// server that answers 400 naming the grammar is asked again in GBNF, and the client
+    /// sends GBNF from then on.
+    Llguidance,
+}
+
+impl GrammarSyntax {
+    /// `gbnf` or `llguidance`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrammarSyntax::Gbnf => "gbnf",
+            GrammarSyntax::Llguidance => "llguidance",
+        }
+    }
+}
+
+impl FromStr for GrammarSyntax {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gbnf" => Ok(GrammarSyntax::Gbnf),
+            "llguidance" | "lark" => Ok(GrammarSyntax::Llguidance),
+            other => Err(format!(
+                "unknown grammar syntax '{other}': expected gbnf or llguidance"
             )),
         }
     }

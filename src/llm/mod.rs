@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use error::{ContextOverflow, LlmError};
-pub use grammar::{Constraint, GrammarMode, LazyGrammar, ServerKind, TurnGrammar};
+pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, ServerKind, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
 pub use repeat::{RepeatGuard, Repetition};
 pub use stops::StopScanner;

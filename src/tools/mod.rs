@@ -15,7 +15,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-pub use builtin::{Limits, ToolkitOptions, toolkit};
+use crate::protocol::PathKind;
+
+pub use builtin::{
+    Limits, MAX_LISTED_BYTES, MAX_LISTED_PATHS, ToolkitOptions, list_paths, toolkit,
+};
 pub use children::{ChildEnv, harden_process, kill_all_descendants, spawn_orphan_reaper};
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
@@ -51,6 +55,34 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> &Value;
     /// Run it with arguments already bound to [`Tool::parameters`].
     fn call(&self, args: Map<String, Value>) -> BoxFuture<'_, Result<String, ToolError>>;
+    /// The parameters that name a path which must already exist (relative to the workspace
+    /// root), and of which kind. When the workspace is small enough the turn grammar limits
+    /// them to the paths that exist (see [`list_paths`]); never declare a path the tool
+    /// creates (`write_file.path`), or the model could not name it. Default: the string
+    /// properties of [`Tool::parameters`] annotated
+    /// [`PATH_ANNOTATION`](crate::protocol::PATH_ANNOTATION) (`"x-tagloop-path": "file" | "dir" |
+    /// "any"`), which is how an MCP server's tool opts in.
+    fn path_parameters(&self) -> Vec<(String, PathKind)> {
+        annotated_paths(self.parameters())
+    }
+    /// The workspace this tool's paths are relative to, when it works in one (the built-in
+    /// toolkit). Default: none; a tool's path parameters are then taken relative to the
+    /// workspace of the registry's first tool that has one.
+    fn workspace(&self) -> Option<&Workspace> {
+        None
+    }
+}
+
+/// The string properties of a parameters schema annotated
+/// [`PATH_ANNOTATION`](crate::protocol::PATH_ANNOTATION), in declared order.
+pub fn annotated_paths(parameters: &Value) -> Vec<(String, PathKind)> {
+    let Some(props) = parameters.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .filter_map(|(name, schema)| Some((name.clone(), PathKind::of_schema(schema)?)))
+        .collect()
 }
 
 /// The tools offered to a model, in the order they were added.

@@ -21,6 +21,7 @@ impl OpenAiModel {
         let mut fields = self.request_fields(req, send_stops, stream)?;
         if let Some(grammar) = req.grammar.as_deref() {
             self.add_grammar(&mut fields, grammar, constraint).await;
+            self.use_lark(&mut fields, grammar, constraint).await;
         }
         let cap = TurnState::cap_for(req.max_tokens);
         let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions, cap);

@@ -63,6 +63,7 @@ impl OpenAiModel {
             headers,
             stop_rejected: AtomicBool::new(false),
             grammar_rejected: AtomicBool::new(false),
+            lark_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
             redactor,
         })

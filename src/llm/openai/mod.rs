@@ -55,7 +55,10 @@
 //! the mode allows (`auto`: llama.cpp, vLLM and SGLang, detected once per client or stated in
 //! the config; `on`: every server not known to lack grammars; `off`: never). A lazy grammar is
 //! used on llama.cpp when the request offers one. A server that answers 400 naming the grammar
-//! field is asked again without it, and the client never sends one again (like `stop`). Which
+//! field is asked again without it, and the client never sends one again (like `stop`). With
+//! [`GrammarSyntax::Llguidance`] stated, llama.cpp gets the grammar in llguidance's Lark form
+//! (whole-turn grammars; lazy ones stay GBNF); a 400 naming the grammar then falls back to GBNF
+//! for the client's life, before grammars are given up. Which
 //! way a turn went is [`TurnResult::constraint`](crate::llm::TurnResult::constraint).
 //!
 //! # Usage and reasoning
@@ -88,7 +91,9 @@ use async_openai::config::OpenAIConfig;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{DeltaSink, GrammarMode, LlmError, Model, ServerKind, TurnRequest, TurnResult};
+use super::{
+    DeltaSink, GrammarMode, GrammarSyntax, LlmError, Model, ServerKind, TurnRequest, TurnResult,
+};
 
 use super::Api;
 use crate::secret::{Redactor, Secret};
@@ -150,6 +155,9 @@ pub struct OpenAiConfig {
     pub grammar: GrammarMode,
     /// The server's kind as stated by the user; `None`: detected on first use.
     pub server: Option<ServerKind>,
+    /// The grammar syntax llama.cpp is sent (see [`GrammarSyntax`]): GBNF unless the user
+    /// states that the server has llguidance.
+    pub grammar_syntax: GrammarSyntax,
 }
 
 impl OpenAiConfig {
@@ -178,6 +186,7 @@ impl OpenAiConfig {
             headers: Vec::new(),
             grammar: GrammarMode::Auto,
             server: None,
+            grammar_syntax: GrammarSyntax::Gbnf,
         }
     }
 }
@@ -215,6 +224,8 @@ pub struct OpenAiModel {
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.
     grammar_rejected: AtomicBool,
+    /// The server refused a grammar in llguidance's form: GBNF from then on.
+    lark_rejected: AtomicBool,
     /// The detected server kind.
     server: tokio::sync::OnceCell<ServerKind>,
     /// The key (and its derived forms), removed from every error built from a server's answer.

@@ -35,11 +35,28 @@ impl OpenAiModel {
                 && !self.stop_rejected()
                 && req.stop.iter().any(|s| !s.is_empty());
             let constraint = self.constraint_for(req.grammar.as_deref()).await;
+            let lark = match req.grammar.as_deref() {
+                Some(g) => self.sends_lark(g, constraint).await,
+                None => false,
+            };
             match self
                 .attempt(req, send_stops, constraint, &mut *on_delta, started)
                 .await
             {
                 Ok(r) => return Ok(r),
+                Err(AttemptError {
+                    grammar_rejected: true,
+                    err,
+                    ..
+                }) if lark => {
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected the llguidance grammar; asking again in GBNF, and sending GBNF from now on");
+                    req.notify(Notice::new(
+                        NoticeKind::GrammarRejected,
+                        format!("the server rejected the llguidance grammar ({}); asking again in GBNF, and sending GBNF from now on", quote(&err)),
+                    ));
+                    self.lark_rejected.store(true, Ordering::Relaxed);
+                    attempts -= 1;
+                }
                 Err(AttemptError {
                     grammar_rejected: true,
                     err,

@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::protocol::PathKind;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     ReadFile,
@@ -78,6 +80,19 @@ impl Kind {
                  stdin is empty, so the command must not wait for input. The command and everything it started \
                  are killed after timeout_s seconds (default 60). Long output is cut in the middle."
             }
+        }
+    }
+
+    /// The parameters that name a path which must exist before the call: a path the tool
+    /// creates (`write_file`, `append_file`, `make_dir`, `move_path.to`) is never one, or the
+    /// grammar would keep the model from naming it.
+    pub(super) fn existing_paths(self) -> &'static [(&'static str, PathKind)] {
+        match self {
+            Kind::ReadFile | Kind::EditFile => &[("path", PathKind::File)],
+            Kind::ListDir => &[("path", PathKind::Dir)],
+            Kind::SearchFiles | Kind::DeletePath => &[("path", PathKind::Any)],
+            Kind::MovePath => &[("from", PathKind::Any)],
+            Kind::WriteFile | Kind::AppendFile | Kind::MakeDir | Kind::RunCommand => &[],
         }
     }
 

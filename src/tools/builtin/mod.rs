@@ -24,6 +24,7 @@
 
 mod command;
 mod kinds;
+mod paths;
 mod read;
 mod search;
 #[cfg(test)]
@@ -42,6 +43,9 @@ use super::workspace::Workspace;
 use super::{Registry, Tool, ToolError};
 
 use kinds::Kind;
+pub use paths::{MAX_LISTED_BYTES, MAX_LISTED_PATHS, list_paths};
+
+use crate::protocol::PathKind;
 
 /// Size and count limits of the toolkit.
 #[derive(Debug, Clone)]
@@ -174,6 +178,18 @@ impl Tool for Builtin {
         let ctx = Arc::clone(&self.ctx);
         let kind = self.kind;
         Box::pin(async move { dispatch(kind, ctx, args).await })
+    }
+
+    fn path_parameters(&self) -> Vec<(String, PathKind)> {
+        self.kind
+            .existing_paths()
+            .iter()
+            .map(|&(name, kind)| (name.to_owned(), kind))
+            .collect()
+    }
+
+    fn workspace(&self) -> Option<&Workspace> {
+        Some(&self.ctx.ws)
     }
 }
 

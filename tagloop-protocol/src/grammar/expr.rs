@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use super::values::KnownPaths;
+
 /// One item of a character class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum ClassItem {
@@ -297,12 +299,27 @@ pub struct Grammar {
     /// rules (a schema's sub-schemas each get one).
     index: HashMap<String, usize>,
     simplified: Vec<Simplified>,
+    /// What path-valued parameters may name while the grammar is built (empty: free strings).
+    known_paths: KnownPaths,
 }
 
 impl Grammar {
     /// An empty grammar.
     pub(crate) fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty grammar whose path-valued parameters will name one of `paths`.
+    pub(crate) fn knowing(paths: &KnownPaths) -> Self {
+        Grammar {
+            known_paths: paths.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// The paths path-valued parameters may name.
+    pub(crate) fn known_paths(&self) -> &KnownPaths {
+        &self.known_paths
     }
 
     /// Add a rule (a name already defined is replaced, in place).

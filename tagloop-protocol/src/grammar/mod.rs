@@ -14,12 +14,21 @@
 //! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
 //! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
 //! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
+//! * `lark.rs`: [`Grammar::to_lark`], the same grammar in llguidance's Lark syntax.
+//!
+//! Parameters annotated [`PATH_ANNOTATION`] name paths that exist: given the workspace's
+//! [`KnownPaths`] ([`turn_grammar_with`]), their values are the alternation of those paths.
 
 #[cfg(test)]
 mod construct_tests;
 mod expr;
 mod gbnf;
+mod lark;
+#[cfg(test)]
+mod lark_tests;
 mod members;
+#[cfg(test)]
+mod path_tests;
 mod schema;
 #[cfg(test)]
 mod schema_tests;
@@ -34,5 +43,6 @@ pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use turn::{
     LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, ToolShape, TurnShape, decision_grammar,
-    turn_grammar,
+    decision_grammar_with, turn_grammar, turn_grammar_with,
 };
+pub use values::{KnownPaths, PATH_ANNOTATION, PathKind};

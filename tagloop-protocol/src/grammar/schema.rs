@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::expr::{Expr, Simplified, sanitize};
 use super::members::Members;
-use super::values::{Place, Values};
+use super::values::{PathKind, Place, Values};
 
 /// The deepest schema nesting followed; deeper parts accept any JSON value.
 const MAX_SCHEMA_DEPTH: usize = 24;
@@ -202,6 +202,12 @@ impl Values<'_> {
         depth: usize,
         base: &str,
     ) -> Option<Expr> {
+        if t == "string"
+            && let Some(kind) = PathKind::of_schema(schema)
+            && let Some(paths) = self.known_path(kind)
+        {
+            return Some(paths);
+        }
         Some(match t {
             "string" if place == Place::Argument => {
                 Expr::alt([self.string(), self.triple_string()])

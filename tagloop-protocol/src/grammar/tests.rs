@@ -63,12 +63,12 @@ fn person() -> Value {
         "required": ["name", "age"]})
 }
 
-struct Case {
+pub(super) struct Case {
     tools: Vec<(&'static str, Value)>,
     schema: Option<Value>,
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     vec![
         Case {
             tools: vec![("read_file", read_file())],
@@ -96,7 +96,7 @@ fn cases() -> Vec<Case> {
 }
 
 /// The oracle: what the turn reader, the action parser and binding make of a sampled turn.
-fn check_turn(text: &str, case: &Case) -> Result<(), String> {
+pub(super) fn check_turn(text: &str, case: &Case) -> Result<(), String> {
     let turn = read_turn(text);
     match turn.kind {
         TurnKind::Action => {
@@ -132,7 +132,7 @@ fn check_turn(text: &str, case: &Case) -> Result<(), String> {
     }
 }
 
-fn shape(case: &Case, final_only: bool, opened: bool, think: bool) -> TurnShape<'_> {
+pub(super) fn shape(case: &Case, final_only: bool, opened: bool, think: bool) -> TurnShape<'_> {
     TurnShape {
         tools: case
             .tools

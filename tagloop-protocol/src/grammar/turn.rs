@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
 use super::schema::required;
-use super::values::{Place, Values, chars, excluding};
+use super::values::{KnownPaths, Place, Values, chars, excluding};
 use crate::action::parse_action;
 
 /// The words that open a lazy grammar on servers that support one (llama.cpp's
@@ -84,7 +84,13 @@ pub(crate) fn callable(name: &str) -> bool {
 /// assert!(parse_gbnf(&gbnf).is_ok());
 /// ```
 pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
-    let mut g = Grammar::new();
+    turn_grammar_with(shape, &KnownPaths::default())
+}
+
+/// [`turn_grammar`], with the parameters annotated [`PATH_ANNOTATION`](super::PATH_ANNOTATION)
+/// limited to `paths` (free strings where `paths` has none of their kind).
+pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
+    let mut g = Grammar::knowing(paths);
     let decision = decision(&mut g, shape);
     let not_lt = chars(true, &[ClassItem::Char('<')]);
     let gap = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\n')]).repeat(0, Some(2));
@@ -149,7 +155,13 @@ pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
 /// The grammar of the decision alone, from its opening tag on: what a lazy grammar constrains
 /// once one of [`LAZY_TRIGGERS`] appears.
 pub fn decision_grammar(shape: &TurnShape<'_>) -> Grammar {
-    let mut g = Grammar::new();
+    decision_grammar_with(shape, &KnownPaths::default())
+}
+
+/// [`decision_grammar`], with path-valued parameters limited to `paths` (see
+/// [`turn_grammar_with`]).
+pub fn decision_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
+    let mut g = Grammar::knowing(paths);
     let decision = decision(&mut g, shape);
     g.define("root", decision);
     g

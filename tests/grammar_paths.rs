@@ -1,0 +1,123 @@
+//! Turn grammars that know the workspace's paths (issue 24 item 2): built-in path parameters
+//! limited to the paths that exist below the cap, free above it, a tool that opts in through
+//! the `x-tagloop-path` schema annotation (as an MCP server's tool does) honoured, and every
+//! such grammar still read back by the GBNF checker.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use tagloop::agent::{AgentConfig, Role, preview_grammar};
+use tagloop::protocol::parse_gbnf;
+use tagloop::tools::{
+    MAX_LISTED_PATHS, Registry, Tool, ToolError, ToolkitOptions, Workspace, list_paths, toolkit,
+};
+
+fn workspace(files: &[&str]) -> (tempfile::TempDir, Arc<Workspace>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in files {
+        let p = dir.path().join(f);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, "x").expect("write");
+    }
+    let ws = Arc::new(Workspace::new(dir.path()).expect("workspace"));
+    (dir, ws)
+}
+
+fn grammar(tools: &Registry) -> String {
+    let text = preview_grammar(tools, &Role::default(), &AgentConfig::default(), false);
+    parse_gbnf(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    text
+}
+
+fn rule<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ::= ")))
+}
+
+#[test]
+fn a_small_workspace_limits_path_parameters_to_its_paths() {
+    let (_d, ws) = workspace(&["notes/april.md", "say \"hi\".txt", "日本.md"]);
+    let opts = ToolkitOptions {
+        allow_write: true,
+        ..ToolkitOptions::default()
+    };
+    let text = grammar(&toolkit(ws, opts));
+    let files = rule(&text, "path-file").expect("a file list");
+    assert_eq!(
+        files,
+        r#""\"notes/april.md\"" | "\"say \\\"hi\\\".txt\"" | "\"日本.md\"""#
+    );
+    assert_eq!(rule(&text, "path-dir"), Some(r#""\".\"" | "\"notes\"""#));
+    assert!(rule(&text, "path-any").is_some());
+    // read_file, edit_file take files; list_dir folders; the paths a tool creates stay free.
+    let call = |tool: &str| rule(&text, &format!("call-{tool}")).unwrap_or_default();
+    assert!(call("read-file").contains("\"path=\" path-file"), "{text}");
+    assert!(call("edit-file").contains("\"path=\" path-file"), "{text}");
+    assert!(call("list-dir").contains("\"path=\" path-dir"), "{text}");
+    assert!(
+        call("search-files").contains("\"path=\" path-any"),
+        "{text}"
+    );
+    assert!(call("delete-path").contains("\"path=\" path-any"), "{text}");
+    assert!(call("move-path").contains("\"from=\" path-any"), "{text}");
+    assert!(!call("move-path").contains("\"to=\" path-"), "{text}");
+    assert!(!call("write-file").contains("path-"), "{text}");
+    assert!(!call("make-dir").contains("path-"), "{text}");
+    assert!(!call("append-file").contains("path-"), "{text}");
+}
+
+#[test]
+fn a_workspace_over_the_cap_keeps_path_parameters_free() {
+    let names: Vec<String> = (0..=MAX_LISTED_PATHS)
+        .map(|i| format!("f{i}.txt"))
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_d, ws) = workspace(&refs);
+    assert!(list_paths(&ws).is_none());
+    let text = grammar(&toolkit(ws, ToolkitOptions::default()));
+    assert!(rule(&text, "path-file").is_none(), "{text}");
+    let read = rule(&text, "call-read-file").unwrap_or_default();
+    assert!(
+        read.contains("\"path=\" (string | triple-string)"),
+        "{text}"
+    );
+}
+
+/// A tool declared as an MCP server declares it: its schema carries the annotation, and it
+/// relies on the trait's default `path_parameters`.
+struct Annotated(Value);
+
+impl Tool for Annotated {
+    fn name(&self) -> &str {
+        "srv.open"
+    }
+    fn description(&self) -> &str {
+        "open a folder"
+    }
+    fn parameters(&self) -> &Value {
+        &self.0
+    }
+    fn call(&self, _args: Map<String, Value>) -> BoxFuture<'_, Result<String, ToolError>> {
+        Box::pin(async { Ok(String::new()) })
+    }
+}
+
+#[test]
+fn an_annotated_tool_opts_in() {
+    let (_d, ws) = workspace(&["notes/april.md"]);
+    let mut tools = toolkit(ws, ToolkitOptions::default());
+    let schema = json!({"type": "object", "properties": {
+        "folder": {"type": "string", "x-tagloop-path": "dir"},
+        "name": {"type": "string"}}, "required": ["folder", "name"]});
+    let tool = Annotated(schema);
+    assert_eq!(tool.path_parameters().len(), 1);
+    tools.add(Arc::new(tool));
+    let text = grammar(&tools);
+    let open = rule(&text, "call-srv-open").unwrap_or_default();
+    assert!(open.contains("\"folder=\" path-dir"), "{text}");
+    assert!(
+        open.contains("\"name=\" (string | triple-string)"),
+        "{text}"
+    );
+}

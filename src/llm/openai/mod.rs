@@ -88,7 +88,7 @@ use async_openai::config::OpenAIConfig;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{DeltaSink, GrammarMode, LlmError, Model, ServerKind, TurnRequest, TurnResult};
+use super::{DeltaSink, GrammarMode, LlmError, Model, Prompt, ServerKind, TurnRequest, TurnResult};
 
 use super::Api;
 use crate::secret::{Redactor, Secret};
@@ -103,7 +103,9 @@ mod state;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod tokens;
 mod transport;
+mod window;
 mod wire;
 
 /// Settings of an [`OpenAiModel`].
@@ -150,6 +152,9 @@ pub struct OpenAiConfig {
     pub grammar: GrammarMode,
     /// The server's kind as stated by the user; `None`: detected on first use.
     pub server: Option<ServerKind>,
+    /// The model's context window in tokens, as stated by the user; `None`: learned from the
+    /// server before the first run (`window.rs`), when it says. A stated window makes no probe.
+    pub context_window: Option<u64>,
 }
 
 impl OpenAiConfig {
@@ -178,6 +183,7 @@ impl OpenAiConfig {
             headers: Vec::new(),
             grammar: GrammarMode::Auto,
             server: None,
+            context_window: None,
         }
     }
 }
@@ -215,8 +221,13 @@ pub struct OpenAiModel {
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.
     grammar_rejected: AtomicBool,
-    /// The detected server kind.
-    server: tokio::sync::OnceCell<ServerKind>,
+    /// What the server-kind detection learned (its kind, and its window when the same answers
+    /// said it).
+    server: tokio::sync::OnceCell<server::Detected>,
+    /// The context window learned from the server (`None` inside: it did not say).
+    window: tokio::sync::OnceCell<Option<u64>>,
+    /// The server answered 404 to a token count: it has no tokenizer there, never asked again.
+    no_tokenizer: AtomicBool,
     /// The key (and its derived forms), removed from every error built from a server's answer.
     redactor: Redactor,
 }
@@ -287,7 +298,24 @@ impl Model for OpenAiModel {
             if self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected() {
                 self.server_kind().await;
             }
+            // Once per client: concurrent runs wait for the one probe. A stated window needs none.
+            if self.cfg.context_window.is_none() {
+                self.window.get_or_init(|| self.learn_window()).await;
+            }
         })
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.cfg
+            .context_window
+            .or_else(|| self.window.get().copied().flatten())
+    }
+
+    fn count_tokens<'a>(
+        &'a self,
+        prompt: &'a Prompt,
+    ) -> BoxFuture<'a, Result<Option<u64>, LlmError>> {
+        Box::pin(async move { self.count(prompt).await })
     }
 
     fn wants_grammar(&self) -> bool {
@@ -297,7 +325,11 @@ impl Model for OpenAiModel {
         // Once the server's kind is known (stated, or detected by an earlier run of this
         // client), an agent for a server that takes no grammar does not build one: `tagloop
         // batch` builds an agent per task.
-        match self.cfg.server.or_else(|| self.server.get().copied()) {
+        match self
+            .cfg
+            .server
+            .or_else(|| self.server.get().map(|d| d.kind))
+        {
             Some(kind) if self.cfg.grammar == GrammarMode::Auto => kind.takes_grammar(),
             Some(kind) => !kind.lacks_grammar(),
             None => true,

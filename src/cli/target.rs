@@ -26,6 +26,8 @@ pub struct ModelTarget {
     pub server: Option<String>,
     /// See [`Provider::reasoning`].
     pub reasoning: Option<bool>,
+    /// See [`Provider::context`].
+    pub context: Option<u64>,
     /// Every key the sources hold, sent or not, so they can all be redacted.
     pub known_keys: Vec<String>,
     /// Why a key that was configured is not sent (the base URL comes from a project file), with
@@ -76,6 +78,7 @@ pub fn resolve_model(
         grammar: provider.grammar,
         server: provider.server,
         reasoning: provider.reasoning,
+        context: provider.context.map(std::num::NonZeroU64::get),
         known_keys,
         withheld: choice.withheld,
     })

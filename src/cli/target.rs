@@ -359,4 +359,22 @@ mod tests {
         let s = sources(&[], &[], "[models.x]\nprovider = \"nope\"\nmodel = \"y\"\n");
         assert!(resolve_model(&s, Some("x"), None, None, None).is_err());
     }
+
+    #[test]
+    fn a_providers_context_window_comes_with_its_alias() {
+        let file = "[providers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"\ncontext = 2048\n[models.small]\nprovider = \"local\"\nmodel = \"qwen\"\n";
+        let s = sources(&[], &[], file);
+        let t = resolve_model(&s, Some("small"), None, None, None).unwrap();
+        assert_eq!(t.context, Some(2048));
+        // A model named directly has no provider, so no stated window.
+        let t = resolve_model(&s, Some("qwen"), Some("http://h/v1"), None, None).unwrap();
+        assert_eq!(t.context, None);
+        for bad in ["context = 0", "context = \"big\"", "context = -1"] {
+            let file = file.replace("context = 2048", bad);
+            assert!(
+                toml::from_str::<super::super::config::ConfigFile>(&file).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

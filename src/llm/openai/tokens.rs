@@ -31,7 +31,7 @@ use crate::text::clip_bytes;
 const COUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The body of a count request.
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct CountBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<&'a str>,
@@ -47,20 +47,6 @@ struct CountBody<'a> {
     add_generation_prompt: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     continue_final_message: Option<bool>,
-}
-
-impl Default for CountBody<'_> {
-    fn default() -> Self {
-        CountBody {
-            model: None,
-            messages: None,
-            prompt: None,
-            content: None,
-            add_special: None,
-            add_generation_prompt: None,
-            continue_final_message: None,
-        }
-    }
 }
 
 /// A tokenizer's answer: vLLM's `count`, or the `tokens` list (counted, never kept).

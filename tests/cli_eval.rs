@@ -283,9 +283,13 @@ fn a_model_picked_from_the_server_is_asked_for_once() {
         .env_remove("OPENAI_API_KEY")
         .env_remove("TAGLOOP_MODEL")
         .args(["eval", "suite.jsonl", "--base-url", &server.base_url])
+        // No detection probe and no window probe (each task's client would make its own, and
+        // they ask /v1/models too): only the model list is counted here.
         .args([
             "--grammar",
             "off",
+            "--context-window",
+            "4096",
             "--no-sessions",
             "--json",
             "--allow-write",

@@ -17,6 +17,7 @@
 //! [providers.ollama]
 //! base_url = "http://127.0.0.1:11434/v1"
 //! api = "chat"                       # or "completions"
+//! context = 8192                     # the context window in tokens, instead of asking the server
 //! # api_key = "…"  or  api_key_env = "OLLAMA_API_KEY"
 //!
 //! [models.local]
@@ -51,6 +52,9 @@ pub struct Provider {
     pub server: Option<String>,
     /// The provider's models reason before they answer.
     pub reasoning: Option<bool>,
+    /// The context window of the provider's models in tokens, instead of learning it from the
+    /// server (`--context-window` wins); 0 or a non-number is an error when the file is read.
+    pub context: Option<std::num::NonZeroU64>,
 }
 
 /// A `[models.NAME]` entry of `tagloop.toml`: the model name `NAME` (from `--model`,

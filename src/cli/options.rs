@@ -112,6 +112,11 @@ pub struct RunOpts {
     /// The model reasons before it answers (<think>): grammars leave its reasoning free
     #[arg(long)]
     pub reasoning: bool,
+    /// The model's context window in tokens (prompt and turn together), instead of asking the
+    /// server (llama.cpp's -c divided by --parallel, vLLM's max_model_len, Ollama's num_ctx);
+    /// also gives a scripted model one [default: learned from the server]
+    #[arg(long, value_name = "N", value_parser = parse_context_window)]
+    pub context_window: Option<u64>,
     /// Do not send stop strings to the server (they are still enforced on tagloop's side)
     #[arg(long)]
     pub no_server_stop: bool,
@@ -242,7 +247,8 @@ impl RunOpts {
             read_timeout,
             role_inline,
             grammar,
-            server
+            server,
+            context_window
         );
         // These only narrow what a run may do, or shape requests to the user's own server.
         self.confirm |= saved.confirm;
@@ -327,6 +333,19 @@ impl RunOpts {
             self.model = Some(format!("scripted:{}", p.display()));
         }
         self
+    }
+}
+
+/// `--context-window N`: a whole number of tokens, at least 1.
+fn parse_context_window(value: &str) -> Result<u64, String> {
+    match value.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        Ok(_) => {
+            Err("the context window must be at least 1 token (e.g. --context-window 8192)".into())
+        }
+        Err(_) => Err(format!(
+            "'{value}' is not a number of tokens (e.g. --context-window 8192)"
+        )),
     }
 }
 

@@ -53,7 +53,8 @@ pub struct Setup {
 #[derive(Clone)]
 pub enum ModelSpec {
     Shared(Arc<dyn Model>),
-    Scripted(Arc<Script>),
+    /// A script, and the context window stated for it.
+    Scripted(Arc<Script>, Option<u64>),
 }
 
 impl ModelSpec {
@@ -61,7 +62,9 @@ impl ModelSpec {
     pub fn instance(&self, skip: usize) -> Arc<dyn Model> {
         match self {
             ModelSpec::Shared(m) => m.clone(),
-            ModelSpec::Scripted(s) => Arc::new(ScriptedModel::starting_at(s.clone(), skip)),
+            ModelSpec::Scripted(s, window) => {
+                Arc::new(ScriptedModel::starting_at(s.clone(), skip).with_context_window(*window))
+            }
         }
     }
 }
@@ -377,8 +380,9 @@ async fn build_model(
         model_config(opts, sources, role, api).map_err(|e| usage_chain(&e))?;
     let (cfg, picked) = match cfg {
         ModelConfig::Scripted(script) => {
+            let window = opts.context_window.or(target.context);
             return Ok(BuiltModel {
-                spec: ModelSpec::Scripted(script),
+                spec: ModelSpec::Scripted(script, window),
                 api,
                 keys,
                 reasoning: opts.reasoning,
@@ -474,6 +478,7 @@ fn model_config(
         cfg.token_field = f.clone();
     }
     cfg.include_usage = !opts.no_usage;
+    cfg.context_window = opts.context_window.or(target.context);
     if let Some(mode) = opts.grammar.as_ref().or(target.grammar.as_ref()) {
         cfg.grammar = mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     }

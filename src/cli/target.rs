@@ -28,6 +28,8 @@ pub struct ModelTarget {
     pub server: Option<String>,
     /// See [`Provider::reasoning`].
     pub reasoning: Option<bool>,
+    /// See [`Provider::context`].
+    pub context: Option<u64>,
     /// Every key the sources hold, sent or not, so they can all be redacted.
     pub known_keys: Vec<String>,
     /// Why a key that was configured is not sent (the base URL comes from a project file), with
@@ -79,6 +81,7 @@ pub fn resolve_model(
         grammar_syntax: provider.grammar_syntax,
         server: provider.server,
         reasoning: provider.reasoning,
+        context: provider.context.map(std::num::NonZeroU64::get),
         known_keys,
         withheld: choice.withheld,
     })
@@ -358,5 +361,23 @@ mod tests {
         assert_eq!(t.api_key.as_deref(), Some("k-flag"));
         let s = sources(&[], &[], "[models.x]\nprovider = \"nope\"\nmodel = \"y\"\n");
         assert!(resolve_model(&s, Some("x"), None, None, None).is_err());
+    }
+
+    #[test]
+    fn a_providers_context_window_comes_with_its_alias() {
+        let file = "[providers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"\ncontext = 2048\n[models.small]\nprovider = \"local\"\nmodel = \"qwen\"\n";
+        let s = sources(&[], &[], file);
+        let t = resolve_model(&s, Some("small"), None, None, None).unwrap();
+        assert_eq!(t.context, Some(2048));
+        // A model named directly has no provider, so no stated window.
+        let t = resolve_model(&s, Some("qwen"), Some("http://h/v1"), None, None).unwrap();
+        assert_eq!(t.context, None);
+        for bad in ["context = 0", "context = \"big\"", "context = -1"] {
+            let file = file.replace("context = 2048", bad);
+            assert!(
+                toml::from_str::<super::super::config::ConfigFile>(&file).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::ContextOverflow;
 use crate::secret::Redactor;
 
 /// Everything that can go wrong while asking a model for a turn.
@@ -92,6 +93,22 @@ pub enum LlmError {
         /// The server's base URL (redacted like every string here).
         url: String,
         /// The server's message (body or its `error.message`).
+        message: String,
+    },
+
+    /// The server refused the prompt because it (with the turn's token budget) does not fit the
+    /// model's context window: an HTTP 400 (or 413) saying so, or the same error inside a
+    /// streamed answer. Never retried as it is: the caller must send less
+    /// ([`LlmError::context_overflow`] gives the sizes the server named).
+    #[error("{}", overflowed(url, overflow, message))]
+    ContextOverflow {
+        /// The HTTP status (400 or 413); `None` when the error came inside a 200 stream.
+        status: Option<u16>,
+        /// The server's base URL (redacted like every string here).
+        url: String,
+        /// What the server said of the sizes.
+        overflow: ContextOverflow,
+        /// The server's message (redacted).
         message: String,
     },
 
@@ -205,6 +222,21 @@ fn detail(message: &str) -> String {
     }
 }
 
+/// The message of [`LlmError::ContextOverflow`]: the sizes when the server named them, and what
+/// the user can do about it.
+fn overflowed(url: &str, overflow: &ContextOverflow, message: &str) -> String {
+    let sizes = match (overflow.requested, overflow.window) {
+        (Some(r), Some(w)) => format!(" ({r} tokens asked of a {w}-token window)"),
+        (None, Some(w)) => format!(" (a {w}-token window)"),
+        (Some(r), None) => format!(" ({r} tokens asked)"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "the server at {url} refused the prompt: it does not fit the model's context window{sizes}; send less, or give the server a larger context{}",
+        detail(message)
+    )
+}
+
 impl LlmError {
     /// The same error with every secret `redactor` holds (and its derived forms) removed from
     /// every text it carries: the server's message, snippets, reasons, even the URL (which may
@@ -230,7 +262,8 @@ impl LlmError {
             LlmError::Unauthorized { url, message, .. }
             | LlmError::RateLimited { url, message, .. }
             | LlmError::Http { url, message, .. }
-            | LlmError::Server { url, message } => vec![url, message],
+            | LlmError::Server { url, message }
+            | LlmError::ContextOverflow { url, message, .. } => vec![url, message],
             LlmError::NotFound {
                 model,
                 url,
@@ -253,6 +286,7 @@ impl LlmError {
     pub fn status(&self) -> Option<u16> {
         match self {
             LlmError::Unauthorized { status, .. } | LlmError::Http { status, .. } => Some(*status),
+            LlmError::ContextOverflow { status, .. } => *status,
             LlmError::NotFound { .. } => Some(404),
             LlmError::RateLimited { .. } => Some(429),
             LlmError::GaveUp { last, .. } => last.status(),
@@ -274,15 +308,19 @@ impl LlmError {
 
     /// When the server refused the request because the prompt (plus the turn's token budget)
     /// does not fit its context window, what it said of the sizes; `None` for every other error.
-    /// The agent loop fits the history harder and asks once more on this error.
+    /// The OpenAI client reports such a refusal as [`LlmError::ContextOverflow`] (read from the
+    /// answer's JSON fields when it has them); an [`LlmError::Http`] 400/413 or an in-band
+    /// [`LlmError::Server`] error whose text says the same (another client's) is read from its
+    /// words. The agent loop fits the history harder and asks once more on this error.
     pub fn context_overflow(&self) -> Option<ContextOverflow> {
         match self {
+            LlmError::ContextOverflow { overflow, .. } => Some(*overflow),
             LlmError::Http {
                 status: 400 | 413,
                 message,
                 ..
-            } => ContextOverflow::read(message),
-            LlmError::Server { message, .. } => ContextOverflow::read(message),
+            } => ContextOverflow::from_text(message),
+            LlmError::Server { message, .. } => ContextOverflow::from_text(message),
             LlmError::GaveUp { last, .. } => last.context_overflow(),
             _ => None,
         }
@@ -295,48 +333,5 @@ impl LlmError {
             LlmError::GaveUp { last, .. } => last.retry_after(),
             _ => None,
         }
-    }
-}
-
-/// A server's refusal of a prompt longer than its context window ([`LlmError::context_overflow`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ContextOverflow {
-    /// The tokens the server counted for the request, when its message says.
-    pub requested: Option<u64>,
-    /// The server's window in tokens, when its message says.
-    pub window: Option<u64>,
-}
-
-impl ContextOverflow {
-    /// Reads the refusal from a server's error text: llama.cpp (`exceed_context_size_error`,
-    /// "request (N tokens) exceeds the available context size (M tokens)"), vLLM ("maximum
-    /// context length is M tokens. However, you requested N tokens"), SGLang ("is longer than
-    /// the model's context length"), OpenAI (`context_length_exceeded`).
-    fn read(message: &str) -> Option<ContextOverflow> {
-        let m = message.to_ascii_lowercase();
-        let said = m.contains("exceed_context_size")
-            || m.contains("context_length_exceeded")
-            || (m.contains("context")
-                && (m.contains("exceed")
-                    || m.contains("longer than")
-                    || m.contains("maximum context length")));
-        if !said {
-            return None;
-        }
-        let numbers: Vec<u64> = m
-            .split(|c: char| !c.is_ascii_digit())
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        let mut overflow = ContextOverflow::default();
-        if m.contains("maximum context length") {
-            // vLLM: the window comes first, then what was requested.
-            overflow.window = numbers.first().copied();
-            overflow.requested = numbers.get(1).copied();
-        } else if numbers.len() >= 2 {
-            overflow.requested = numbers.first().copied();
-            overflow.window = numbers.get(1).copied();
-        }
-        Some(overflow)
     }
 }

@@ -7,6 +7,7 @@ mod error;
 mod grammar;
 mod notice;
 pub mod openai;
+mod overflow;
 mod repeat;
 pub mod scripted;
 mod stops;
@@ -18,9 +19,10 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use error::{ContextOverflow, LlmError};
+pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, ServerKind, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
+pub use overflow::ContextOverflow;
 pub use repeat::{RepeatGuard, Repetition};
 pub use stops::StopScanner;
 

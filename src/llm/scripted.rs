@@ -172,6 +172,8 @@ pub fn estimate_tokens(text: &str) -> u64 {
 pub struct ScriptedModel {
     script: Arc<Script>,
     next: AtomicUsize,
+    /// The window the caller states (`--context-window N`): a script has none of its own.
+    context_window: Option<u64>,
 }
 
 impl ScriptedModel {
@@ -185,7 +187,16 @@ impl ScriptedModel {
         ScriptedModel {
             script,
             next: AtomicUsize::new(n),
+            context_window: None,
         }
+    }
+
+    /// The same model, reporting `window` as its context window (so offline runs and tests can
+    /// exercise context fitting). It counts no tokens: [`Model::count_tokens`] stays `Ok(None)`,
+    /// and the caller estimates.
+    pub fn with_context_window(mut self, window: Option<u64>) -> Self {
+        self.context_window = window;
+        self
     }
 
     /// Turns consumed so far (the index of the next turn).
@@ -283,5 +294,9 @@ impl Model for ScriptedModel {
 
     fn describe(&self) -> String {
         format!("scripted:{}", self.script.name)
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
     }
 }

@@ -36,9 +36,16 @@
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
 //! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
+//! | `props_n_ctx` | the window (`n_ctx`) `/props` reports (default 8192) |
+//! | `max_model_len` | `GET /v1/models` entries carry it (vLLM, SGLang) |
+//! | `ollama` | answer `GET /api/ps` and `POST /api/show` as Ollama does ([`FakeOllama`]) |
+//! | `tokenizer` | answer `POST /tokenize` (and `/apply-template`) as llama.cpp does, or as vLLM does when `owned_by` is `vllm` (1 token per 4 bytes; a chat's template is `<\|role\|>\ncontent\n` per message, then `<\|assistant\|>\n`) |
+//! | `context_error` | refuse every completion request as this server refuses a prompt over its window ([`ContextShape`]) |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
+//! Requests to the root's own endpoints (`/tokenize`, `/apply-template`, `/api/*`) are kept apart
+//! in `root_requests()`; `probes()` counts `/props`, `/v1/models` and Ollama's `/api/ps`, `/api/show`.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -69,6 +76,54 @@ pub enum StopMode {
     Reject,
     /// Strip it, but flush half of the stop string first (llama.cpp streaming bug).
     FlushPartial,
+}
+
+/// What Ollama's own endpoints say of a model's window.
+#[derive(Debug, Clone, Default)]
+pub struct FakeOllama {
+    /// `model_info.<arch>.context_length` in `/api/show` (what the model could take).
+    pub model_context: u64,
+    /// A `num_ctx` line in `/api/show`'s `parameters`.
+    pub num_ctx: Option<u64>,
+    /// The model is loaded with this `context_length` (`/api/ps`); `None`: nothing loaded.
+    pub loaded: Option<u64>,
+}
+
+/// How a server refuses a prompt over its window (`context_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextShape {
+    /// llama.cpp: 400, `exceed_context_size_error`, `n_prompt_tokens` 3000 and `n_ctx` 2048.
+    LlamaCpp,
+    /// vLLM: 400, "maximum context length is 2048 tokens. However, you requested 3000 tokens…".
+    Vllm,
+    /// SGLang: 400, "The input (3000 tokens) is longer than the model's context length (2048 tokens)".
+    Sglang,
+    /// OpenAI: 400, `context_length_exceeded`, "…maximum context length is 2048 tokens. However,
+    /// your messages resulted in 3000 tokens…".
+    OpenAi,
+    /// llama.cpp's refusal inside a 200 stream (an `error` event), for a streamed request; a
+    /// whole one gets the 400.
+    InBand,
+}
+
+impl ContextShape {
+    /// The error object the server sends.
+    fn error(self) -> Value {
+        match self {
+            ContextShape::LlamaCpp | ContextShape::InBand => {
+                json!({"error": {"code": 400, "message": "request (3000 tokens) exceeds the available context size (2048 tokens), try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 3000, "n_ctx": 2048}})
+            }
+            ContextShape::Vllm => {
+                json!({"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested 3000 tokens (2000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.", "type": "BadRequestError", "param": null, "code": 400})
+            }
+            ContextShape::Sglang => {
+                json!({"object": "error", "message": "The input (3000 tokens) is longer than the model's context length (2048 tokens).", "type": "BadRequestError", "param": null, "code": 400})
+            }
+            ContextShape::OpenAi => {
+                json!({"error": {"message": "This model's maximum context length is 2048 tokens. However, your messages resulted in 3000 tokens. Please reduce the length of the messages.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+            }
+        }
+    }
 }
 
 /// How the fake server behaves.
@@ -131,6 +186,16 @@ pub struct FakeConfig {
     /// Answer every completion request with this status and this many bytes of body (`x`s),
     /// streamed in 64 KiB pieces; `aborted()` counts it when the client hangs up before the end.
     pub huge_body: Option<(u16, usize)>,
+    /// The window `/props` reports as `default_generation_settings.n_ctx`.
+    pub props_n_ctx: u64,
+    /// `max_model_len` on every `/v1/models` entry.
+    pub max_model_len: Option<u64>,
+    /// Answer Ollama's `/api/ps` and `/api/show`.
+    pub ollama: Option<FakeOllama>,
+    /// Answer `/tokenize` and `/apply-template` (404 otherwise).
+    pub tokenizer: bool,
+    /// Refuse every completion request as a prompt over the window.
+    pub context_error: Option<ContextShape>,
 }
 
 impl Default for FakeConfig {
@@ -163,6 +228,11 @@ impl Default for FakeConfig {
             ignore_max_tokens: false,
             props_padding: 0,
             huge_body: None,
+            props_n_ctx: 8192,
+            max_model_len: None,
+            ollama: None,
+            tokenizer: false,
+            context_error: None,
         }
     }
 }
@@ -221,6 +291,7 @@ struct Inner {
     completed: AtomicUsize,
     probes: AtomicUsize,
     model_lists: Mutex<Vec<Option<String>>>,
+    root_requests: Mutex<Vec<RecordedRequest>>,
 }
 
 /// A running fake server; stops when dropped.
@@ -248,12 +319,17 @@ impl FakeServer {
             completed: AtomicUsize::new(0),
             probes: AtomicUsize::new(0),
             model_lists: Mutex::new(Vec::new()),
+            root_requests: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/completions", post(handle))
             .route("/props", get(props))
             .route("/v1/models", get(models))
+            .route("/tokenize", post(tokenize))
+            .route("/apply-template", post(apply_template))
+            .route("/api/ps", get(ollama_ps))
+            .route("/api/show", post(ollama_show))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -315,6 +391,114 @@ impl FakeServer {
     pub fn completed(&self) -> usize {
         self.inner.completed.load(Ordering::SeqCst)
     }
+
+    /// Requests to the root's own endpoints (`/tokenize`, `/apply-template`, `/api/ps`,
+    /// `/api/show`), in order.
+    pub fn root_requests(&self) -> Vec<RecordedRequest> {
+        self.inner
+            .root_requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Keep a request to one of the root's own endpoints; its JSON body (`Null` if none).
+fn record_root(inner: &Inner, path: &str, headers: &HeaderMap, body: &Bytes) -> Value {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if let Ok(mut reqs) = inner.root_requests.lock() {
+        reqs.push(RecordedRequest {
+            path: path.to_owned(),
+            body: body.clone(),
+            authorization: headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            header_names: headers.keys().map(|k| k.as_str().to_owned()).collect(),
+        });
+    }
+    body
+}
+
+/// The fake chat template: `<|role|>\ncontent\n` per message, then the assistant's opening.
+fn fake_template(messages: &Value) -> String {
+    let mut out = String::new();
+    for m in messages.as_array().into_iter().flatten() {
+        let role = m["role"].as_str().unwrap_or("user");
+        let content = m["content"].as_str().unwrap_or("");
+        out.push_str(&format!("<|{role}|>\n{content}\n"));
+    }
+    out.push_str("<|assistant|>\n");
+    out
+}
+
+/// The fake tokenizer's count: one token per 4 bytes, rounded up.
+pub fn fake_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+async fn tokenize(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = record_root(&inner, "/tokenize", &headers, &body);
+    if !inner.cfg.tokenizer {
+        return json_response(StatusCode::NOT_FOUND, "{\"error\":\"not found\"}".into());
+    }
+    let text = match (&body["content"], &body["prompt"]) {
+        (Value::String(c), _) | (_, Value::String(c)) => c.clone(),
+        _ => fake_template(&body["messages"]),
+    };
+    let n = fake_tokens(&text);
+    let ids: Vec<u64> = (0..n).map(|i| 1000 + i % 50_000).collect();
+    let answer = if inner.cfg.owned_by.as_deref() == Some("vllm") {
+        json!({"count": n, "max_model_len": inner.cfg.max_model_len, "tokens": ids})
+    } else {
+        json!({ "tokens": ids })
+    };
+    json_response(StatusCode::OK, answer.to_string())
+}
+
+async fn apply_template(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = record_root(&inner, "/apply-template", &headers, &body);
+    if !inner.cfg.tokenizer {
+        return json_response(StatusCode::NOT_FOUND, "{\"error\":\"not found\"}".into());
+    }
+    json_response(
+        StatusCode::OK,
+        json!({ "prompt": fake_template(&body["messages"]) }).to_string(),
+    )
+}
+
+async fn ollama_ps(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
+    inner.probes.fetch_add(1, Ordering::SeqCst);
+    record_root(&inner, "/api/ps", &headers, &Bytes::new());
+    let Some(ollama) = &inner.cfg.ollama else {
+        return json_response(StatusCode::NOT_FOUND, "404 page not found".into());
+    };
+    let models: Vec<Value> = ollama
+        .loaded
+        .iter()
+        .map(|n| json!({"name": "fake-model:latest", "model": "fake-model:latest", "size": 1, "context_length": n}))
+        .collect();
+    json_response(StatusCode::OK, json!({ "models": models }).to_string())
+}
+
+async fn ollama_show(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    inner.probes.fetch_add(1, Ordering::SeqCst);
+    record_root(&inner, "/api/show", &headers, &body);
+    let Some(ollama) = &inner.cfg.ollama else {
+        return json_response(StatusCode::NOT_FOUND, "404 page not found".into());
+    };
+    let mut parameters = "stop \"<|im_end|>\"".to_owned();
+    if let Some(n) = ollama.num_ctx {
+        parameters.push_str(&format!("\nnum_ctx                        {n}"));
+    }
+    json_response(
+        StatusCode::OK,
+        json!({"parameters": parameters, "model_info": {"general.architecture": "fake", "fake.context_length": ollama.model_context}}).to_string(),
+    )
 }
 
 async fn props(State(inner): State<Arc<Inner>>) -> Response {
@@ -324,7 +508,7 @@ async fn props(State(inner): State<Arc<Inner>>) -> Response {
     }
     json_response(
         StatusCode::OK,
-        json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding)}).to_string(),
+        json!({"default_generation_settings": {"n_ctx": inner.cfg.props_n_ctx}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding)}).to_string(),
     )
 }
 
@@ -350,7 +534,10 @@ async fn models(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response
             .clone()
             .unwrap_or_else(|| vec!["fake-model".into()])
             .iter()
-            .map(|id| json!({"id": id, "object": "model", "owned_by": owner}))
+            .map(|id| match inner.cfg.max_model_len {
+                Some(n) => json!({"id": id, "object": "model", "owned_by": owner, "max_model_len": n}),
+                None => json!({"id": id, "object": "model", "owned_by": owner}),
+            })
             .collect::<Vec<_>>()})
         .to_string(),
     )
@@ -425,6 +612,19 @@ async fn handle(
         return b
             .body(Body::from(json!({"error": {"code": 429, "message": "server busy", "type": "unavailable_error"}}).to_string()))
             .unwrap_or_default();
+    }
+    if let Some(shape) = cfg.context_error {
+        if shape == ContextShape::InBand && body["stream"].as_bool() == Some(true) {
+            return Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "text/event-stream")
+                .body(Body::from(format!(
+                    "data: {}\n\ndata: [DONE]\n\n",
+                    shape.error()
+                )))
+                .unwrap_or_default();
+        }
+        return json_response(StatusCode::BAD_REQUEST, shape.error().to_string());
     }
     let stops: Vec<String> = match &body["stop"] {
         Value::String(s) => vec![s.clone()],

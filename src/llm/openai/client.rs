@@ -65,6 +65,8 @@ impl OpenAiModel {
             grammar_rejected: AtomicBool::new(false),
             lark_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
+            window: tokio::sync::OnceCell::new(),
+            no_tokenizer: AtomicBool::new(false),
             redactor,
         })
     }

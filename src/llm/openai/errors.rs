@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::server::names_grammar;
 use super::transport::{Fault, HttpFailure};
 use super::{AttemptError, OpenAiModel};
-use crate::llm::LlmError;
+use crate::llm::{ContextOverflow, LlmError};
 use crate::text::clip_bytes;
 
 /// Whether a 400 body complains about the `stop` parameter.
@@ -67,6 +67,16 @@ pub(super) fn classify_status(
         };
     }
     let message = error_message(body);
+    if matches!(status, 400 | 413)
+        && let Some(overflow) = ContextOverflow::from_body(body)
+    {
+        return LlmError::ContextOverflow {
+            status: Some(status),
+            url,
+            overflow,
+            message,
+        };
+    }
     match status {
         401 | 403 => LlmError::Unauthorized {
             status,
@@ -162,11 +172,15 @@ impl OpenAiModel {
             &self.base_url,
             &self.cfg.model,
         );
+        // A prompt too long for the window is never "the server refused `stop`" (or the
+        // grammar), whatever words its message uses: asking again without them would only send
+        // the same prompt twice.
+        let refused_field = f.status == 400 && err.context_overflow().is_none();
         AttemptError {
             err: err.redacted(&self.redactor),
             emitted: false,
-            stop_rejected: f.status == 400 && names_stop(&body),
-            grammar_rejected: f.status == 400 && names_grammar(&body),
+            stop_rejected: refused_field && names_stop(&body),
+            grammar_rejected: refused_field && names_grammar(&body),
         }
     }
 

@@ -92,7 +92,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{
-    DeltaSink, GrammarMode, GrammarSyntax, LlmError, Model, ServerKind, TurnRequest, TurnResult,
+    DeltaSink, GrammarMode, GrammarSyntax, LlmError, Model, Prompt, ServerKind, TurnRequest,
+    TurnResult,
 };
 
 use super::Api;
@@ -108,7 +109,9 @@ mod state;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod tokens;
 mod transport;
+mod window;
 mod wire;
 
 /// Settings of an [`OpenAiModel`].
@@ -158,6 +161,9 @@ pub struct OpenAiConfig {
     /// The grammar syntax llama.cpp is sent (see [`GrammarSyntax`]): GBNF unless the user
     /// states that the server has llguidance.
     pub grammar_syntax: GrammarSyntax,
+    /// The model's context window in tokens, as stated by the user; `None`: learned from the
+    /// server before the first run (`window.rs`), when it says. A stated window makes no probe.
+    pub context_window: Option<u64>,
 }
 
 impl OpenAiConfig {
@@ -187,6 +193,7 @@ impl OpenAiConfig {
             grammar: GrammarMode::Auto,
             server: None,
             grammar_syntax: GrammarSyntax::Gbnf,
+            context_window: None,
         }
     }
 }
@@ -226,8 +233,13 @@ pub struct OpenAiModel {
     grammar_rejected: AtomicBool,
     /// The server refused a grammar in llguidance's form: GBNF from then on.
     lark_rejected: AtomicBool,
-    /// The detected server kind.
-    server: tokio::sync::OnceCell<ServerKind>,
+    /// What the server-kind detection learned (its kind, and its window when the same answers
+    /// said it).
+    server: tokio::sync::OnceCell<server::Detected>,
+    /// The context window learned from the server (`None` inside: it did not say).
+    window: tokio::sync::OnceCell<Option<u64>>,
+    /// The server answered 404 to a token count: it has no tokenizer there, never asked again.
+    no_tokenizer: AtomicBool,
     /// The key (and its derived forms), removed from every error built from a server's answer.
     redactor: Redactor,
 }
@@ -298,7 +310,24 @@ impl Model for OpenAiModel {
             if self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected() {
                 self.server_kind().await;
             }
+            // Once per client: concurrent runs wait for the one probe. A stated window needs none.
+            if self.cfg.context_window.is_none() {
+                self.window.get_or_init(|| self.learn_window()).await;
+            }
         })
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.cfg
+            .context_window
+            .or_else(|| self.window.get().copied().flatten())
+    }
+
+    fn count_tokens<'a>(
+        &'a self,
+        prompt: &'a Prompt,
+    ) -> BoxFuture<'a, Result<Option<u64>, LlmError>> {
+        Box::pin(async move { self.count(prompt).await })
     }
 
     fn wants_grammar(&self) -> bool {
@@ -308,7 +337,11 @@ impl Model for OpenAiModel {
         // Once the server's kind is known (stated, or detected by an earlier run of this
         // client), an agent for a server that takes no grammar does not build one: `tagloop
         // batch` builds an agent per task.
-        match self.cfg.server.or_else(|| self.server.get().copied()) {
+        match self
+            .cfg
+            .server
+            .or_else(|| self.server.get().map(|d| d.kind))
+        {
             Some(kind) if self.cfg.grammar == GrammarMode::Auto => kind.takes_grammar(),
             Some(kind) => !kind.lacks_grammar(),
             None => true,

@@ -12,23 +12,32 @@
 //! * **Ollama** (`owned_by` `library` or `ollama`), **OpenAI** (`openai`, `system`) and the rest
 //!   take no general grammar.
 //!
-//! The detection runs once per client, on the first turn that has a grammar to send, with short
-//! timeouts, following no redirect and reading at most 1 MiB of an answer; a server that
-//! answers neither probe is `other`.
+//! The detection runs once per client (before the first run, or on the first turn that has a
+//! grammar to send), with short timeouts, following no redirect and reading at most 1 MiB of an
+//! answer; a server that answers neither probe is `other`. The same answers also say the
+//! server's context window when they can (`window.rs`): no probe is made twice.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::OpenAiModel;
 use super::transport::{Fault, MAX_PROBE_BODY, read_capped, read_failure};
+use super::{OpenAiModel, window};
 use crate::llm::{Constraint, GrammarMode, LlmError, ServerKind, TurnGrammar};
 
 /// Longest a detection probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// llama.cpp's trigger type for a word.
 const TRIGGER_WORD: u8 = 1;
+
+/// What the detection learned from the server's answers: its kind, and its context window when
+/// the same answers said it (llama.cpp's `/props`, vLLM's and SGLang's `max_model_len`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Detected {
+    pub(super) kind: ServerKind,
+    pub(super) window: Option<u64>,
+}
 
 impl OpenAiModel {
     /// The server's kind: stated in the config, or detected once.
@@ -36,32 +45,42 @@ impl OpenAiModel {
         if let Some(kind) = self.cfg.server {
             return kind;
         }
+        self.detected().await.kind
+    }
+
+    /// The detection's findings, probed once per client (concurrent callers wait for the one
+    /// probe).
+    pub(super) async fn detected(&self) -> Detected {
         *self.server.get_or_init(|| self.detect()).await
     }
 
-    async fn detect(&self) -> ServerKind {
-        let kind = self.probe().await;
-        tracing::debug!(server = %kind, url = %self.base_url, "server kind detected");
-        kind
+    /// The server's root (the base URL without its `/v1`), where llama.cpp, vLLM, SGLang and
+    /// Ollama serve their own endpoints (`/props`, `/tokenize`, `/api/ps`).
+    pub(super) fn root(&self) -> &str {
+        self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url)
     }
 
-    async fn probe(&self) -> ServerKind {
-        let root = self
-            .base_url
-            .strip_suffix("/v1")
-            .unwrap_or(&self.base_url)
-            .to_owned();
+    async fn detect(&self) -> Detected {
+        let detected = self.probe().await;
+        tracing::debug!(server = %detected.kind, window = ?detected.window, url = %self.base_url, "server kind detected");
+        detected
+    }
+
+    async fn probe(&self) -> Detected {
         // `/props` is outside the base path: asked without the key. A failed probe: not this kind.
-        let props = self.get_json(format!("{root}/props"), false, PROBE_TIMEOUT);
-        if let Ok(props) = props.await
-            && (props.get("default_generation_settings").is_some()
-                || props.get("total_slots").is_some())
-        {
-            return ServerKind::LlamaCpp;
+        if let Some(props) = self.llama_props().await {
+            let window = window::from_props(&props);
+            return Detected {
+                kind: ServerKind::LlamaCpp,
+                window,
+            };
         }
         let models = self.get_json(format!("{}/models", self.base_url), true, PROBE_TIMEOUT);
         let Ok(models) = models.await else {
-            return ServerKind::Other;
+            return Detected {
+                kind: ServerKind::Other,
+                window: None,
+            };
         };
         let owners: Vec<String> = models
             .get("data")
@@ -72,7 +91,7 @@ impl OpenAiModel {
             .map(str::to_ascii_lowercase)
             .collect();
         let owned = |names: &[&str]| owners.iter().any(|o| names.contains(&o.as_str()));
-        if owned(&["llamacpp", "llama.cpp"]) {
+        let kind = if owned(&["llamacpp", "llama.cpp"]) {
             ServerKind::LlamaCpp
         } else if owned(&["vllm"]) {
             ServerKind::Vllm
@@ -84,7 +103,17 @@ impl OpenAiModel {
             ServerKind::OpenAi
         } else {
             ServerKind::Other
-        }
+        };
+        let window = window::from_models(&models, &self.cfg.model);
+        Detected { kind, window }
+    }
+
+    /// llama.cpp's `GET /props` answer, when the server gives one (asked without the key).
+    pub(super) async fn llama_props(&self) -> Option<Value> {
+        let props = self.get_json(format!("{}/props", self.root()), false, PROBE_TIMEOUT);
+        props.await.ok().filter(|props| {
+            props.get("default_generation_settings").is_some() || props.get("total_slots").is_some()
+        })
     }
 
     /// The ids the server lists at `GET {base_url}/models` (asked as a turn is: key, no redirect,
@@ -99,9 +128,31 @@ impl OpenAiModel {
         }
     }
 
-    /// A JSON answer to a GET, every failure mapped as a turn's is (redacted).
-    async fn get_json(&self, url: String, key: bool, limit: Duration) -> Result<Value, LlmError> {
-        let mut req = self.http.get(&url).timeout(limit);
+    /// A JSON answer to a GET, every failure mapped as a turn's is (redacted); at most 1 MiB.
+    pub(super) async fn get_json(
+        &self,
+        url: String,
+        key: bool,
+        limit: Duration,
+    ) -> Result<Value, LlmError> {
+        let body = self
+            .send_capped(self.http.get(&url), key, limit, MAX_PROBE_BODY)
+            .await?;
+        serde_json::from_slice(&body).map_err(|e| LlmError::Other(format!("{url}: not JSON: {e}")))
+    }
+
+    /// Send a request beside the turns (a probe, a token count) and read its whole answer, at
+    /// most `cap` bytes (a larger one is refused unread), within `limit`. The key goes only in
+    /// the `Authorization` header, and only with `key`; the configured headers go along. Every
+    /// failure is mapped as a turn's is, and redacted.
+    pub(super) async fn send_capped(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        key: bool,
+        limit: Duration,
+        cap: usize,
+    ) -> Result<Vec<u8>, LlmError> {
+        req = req.timeout(limit);
         if key && !self.cfg.api_key.is_empty() {
             req = req.bearer_auth(self.cfg.api_key.expose());
         }
@@ -114,11 +165,7 @@ impl OpenAiModel {
             // A redirect included: the client follows none (the key would go along).
             return Err(fault(Fault::Status(read_failure(resp).await)));
         }
-        // A probe answer is a few KiB: a larger one is refused unread.
-        let body = read_capped(resp, MAX_PROBE_BODY, "the answer")
-            .await
-            .map_err(fault)?;
-        serde_json::from_slice(&body).map_err(|e| LlmError::Other(format!("{url}: not JSON: {e}")))
+        read_capped(resp, cap, "the answer").await.map_err(fault)
     }
 
     /// How this request's turn will be constrained, given the mode, the server and what the

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::llm::repeat::{RepeatGuard, Repetition};
 use crate::llm::stops::StopScanner;
-use crate::llm::{DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
+use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
 
 /// Bytes kept per token of a turn's budget: a token is a few bytes of text (4 on average in
 /// English, up to about 16 for the longest tokens of common vocabularies).
@@ -97,6 +97,16 @@ impl TurnState {
                     .and_then(Value::as_str)
                     .map_or_else(|| other.to_string(), str::to_owned),
             };
+            // A server that only finds out once the stream has begun (or that streams its
+            // errors) says it here: the same refusal as a 400's.
+            if let Some(overflow) = ContextOverflow::from_value(&err) {
+                return Err(LlmError::ContextOverflow {
+                    status: None,
+                    url: url.to_owned(),
+                    overflow,
+                    message,
+                });
+            }
             return Err(LlmError::Server {
                 url: url.to_owned(),
                 message,

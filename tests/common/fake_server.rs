@@ -36,6 +36,7 @@
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
 //! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
+//! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
@@ -131,6 +132,13 @@ pub struct FakeConfig {
     /// Answer every completion request with this status and this many bytes of body (`x`s),
     /// streamed in 64 KiB pieces; `aborted()` counts it when the client hangs up before the end.
     pub huge_body: Option<(u16, usize)>,
+    /// `(needle, reply)` pairs: a request whose prompt text (the messages' contents, or the
+    /// completions prompt) contains a needle gets that reply, the first pair found winning;
+    /// others fall back to `turns` / `default_reply`. For a proxy in front of this server whose
+    /// prompt layout the test does not fix: the reply follows what the conversation holds (a
+    /// tool's result, a word of the question), not how many requests came before or in what
+    /// words the proxy framed them.
+    pub by_content: Vec<(String, String)>,
 }
 
 impl Default for FakeConfig {
@@ -163,6 +171,7 @@ impl Default for FakeConfig {
             ignore_max_tokens: false,
             props_padding: 0,
             huge_body: None,
+            by_content: Vec::new(),
         }
     }
 }
@@ -451,7 +460,14 @@ async fn handle(
         );
     }
 
-    let turn = if cfg.by_step {
+    let matched = cfg.by_content.iter().find_map(|(needle, reply)| {
+        prompt_text(&body)
+            .contains(needle.as_str())
+            .then(|| reply.clone())
+    });
+    let turn = if matched.is_some() {
+        usize::MAX // not a scripted turn: `turns` stays where it was
+    } else if cfg.by_step {
         let prompt = if chat {
             body["messages"].as_array().map(|m| {
                 m.iter()
@@ -470,11 +486,12 @@ async fn handle(
     } else {
         inner.next_turn.fetch_add(1, Ordering::SeqCst)
     };
-    let text = cfg
-        .turns
-        .get(turn)
-        .cloned()
-        .unwrap_or_else(|| cfg.default_reply.clone());
+    let text = matched.unwrap_or_else(|| {
+        cfg.turns
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| cfg.default_reply.clone())
+    });
     let (mut content, mut finish, fired) = apply_stops(&text, &stops, cfg.stop_mode);
     let max_tokens = body["max_tokens"]
         .as_u64()
@@ -690,6 +707,27 @@ fn add_ids(v: &mut Value, cfg: &FakeConfig, chat: bool, model: &str) {
     });
     v["created"] = json!(1_700_000_000u32);
     v["model"] = json!(model);
+}
+
+/// The text of a request's prompt: every message's content (a string, or the `text` of each
+/// part), or the completions `prompt`, joined by newlines.
+fn prompt_text(body: &Value) -> String {
+    let mut out = String::new();
+    if let Some(prompt) = body["prompt"].as_str() {
+        out.push_str(prompt);
+    }
+    for message in body["messages"].as_array().into_iter().flatten() {
+        match &message["content"] {
+            Value::String(s) => out.push_str(s),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .for_each(|t| out.push_str(t)),
+            _ => {}
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Split text into pieces of `n` characters.

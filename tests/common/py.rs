@@ -67,6 +67,8 @@ pub fn run_script(script: &str, base_url: &str, model: &str, limit: Duration) ->
         .env("LANGSMITH_TRACING", "false")
         .env("LANGCHAIN_TRACING_V2", "false")
         .env("PYTHONUNBUFFERED", "1")
+        // No __pycache__ left in tests/py (the checkout stays clean).
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .stdin(Stdio::null())

@@ -434,6 +434,7 @@ fn tagloop_serve_in_front_of_llama_server_answers_the_openai_sdk_in_shape() {
     use common::py::run_script;
     use common::serve_proc::Serve;
     let Some(lab) = Lab::find() else { return };
+    common::py::python(); // fails, naming the setup script, before a model is loaded
     let _alone = Lab::exclusive();
     let server = lab.start(LabModel::SmolLm2);
     let serve = Serve::start(&server.base_url, &["--api", "chat", "--model", "lab"]);

@@ -50,6 +50,8 @@ fn weather_model() -> FakeConfig {
 /// the script, the server and the upstream said when a check did not hold, or when the
 /// upstream was not spoken to in the text protocol.
 fn run_against_serve(script: &str) -> ScriptRun {
+    // First, so that a missing venv is what the failure says.
+    common::py::python();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let upstream = rt.block_on(FakeServer::start(weather_model()));
     let serve = Serve::start(&upstream.base_url, &["--model", "fake-model"]);

@@ -19,6 +19,7 @@ lab=$!
 if [ -x scripts/setup-mcp-node.sh ]; then scripts/setup-mcp-node.sh; fi
 scripts/setup-redis.sh
 scripts/setup-chromium.sh
+scripts/setup-pyclients.sh
 cargo test --no-run
 if ! wait "$lab"; then
   cat "$lab_log" >&2

@@ -426,6 +426,38 @@ fn tagloop_eval_on_the_real_server_ends_every_run_in_time() {
     }
 }
 
+/// `tagloop serve` in front of llama-server (SmolLM2 over chat), the official `openai` SDK
+/// sending one request with two tools. A 135M model's choice is not tested, only the shape the
+/// client gets: tool calls naming declared functions with JSON-object arguments, or a text
+/// answer; never an HTTP error because a turn could not be decoded (`tests/py/openai_shape.py`).
+#[test]
+fn tagloop_serve_in_front_of_llama_server_answers_the_openai_sdk_in_shape() {
+    use common::py::run_script;
+    use common::serve_proc::Serve;
+    let Some(lab) = Lab::find() else { return };
+    common::py::python(); // fails, naming the setup script, before a model is loaded
+    let _alone = Lab::exclusive();
+    let server = lab.start(LabModel::SmolLm2);
+    let serve = Serve::start(&server.base_url, &["--api", "chat", "--model", "lab"]);
+    let run = run_script(
+        "openai_shape.py",
+        &serve.base_url,
+        "lab",
+        Duration::from_secs(300),
+    );
+    assert!(
+        run.ok,
+        "{}\n{}\n--- tagloop serve\n{}\n--- llama-server\n{}",
+        run.stdout,
+        run.stderr,
+        serve.log(),
+        server.log_tail()
+    );
+    let shape: Value = serde_json::from_str(run.stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("no shape line ({e}): {}", run.stdout));
+    eprintln!("tagloop serve + SmolLM2: {shape}");
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -41,6 +41,7 @@
 //! | `ollama` | answer `GET /api/ps` and `POST /api/show` as Ollama does ([`FakeOllama`]) |
 //! | `tokenizer` | answer `POST /tokenize` (and `/apply-template`) as llama.cpp does, or as vLLM does when `owned_by` is `vllm` (1 token per 4 bytes; a chat's template is `<\|role\|>\ncontent\n` per message, then `<\|assistant\|>\n`) |
 //! | `context_error` | refuse every completion request as this server refuses a prompt over its window ([`ContextShape`]) |
+//! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
@@ -196,6 +197,13 @@ pub struct FakeConfig {
     pub tokenizer: bool,
     /// Refuse every completion request as a prompt over the window.
     pub context_error: Option<ContextShape>,
+    /// `(needle, reply)` pairs: a request whose prompt text (the messages' contents, or the
+    /// completions prompt) contains a needle gets that reply, the first pair found winning;
+    /// others fall back to `turns` / `default_reply`. For a proxy in front of this server whose
+    /// prompt layout the test does not fix: the reply follows what the conversation holds (a
+    /// tool's result, a word of the question), not how many requests came before or in what
+    /// words the proxy framed them.
+    pub by_content: Vec<(String, String)>,
 }
 
 impl Default for FakeConfig {
@@ -233,6 +241,7 @@ impl Default for FakeConfig {
             ollama: None,
             tokenizer: false,
             context_error: None,
+            by_content: Vec::new(),
         }
     }
 }
@@ -651,7 +660,14 @@ async fn handle(
         );
     }
 
-    let turn = if cfg.by_step {
+    let matched = cfg.by_content.iter().find_map(|(needle, reply)| {
+        prompt_text(&body)
+            .contains(needle.as_str())
+            .then(|| reply.clone())
+    });
+    let turn = if matched.is_some() {
+        usize::MAX // not a scripted turn: `turns` stays where it was
+    } else if cfg.by_step {
         let prompt = if chat {
             body["messages"].as_array().map(|m| {
                 m.iter()
@@ -670,11 +686,12 @@ async fn handle(
     } else {
         inner.next_turn.fetch_add(1, Ordering::SeqCst)
     };
-    let text = cfg
-        .turns
-        .get(turn)
-        .cloned()
-        .unwrap_or_else(|| cfg.default_reply.clone());
+    let text = matched.unwrap_or_else(|| {
+        cfg.turns
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| cfg.default_reply.clone())
+    });
     let (mut content, mut finish, fired) = apply_stops(&text, &stops, cfg.stop_mode);
     let max_tokens = body["max_tokens"]
         .as_u64()
@@ -890,6 +907,27 @@ fn add_ids(v: &mut Value, cfg: &FakeConfig, chat: bool, model: &str) {
     });
     v["created"] = json!(1_700_000_000u32);
     v["model"] = json!(model);
+}
+
+/// The text of a request's prompt: every message's content (a string, or the `text` of each
+/// part), or the completions `prompt`, joined by newlines.
+fn prompt_text(body: &Value) -> String {
+    let mut out = String::new();
+    if let Some(prompt) = body["prompt"].as_str() {
+        out.push_str(prompt);
+    }
+    for message in body["messages"].as_array().into_iter().flatten() {
+        match &message["content"] {
+            Value::String(s) => out.push_str(s),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .for_each(|t| out.push_str(t)),
+            _ => {}
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Split text into pieces of `n` characters.

@@ -4,5 +4,7 @@
 pub mod cli;
 pub mod fake_server;
 pub mod lab;
+pub mod py;
 pub mod redis;
 pub mod script;
+pub mod serve_proc;

@@ -9,7 +9,7 @@ use super::super::run::{Ending, Next, TurnPlan};
 
 /// What the model reads before its final-answer-only turn. Added to the request only: the
 /// history (and so the transcript) does not keep it, as it does not keep anything fitting did.
-pub(crate) const FINAL_NOTE: &str = "The context window is full: no more tools can run. Write your final answer now, the best answer you can give from what you have seen.";
+pub const FINAL_NOTE: &str = "The context window is full: no more tools can run. Write your final answer now, the best answer you can give from what you have seen.";
 
 /// Add [`FINAL_NOTE`] to the last user message of a request (a new one when the last is not).
 pub(super) fn add_note(messages: &mut Vec<Message>) {

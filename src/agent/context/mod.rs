@@ -21,6 +21,7 @@ mod policy;
 mod request;
 
 pub use count::{TokenEstimator, prompt_bytes};
+pub use final_turn::FINAL_NOTE;
 pub use fit::{FitReport, Fitted, fit_messages};
 pub use policy::{ContextMode, ContextPolicy};
 

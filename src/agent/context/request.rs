@@ -56,10 +56,13 @@ impl Run<'_> {
         let config = &self.agent.config;
         let policy = config.context;
         let asked = config.max_tokens;
-        let window = overflow
-            .and_then(|o| o.window)
-            .or(self.context.window)
-            .filter(|_| policy.fits());
+        if let Some(named) = overflow.and_then(|o| o.window)
+            && policy.fits()
+        {
+            // The server said its window: the rest of the run fits to it.
+            self.context.window = Some(self.context.window.map_or(named, |w| w.min(named)));
+        }
+        let window = self.context.window.filter(|_| policy.fits());
         let Some(window) = window else {
             return match overflow {
                 Some(_) => Fit::Full {
@@ -105,34 +108,47 @@ impl Run<'_> {
                 max_tokens: asked,
             });
         }
-        // Leave out what loses least until prompt, budget and margin fit.
+        // Leave out what loses least until prompt, budget and margin fit. When the server
+        // counted, it counts the fitted prompt too, and a second pass cuts what the estimate of
+        // the savings missed.
         let target = window.saturating_sub(margin + budget);
         let estimator = self.context.estimator;
-        let cut = estimator.bytes_of(tokens.saturating_sub(target));
-        let fitted = fit_messages(
-            self.history.messages(),
-            usize::try_from(cut).unwrap_or(usize::MAX),
-            policy.keep_last_steps,
-        );
-        let mut messages = fitted.messages;
-        if note {
-            final_turn::add_note(&mut messages);
-        }
-        let prompt = self.history.prompt_from(messages, partial);
-        let saved = (fitted.saved as f64 / estimator.bytes_per_token()).floor() as u64;
-        let mut after = tokens.saturating_sub(saved);
-        if counted
-            && !fitted.report.is_empty()
-            && let Some(c) = self.count(&prompt, prompt_bytes(&prompt)).await
-        {
-            after = c;
-        }
+        let mut short = tokens.saturating_sub(target);
+        let mut pass = 0;
+        let (report, prompt, after) = loop {
+            pass += 1;
+            let fitted = fit_messages(
+                self.history.messages(),
+                usize::try_from(estimator.bytes_of(short)).unwrap_or(usize::MAX),
+                policy.keep_last_steps,
+            );
+            let mut messages = fitted.messages;
+            if note {
+                final_turn::add_note(&mut messages);
+            }
+            let prompt = self.history.prompt_from(messages, partial);
+            let saved = (fitted.saved as f64 / estimator.bytes_per_token()).floor() as u64;
+            let mut after = tokens.saturating_sub(saved);
+            if counted
+                && !fitted.report.is_empty()
+                && let Some(c) = self.count(&prompt, prompt_bytes(&prompt)).await
+            {
+                after = c;
+                if after > target && pass < 2 {
+                    short += after - target;
+                    continue;
+                }
+            }
+            break (fitted.report, prompt, after);
+        };
         let room = window.saturating_sub(margin + after);
+        // A budget asked below the floor is the floor.
         let floor = u64::from(if final_only {
             policy.final_tokens
         } else {
             policy.min_turn_tokens
-        });
+        })
+        .min(budget);
         if room < floor {
             return Fit::Full {
                 final_fits: !final_only && room >= u64::from(policy.final_tokens),
@@ -152,13 +168,13 @@ impl Run<'_> {
             tokens_before: tokens,
             tokens_after: after,
             counted,
-            observations_cut: fitted.report.observations_cut,
-            steps_summarised: fitted.report.steps_summarised,
+            observations_cut: report.observations_cut,
+            steps_summarised: report.steps_summarised,
             max_tokens,
             final_only: note,
             after_refusal: overflow.is_some(),
         });
-        let untouched = fitted.report.is_empty() && !note;
+        let untouched = report.is_empty() && !note;
         Fit::Send(Send {
             prompt: (!untouched).then_some(prompt),
             max_tokens,

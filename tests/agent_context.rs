@@ -161,7 +161,11 @@ fn tools() -> Registry {
 /// `n` reads of 4 KB files, then a final answer.
 fn turns(n: usize) -> Vec<String> {
     let mut t: Vec<String> = (1..=n)
-        .map(|i| format!("<thought>Read file {i}.</thought>\n<action>read_file(path=\"f{i}.txt\")</action>"))
+        .map(|i| {
+            format!(
+                "<thought>Read file {i}.</thought>\n<action>read_file(path=\"f{i}.txt\")</action>"
+            )
+        })
         .collect();
     t.push("<thought>Done.</thought>\n<final_answer>all read</final_answer>".into());
     t
@@ -240,7 +244,11 @@ async fn far_below_the_window_nothing_is_fitted_and_nothing_counted() {
     let (o, events, model) = run(4, Some(1_000_000), Api::Chat, |_| {}).await;
     assert_eq!(o.status, Status::Ok);
     assert!(fittings(&events).is_empty());
-    assert_eq!(model.counts.load(Ordering::SeqCst), 0, "no count_tokens request");
+    assert_eq!(
+        model.counts.load(Ordering::SeqCst),
+        0,
+        "no count_tokens request"
+    );
     assert!(model.asked().iter().all(|a| a.max_tokens == Some(BUDGET)));
 }
 
@@ -277,12 +285,19 @@ async fn fitting_starts_exactly_at_the_window(api: Api) {
     else {
         panic!("no fitting")
     };
-    assert_eq!(*step as usize, k + 2, "the first request past the window is fitted");
+    assert_eq!(
+        *step as usize,
+        k + 2,
+        "the first request past the window is fitted"
+    );
     assert_eq!(*tokens_before, sizes[k + 1]);
     assert!(*counted, "near the window the server's tokenizer is asked");
     for a in &asked[k + 1..] {
         let n = tokens(&a.prompt) + u64::from(a.max_tokens.unwrap_or(0));
-        assert!(n + margin <= window, "every request fits: {n} + {margin} > {window}");
+        assert!(
+            n + margin <= window,
+            "every request fits: {n} + {margin} > {window}"
+        );
     }
     assert_eq!(tokens(&asked[k + 1].prompt), *tokens_after);
     // The run's own history is whole: every observation at full length.
@@ -328,12 +343,12 @@ async fn observations_are_cut_then_steps_summarised_and_the_rest_kept_whole() {
             "{api:?}: a step summarised"
         );
         assert!(text.contains(r#"<action>read_file(path="f1.txt")</action>"#));
-        let cut = fittings(&events).iter().any(|e| {
-            matches!(e, Event::ContextFitted { observations_cut, .. } if *observations_cut > 0)
-        });
-        let summarised = fittings(&events).iter().any(|e| {
-            matches!(e, Event::ContextFitted { steps_summarised, .. } if *steps_summarised > 0)
-        });
+        let cut = fittings(&events).iter().any(
+            |e| matches!(e, Event::ContextFitted { observations_cut, .. } if *observations_cut > 0),
+        );
+        let summarised = fittings(&events).iter().any(
+            |e| matches!(e, Event::ContextFitted { steps_summarised, .. } if *steps_summarised > 0),
+        );
         assert!(cut && summarised, "{api:?}");
         // An earlier request shows the marker of a cut observation.
         let marked = model.asked().iter().any(|a| {
@@ -372,7 +387,12 @@ async fn the_turn_budget_shrinks_when_the_history_cannot() {
     let events = events.lock().unwrap();
     assert!(fittings(&events).iter().any(|e| matches!(
         e,
-        Event::ContextFitted { max_tokens: Some(300), observations_cut: 0, steps_summarised: 0, .. }
+        Event::ContextFitted {
+            max_tokens: Some(300),
+            observations_cut: 0,
+            steps_summarised: 0,
+            ..
+        }
     )));
 }
 
@@ -417,7 +437,11 @@ async fn below_the_floor_one_final_only_turn_then_context_exceeded() {
 async fn a_window_smaller_than_the_system_prompt_ends_without_a_request() {
     let (o, _, model) = run(1, Some(300), Api::Chat, |_| {}).await;
     assert_eq!(o.status, Status::ContextExceeded);
-    assert!(o.error.unwrap().contains("context window of 300 tokens is full"));
+    assert!(
+        o.error
+            .unwrap()
+            .contains("context window of 300 tokens is full")
+    );
     assert!(model.asked().is_empty());
 }
 
@@ -427,7 +451,11 @@ async fn fitting_off_sends_everything() {
         c.context = ContextPolicy::off();
     })
     .await;
-    assert_eq!(o.status, Status::Error, "the server refuses: today's behaviour");
+    assert_eq!(
+        o.status,
+        Status::Error,
+        "the server refuses: today's behaviour"
+    );
     assert!(fittings(&events).is_empty());
 }
 
@@ -454,7 +482,16 @@ async fn a_context_400_is_retried_once_fitted_harder() {
     let events = events.lock().unwrap();
     let retries: Vec<_> = fittings(&events)
         .into_iter()
-        .filter(|e| matches!(e, Event::ContextFitted { after_refusal: true, window: 4_000, .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                Event::ContextFitted {
+                    after_refusal: true,
+                    window: 4_000,
+                    ..
+                }
+            )
+        })
         .collect();
     assert!(!retries.is_empty(), "a fitting after the refusal");
     assert_eq!(o.status, Status::Ok, "{:?}", o.error);
@@ -516,7 +553,10 @@ async fn the_event_is_in_the_events_json_and_the_transcript_keeps_everything() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(records.iter().any(|r| r == &json), "the same record in the transcript");
+    assert!(
+        records.iter().any(|r| r == &json),
+        "the same record in the transcript"
+    );
     // The transcript's messages are the full history.
     let resume = Resume::from_records(&records).unwrap();
     assert_eq!(resume.messages, o.messages);
@@ -537,7 +577,10 @@ async fn the_event_is_in_the_events_json_and_the_transcript_keeps_everything() {
         )
         .await;
     assert_eq!(o2.status, Status::Ok, "{:?}", o2.error);
-    assert!(!fittings(&events.lock().unwrap()).is_empty(), "fitted again");
+    assert!(
+        !fittings(&events.lock().unwrap()).is_empty(),
+        "fitted again"
+    );
     assert_eq!(o2.messages[..o.messages.len()], o.messages[..]);
     assert!(text_of(&more.asked()[0].prompt).contains("And once more?"));
 }

@@ -142,7 +142,11 @@ impl History {
     pub(crate) fn bytes(&self, partial: &str) -> u64 {
         use super::context::message_bytes;
         let own: u64 = match self.api {
-            Api::Chat => self.messages.iter().map(|m| message_bytes(&m.content)).sum(),
+            Api::Chat => self
+                .messages
+                .iter()
+                .map(|m| message_bytes(&m.content))
+                .sum(),
             Api::Completions => self.text.len() as u64,
         };
         own + match (partial.is_empty(), self.api) {

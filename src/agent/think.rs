@@ -133,7 +133,10 @@ impl Run<'_> {
                             NoticeKind::Retry,
                             format!("the server refused the prompt as longer than its context window: fitting it harder and asking once more ({e})"),
                         ));
-                        match self.fit_request(&generated, plan.final_only, Some(overflow)).await {
+                        match self
+                            .fit_request(&generated, plan.final_only, Some(overflow))
+                            .await
+                        {
                             Fit::Send(send) => {
                                 next = Some(send);
                                 continue;
@@ -146,13 +149,17 @@ impl Run<'_> {
                     Some(_) if agent.config.context.fits() => {
                         return Err(Stop::Context {
                             final_fits: false,
-                            why: format!("the server refused the prompt as longer than its context window again, after fitting: {e}"),
+                            why: format!(
+                                "the server refused the prompt as longer than its context window again, after fitting: {e}"
+                            ),
                         });
                     }
                     _ => return Err(Stop::Model(e)),
                 },
             };
-            self.context.estimator.observe(sent_bytes, result.usage.prompt_tokens);
+            self.context
+                .estimator
+                .observe(sent_bytes, result.usage.prompt_tokens);
             self.requests += 1;
             self.progress.usage.add(result.usage);
             generated.push_str(&result.text);

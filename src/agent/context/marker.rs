@@ -50,17 +50,16 @@ pub(super) fn cut_marker(call: &StepCall, lines: (usize, usize), bytes: usize) -
     match call.tool() {
         Some("read_file") => {
             // The body's first line is the file's `start_line` (1 when none was given).
-            let first = call
-                .arg("start_line")
-                .and_then(Value::as_u64)
-                .unwrap_or(1) as usize;
+            let first = call.arg("start_line").and_then(Value::as_u64).unwrap_or(1) as usize;
             let (a, b) = (first + lines.0 - 1, first + lines.1 - 1);
             match call.arg("path").and_then(Value::as_str) {
                 Some(path) => format!(
                     "{what}: lines {a}-{b} of the file. To see them: read_file(path={}, start_line={a})]",
                     quoted(path)
                 ),
-                None => format!("{what}: lines {a}-{b} of the file; read them again with start_line={a}]"),
+                None => format!(
+                    "{what}: lines {a}-{b} of the file; read them again with start_line={a}]"
+                ),
             }
         }
         Some(tool) if tool.contains("search") || tool.contains("grep") => {

@@ -92,15 +92,16 @@ impl Run<'_> {
         }
         let mut counted = false;
         if (tokens + budget + margin) * NEAR.1 >= window * NEAR.0
-            && let Some(c) = self
-                .count(&self.history.prompt_now(partial), bytes)
-                .await
+            && let Some(c) = self.count(&self.history.prompt_now(partial), bytes).await
         {
             tokens = c;
             counted = true;
         }
         if note {
-            tokens += self.context.estimator.tokens_of(FINAL_NOTE.len() as u64 + 2);
+            tokens += self
+                .context
+                .estimator
+                .tokens_of(FINAL_NOTE.len() as u64 + 2);
         }
         if tokens + budget + margin <= window && !note {
             return Fit::Send(Send {

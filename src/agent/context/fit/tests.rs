@@ -66,7 +66,11 @@ fn old_observation_keeps_head_and_tail_with_a_read_file_marker() {
         r#"read_file(path="src/a.rs", start_line={first})"#
     )));
     // The first cut line is the body's line after the head's last one.
-    let head_lines = cut.lines().skip(1).take_while(|l| l.starts_with("line ")).count();
+    let head_lines = cut
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("line "))
+        .count();
     assert_eq!(first, 10 + head_lines + 1, "{marker}");
     assert_eq!(f.saved, bytes(&h) - bytes(&f.messages));
     // The last step, the system prompt and the task are whole.
@@ -81,11 +85,7 @@ fn searches_say_run_the_search_again() {
         ("echo(text=\"x\")", "short".into()),
     ]);
     let f = fit_messages(&h, 10, 1);
-    assert!(
-        f.messages[3]
-            .content
-            .contains("run the same search again")
-    );
+    assert!(f.messages[3].content.contains("run the same search again"));
 }
 
 #[test]
@@ -98,9 +98,15 @@ fn steps_are_summarised_oldest_first_after_every_observation_is_cut() {
     let f = fit_messages(&h, usize::MAX, 1);
     assert_eq!(f.report.observations_cut, 2);
     assert_eq!(f.report.steps_summarised, 2);
-    assert_eq!(f.messages[2].content, r#"<action>read_file(path="a")</action>"#);
+    assert_eq!(
+        f.messages[2].content,
+        r#"<action>read_file(path="a")</action>"#
+    );
     let obs = &f.messages[3].content;
-    assert!(obs.contains("[result of 3899 bytes, 100 lines left out"), "{obs}");
+    assert!(
+        obs.contains("[result of 3899 bytes, 100 lines left out"),
+        "{obs}"
+    );
     assert!(obs.contains("call read_file again"));
     assert_eq!(f.messages[6..], h[6..], "the last step is whole");
     assert!(f.saved < usize::MAX);
@@ -142,7 +148,7 @@ fn a_history_of_one_step_cannot_shrink() {
 #[test]
 fn multibyte_text_is_cut_on_char_boundaries() {
     let body = "é".repeat(3000);
-    let h = history(&[(r#"run_command(command="x")"#, body), ("x()".into(), "y".into())]);
+    let h = history(&[(r#"run_command(command="x")"#, body), ("x()", "y".into())]);
     let f = fit_messages(&h, 10, 1);
     assert_eq!(f.report.observations_cut, 1);
     assert!(f.messages[3].content.contains("call run_command again"));

@@ -70,6 +70,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Set how requests are fitted into the model's context window.
+    pub fn context(mut self, policy: super::ContextPolicy) -> Self {
+        self.config.context = policy;
+        self
+    }
+
     /// Set the API shape.
     pub fn api(mut self, api: Api) -> Self {
         self.config.api = api;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use crate::secret::Redactor;
 
 use super::Api;
+use super::context::ContextPolicy;
 
 /// The default token limit of one model turn. A turn is a short thought and one action or
 /// answer; a model that runs past this is rambling or looping, and on a CPU every token costs
@@ -50,6 +51,9 @@ pub struct AgentConfig {
     /// every form the redactor knows (reversed, base64), so a tool such as `run_command("env")`
     /// cannot pass them to the model, the events or the transcript. Its `Debug` shows no key.
     pub secrets: Redactor,
+    /// How requests are kept inside the model's context window (fitted, by default, whenever
+    /// the window is known; see [`crate::agent::context`]).
+    pub context: ContextPolicy,
 }
 
 impl Default for AgentConfig {
@@ -69,6 +73,7 @@ impl Default for AgentConfig {
             max_continuations: 4,
             environment: Vec::new(),
             secrets: Redactor::new(),
+            context: ContextPolicy::default(),
         }
     }
 }

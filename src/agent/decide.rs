@@ -109,15 +109,26 @@ impl Run<'_> {
     }
 
     /// The turn after the step limit: only a final answer is accepted, and the run ends either way.
+    /// The context window may have been what left room for this turn only.
     fn last_chance(&mut self, turn: &Turn) -> Ending {
-        let reason = format!("the step limit of {} steps was reached", self.step_limit);
+        let (status, reason) = if self.context.final_only {
+            (
+                Status::ContextExceeded,
+                "the context window is full (the last turn could only answer)".to_string(),
+            )
+        } else {
+            (
+                Status::MaxSteps,
+                format!("the step limit of {} steps was reached", self.step_limit),
+            )
+        };
         if turn.kind != TurnKind::Final {
             self.correct(Correction::FinalOnly);
-            return Ending::stop(Status::MaxSteps, reason);
+            return Ending::stop(status, reason);
         }
         match self.check_final(turn.final_text.as_deref().unwrap_or_default()) {
             Ok(value) => Ending {
-                status: Status::MaxSteps,
+                status,
                 answer: Some(value),
                 error: Some(reason),
             },
@@ -127,7 +138,7 @@ impl Run<'_> {
                     empty: false,
                 });
                 Ending::stop(
-                    Status::MaxSteps,
+                    status,
                     format!("{reason}; the last answer was refused: {why}"),
                 )
             }

@@ -121,6 +121,32 @@ pub enum Event {
         /// One sentence for a person (may quote a server's error: untrusted text).
         message: String,
     },
+    /// The history was fitted into the model's context window before a request (see
+    /// [`crate::agent::context`]): the model was sent less than the history holds, and this says
+    /// what was left out. The history itself, the `message` records and so `continue` and
+    /// `replay` keep everything.
+    ContextFitted {
+        /// The step whose request was fitted (1-based).
+        step: u32,
+        /// The window fitted to, in tokens (the one the server named when it refused a prompt).
+        window: u64,
+        /// The prompt's tokens before fitting.
+        tokens_before: u64,
+        /// The prompt's tokens as sent.
+        tokens_after: u64,
+        /// Whether `tokens_before` is the server's own count (else an estimate).
+        counted: bool,
+        /// Old observations cut to a head and a tail.
+        observations_cut: u32,
+        /// Old steps replaced by a one-line summary.
+        steps_summarised: u32,
+        /// The turn's token budget as sent (smaller than asked when the window is nearly full).
+        max_tokens: Option<u32>,
+        /// The window left room only for a final answer: this turn may only give one.
+        final_only: bool,
+        /// The server had refused the prompt as too long: this is the one retry, fitted harder.
+        after_refusal: bool,
+    },
     /// An observation was sent to the model.
     Observation {
         /// Its full text, tags included.

@@ -17,6 +17,9 @@ pub(crate) struct History {
     messages: Vec<Message>,
     /// Completions mode only: the whole text so far.
     text: String,
+    /// Completions mode only: how much of `text` the system prompt and the task take (the rest
+    /// is the steps, rendered from the messages; a fitted prompt renders its own).
+    head: usize,
 }
 
 impl History {
@@ -26,6 +29,7 @@ impl History {
             api,
             messages: Vec::new(),
             text: String::new(),
+            head: 0,
         }
     }
 
@@ -47,6 +51,7 @@ impl History {
                 Message::new(Role::System, system),
                 Message::new(Role::User, question),
             ],
+            head: text.len(),
             text,
         })
     }
@@ -122,11 +127,63 @@ impl History {
         }
     }
 
+    /// The prompt as it is now, the turn so far (`partial`, may be empty) appended: exactly
+    /// what [`History::lend`] or [`History::prompt_with_partial`] would send (to count it).
+    pub(crate) fn prompt_now(&self, partial: &str) -> Prompt {
+        if partial.is_empty() {
+            self.prompt()
+        } else {
+            self.prompt_with_partial(partial)
+        }
+    }
+
+    /// The size of [`History::prompt_now`] as [`prompt_bytes`](super::context::prompt_bytes)
+    /// measures it, without building it.
+    pub(crate) fn bytes(&self, partial: &str) -> u64 {
+        use super::context::message_bytes;
+        let own: u64 = match self.api {
+            Api::Chat => self
+                .messages
+                .iter()
+                .map(|m| message_bytes(&m.content))
+                .sum(),
+            Api::Completions => self.text.len() as u64,
+        };
+        own + match (partial.is_empty(), self.api) {
+            (true, _) => 0,
+            (false, Api::Chat) => message_bytes(partial),
+            (false, Api::Completions) => partial.len() as u64,
+        }
+    }
+
+    /// A prompt from other messages (a fitted copy of [`History::messages`]: the system prompt
+    /// and the task unchanged), the turn so far (`partial`, may be empty) appended.
+    pub(crate) fn prompt_from(&self, mut messages: Vec<Message>, partial: &str) -> Prompt {
+        match self.api {
+            Api::Chat => {
+                if !partial.is_empty() {
+                    messages.push(Message::new(Role::Assistant, partial));
+                }
+                Prompt::Chat(messages)
+            }
+            Api::Completions => {
+                let mut text = self.text.get(..self.head).unwrap_or_default().to_string();
+                for m in messages.iter().skip(2) {
+                    match m.role {
+                        Role::Assistant => append_turn(&mut text, &m.content),
+                        _ => append_user(&mut text, &m.content),
+                    }
+                }
+                text.push_str(partial);
+                Prompt::Text(text)
+            }
+        }
+    }
+
     /// Append the model's turn (as [`History::turn_text`] gave it, cut to what the history keeps).
     pub(crate) fn push_turn(&mut self, kept: &str) {
         if self.api == Api::Completions {
-            self.text
-                .push_str(kept.strip_prefix(OPEN_THOUGHT).unwrap_or(kept));
+            append_turn(&mut self.text, kept);
         }
         self.messages.push(Message::new(Role::Assistant, kept));
     }
@@ -134,10 +191,7 @@ impl History {
     /// Append what the runtime says (an observation, or a follow-up question when continuing).
     pub(crate) fn push_user(&mut self, content: &str) {
         if self.api == Api::Completions {
-            self.text.push('\n');
-            self.text.push_str(content);
-            self.text.push('\n');
-            self.text.push_str(OPEN_THOUGHT);
+            append_user(&mut self.text, content);
         }
         let past_question = self.messages.len() > 2;
         match self.messages.last_mut() {
@@ -149,6 +203,19 @@ impl History {
             _ => self.messages.push(Message::new(Role::User, content)),
         }
     }
+}
+
+/// The completions text of a model's turn (its opening `<thought>` is already in the text).
+fn append_turn(text: &mut String, kept: &str) {
+    text.push_str(kept.strip_prefix(OPEN_THOUGHT).unwrap_or(kept));
+}
+
+/// The completions text of what the runtime says, then the opened thought the model continues.
+fn append_user(text: &mut String, content: &str) {
+    text.push('\n');
+    text.push_str(content);
+    text.push('\n');
+    text.push_str(OPEN_THOUGHT);
 }
 
 /// Whether the model's text opens with one of the tags a model writes.

@@ -25,6 +25,7 @@
 mod act;
 mod builder;
 mod config;
+pub mod context;
 mod correction;
 mod decide;
 mod events;
@@ -51,6 +52,7 @@ use serde_json::Value;
 
 pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
+pub use context::{ContextMode, ContextPolicy};
 pub use events::{Event, EventSink};
 pub use outcome::{Outcome, Progress, Status};
 pub use preview::{Preview, preview, preview_grammar};

@@ -17,6 +17,10 @@ pub enum Status {
     LoopDetected,
     /// Three final answers in a row were refused.
     InvalidFinal,
+    /// The history no longer fits the model's context window even fitted (see
+    /// [`crate::agent::context`]); `final` holds the answer of the final-answer-only turn the
+    /// window still allowed, if it validated.
+    ContextExceeded,
     /// A runtime error: the model server failed after retries, or the script ran out.
     Error,
 }
@@ -29,6 +33,7 @@ impl Status {
             Status::MaxSteps => "max_steps",
             Status::LoopDetected => "loop_detected",
             Status::InvalidFinal => "invalid_final",
+            Status::ContextExceeded => "context_exceeded",
             Status::Error => "error",
         }
     }

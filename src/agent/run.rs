@@ -13,9 +13,11 @@ use crate::llm::{Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
+use super::context::{ContextState, Fit, context_full};
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
+use super::think::Stop;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
 
 /// How a run ends: the status, the accepted answer, and what went wrong (or why it stopped).
@@ -50,6 +52,8 @@ pub(crate) enum Next {
     },
     /// A final answer was refused: the model is told why.
     Refused(String),
+    /// The context window has room for one final-answer-only turn only: ask for it.
+    LastTurn,
     /// The run ends (an accepted answer among the ways).
     End(Ending),
 }
@@ -90,6 +94,8 @@ pub(crate) struct Run<'a> {
     pub(super) guard: LoopGuard,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
+    /// The context window and the token estimate (see `context/`).
+    pub(super) context: ContextState,
     session: Option<String>,
     pub(super) transcript_failed: bool,
 }
@@ -108,6 +114,7 @@ impl<'a> Run<'a> {
             refusals: 0,
             guard: LoopGuard::default(),
             stops: Vec::new(),
+            context: ContextState::default(),
             session,
             transcript_failed: false,
         }
@@ -118,6 +125,7 @@ impl<'a> Run<'a> {
         let span = info_span!("run", session = self.session.as_deref().unwrap_or(""));
         async move {
             self.agent.model.prepare().await;
+            self.context.window = self.agent.model.context_window();
             let ending = match self.start() {
                 Ok(()) => self.steps().await,
                 Err(e) => Ending::stop(Status::Error, e.to_string()),
@@ -137,16 +145,25 @@ impl<'a> Run<'a> {
             after_refused_call: false,
         };
         loop {
-            plan.final_only = self.progress.steps >= self.step_limit;
+            plan.final_only = self.progress.steps >= self.step_limit || self.context.final_only;
             let step = self.progress.steps + 1;
             let next = async {
+                let first = match self.fit_request("", plan.final_only, None).await {
+                    Fit::Send(send) => send,
+                    Fit::Full { final_fits, why } => return context_full(plan, final_fits, why),
+                };
                 self.emit(Event::TurnStarted {
                     step,
                     final_only: plan.final_only,
                 });
-                let turn = match self.think(plan).await {
+                let turn = match self.think(plan, first).await {
                     Ok(turn) => turn,
-                    Err(e) => return Next::End(Ending::stop(Status::Error, e.to_string())),
+                    Err(Stop::Model(e)) => {
+                        return Next::End(Ending::stop(Status::Error, e.to_string()));
+                    }
+                    Err(Stop::Context { final_fits, why }) => {
+                        return context_full(plan, final_fits, why);
+                    }
                 };
                 if turn.shows_reasoning && !plan.reasoning {
                     debug!(
@@ -170,6 +187,7 @@ impl<'a> Run<'a> {
                     self.observe(observation);
                 }
                 Next::Refused(correction) => self.observe(correction),
+                Next::LastTurn => self.context.final_only = true,
                 Next::End(ending) => return ending,
             }
         }

@@ -4,6 +4,9 @@
 //! open `<think>` block (see [`protocol::stopped_inside`]); then, where the API can continue an
 //! unfinished turn (completions, or chat with prefill), the stop string is put back and the
 //! model is asked to go on, up to `max_continuations` times.
+//!
+//! Every request is fitted into the model's context window first (`context/`); a server that
+//! still refuses one as too long gets it once more, fitted harder.
 
 use std::time::Instant;
 
@@ -13,6 +16,7 @@ use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
 use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
+use super::context::{Fit, Send, prompt_bytes};
 use super::events::Event;
 use super::run::{Run, TurnPlan};
 
@@ -30,25 +34,55 @@ pub(crate) struct ModelTurn {
     pub(crate) shows_reasoning: bool,
 }
 
+/// Why a turn could not be had.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The model failed (after the client's retries).
+    Model(LlmError),
+    /// The prompt does not fit the context window, even fitted; `final_fits` when a
+    /// final-answer-only turn still would.
+    Context { final_fits: bool, why: String },
+}
+
 impl Run<'_> {
-    /// One model turn, with its continuations, asked as `plan` says.
-    pub(super) async fn think(&mut self, plan: TurnPlan) -> Result<ModelTurn, LlmError> {
+    /// One model turn, with its continuations, asked as `plan` says; `first` is its first
+    /// request, already fitted.
+    pub(super) async fn think(&mut self, plan: TurnPlan, first: Send) -> Result<ModelTurn, Stop> {
         let agent = self.agent;
         let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
         let mut generated = String::new();
         let mut continuations = 0;
         let mut action_start: Option<usize> = None;
         let mut reasoned = false;
+        let mut next = Some(first);
+        let mut refused = false;
         self.progress.llm_calls += 1;
         loop {
-            // A fresh turn borrows the history and gives it back below, whatever the result
-            // (nothing else reads it meanwhile; a cancelled turn drops the whole run).
-            let lent = generated.is_empty();
-            let prompt = if lent {
-                self.history.lend()
-            } else {
-                self.history.prompt_with_partial(&generated)
+            let send = match next.take() {
+                Some(send) => send,
+                None => match self.fit_request(&generated, plan.final_only, None).await {
+                    Fit::Send(send) => send,
+                    // No room to go on: the turn is what it is, cut as by its token limit.
+                    Fit::Full { .. } => {
+                        return Ok(ModelTurn {
+                            text: self.history.turn_text(&generated),
+                            finish: Finish::Length,
+                            action_start,
+                            shows_reasoning: reasoned,
+                        });
+                    }
+                },
             };
+            // A fresh turn that needed no fitting borrows the history and gives it back below,
+            // whatever the result (nothing else reads it meanwhile; a cancelled turn drops the
+            // whole run).
+            let lent = generated.is_empty() && send.prompt.is_none();
+            let prompt = match send.prompt {
+                Some(fitted) => fitted,
+                None if lent => self.history.lend(),
+                None => self.history.prompt_with_partial(&generated),
+            };
+            let sent_bytes = prompt_bytes(&prompt);
             let mut stop = std::mem::take(&mut self.stops);
             if stop.is_empty() {
                 stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
@@ -58,7 +92,7 @@ impl Run<'_> {
                 prompt,
                 stop,
                 temperature: agent.config.temperature,
-                max_tokens: agent.config.max_tokens,
+                max_tokens: send.max_tokens,
                 seed: agent.config.seed,
                 keep_repetitions: agent.config.keep_repetitions,
                 extra: agent.config.extra.clone(),
@@ -90,7 +124,42 @@ impl Run<'_> {
             }
             self.stops = stop;
             self.record_notices(&kept);
-            let result = result?;
+            let result = match result {
+                Ok(result) => result,
+                Err(e) => match e.context_overflow() {
+                    Some(overflow) if agent.config.context.fits() && !refused => {
+                        refused = true;
+                        self.notice(Notice::new(
+                            NoticeKind::Retry,
+                            format!("the server refused the prompt as longer than its context window: fitting it harder and asking once more ({e})"),
+                        ));
+                        match self
+                            .fit_request(&generated, plan.final_only, Some(overflow))
+                            .await
+                        {
+                            Fit::Send(send) => {
+                                next = Some(send);
+                                continue;
+                            }
+                            Fit::Full { final_fits, why } => {
+                                return Err(Stop::Context { final_fits, why });
+                            }
+                        }
+                    }
+                    Some(_) if agent.config.context.fits() => {
+                        return Err(Stop::Context {
+                            final_fits: false,
+                            why: format!(
+                                "the server refused the prompt as longer than its context window again, after fitting: {e}"
+                            ),
+                        });
+                    }
+                    _ => return Err(Stop::Model(e)),
+                },
+            };
+            self.context
+                .estimator
+                .observe(sent_bytes, result.usage.prompt_tokens);
             self.requests += 1;
             self.progress.usage.add(result.usage);
             generated.push_str(&result.text);

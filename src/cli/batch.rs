@@ -16,7 +16,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
-use tagloop::agent::{Role, RunOptions, Status};
+use tagloop::agent::{Event, Role, RunOptions, Status};
 use tagloop::prompt::ContextItem;
 use tagloop::session::{self, Transcript};
 
@@ -352,7 +352,16 @@ pub(super) async fn run_one(
         Ok(agent) => {
             let transcript =
                 session_dir.and_then(|d| Transcript::create(d, &session::new_id()).ok());
+            // Requests fitted into the context window: a count in the task's line.
+            let fits = Arc::new(AtomicU32::new(0));
+            let counter = fits.clone();
+            let events: tagloop::agent::EventSink = Arc::new(move |e: &Event| {
+                if matches!(e, Event::ContextFitted { .. }) {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            });
             let options = RunOptions {
+                events: Some(events),
                 context: task
                     .context
                     .clone()
@@ -363,7 +372,11 @@ pub(super) async fn run_one(
             };
             let mut result = agent.run_with(&task.task, options).await;
             result.messages.clear();
-            serde_json::to_value(&result).map(|v| (result.status, v))?
+            let mut value = serde_json::to_value(&result)?;
+            if let Value::Object(fields) = &mut value {
+                fields.insert("context_fits".into(), fits.load(Ordering::Relaxed).into());
+            }
+            (result.status, value)
         }
         Err(e) => (
             Status::Error,

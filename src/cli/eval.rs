@@ -82,6 +82,8 @@ struct RunReport {
     /// Turns a grammar constrained.
     constrained_turns: u32,
     format_corrections: u32,
+    /// Requests fitted into the model's context window (`context_fitted` events).
+    context_fits: u32,
     tokens: u64,
     seconds: f64,
     session: Option<String>,
@@ -242,6 +244,7 @@ async fn run_one(
         turns: 0,
         constrained_turns: 0,
         format_corrections: 0,
+        context_fits: 0,
         tokens: 0,
         seconds: 0.0,
         session: None,
@@ -289,7 +292,13 @@ async fn run_checked(
     let turns = Arc::new(AtomicU32::new(0));
     let format = Arc::new(AtomicU32::new(0));
     let constrained = Arc::new(AtomicU32::new(0));
-    let (t, f, c) = (turns.clone(), format.clone(), constrained.clone());
+    let fits = Arc::new(AtomicU32::new(0));
+    let (t, f, c, fit) = (
+        turns.clone(),
+        format.clone(),
+        constrained.clone(),
+        fits.clone(),
+    );
     let sink: EventSink = Arc::new(move |e: &Event| match e {
         Event::TurnStarted { .. } => {
             t.fetch_add(1, Ordering::Relaxed);
@@ -299,6 +308,9 @@ async fn run_checked(
         }
         Event::Correction { kind, .. } if FORMAT_CORRECTIONS.contains(&kind.as_str()) => {
             f.fetch_add(1, Ordering::Relaxed);
+        }
+        Event::ContextFitted { .. } => {
+            fit.fetch_add(1, Ordering::Relaxed);
         }
         _ => {}
     });
@@ -327,6 +339,7 @@ async fn run_checked(
     report.turns = turns.load(Ordering::Relaxed);
     report.format_corrections = format.load(Ordering::Relaxed);
     report.constrained_turns = constrained.load(Ordering::Relaxed);
+    report.context_fits = fits.load(Ordering::Relaxed);
     report.tokens = outcome.progress.usage.prompt_tokens + outcome.progress.usage.completion_tokens;
     report.session = outcome.session.clone();
     if outcome.status != Status::Ok {
@@ -379,13 +392,13 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
 fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7}  reason",
-        "id", "run", "status", "passed", "steps", "turns", "fmt", "tokens", "seconds"
+        "{:<24} {:>3}  {:<16} {:<6} {:>5} {:>5} {:>4} {:>4} {:>7} {:>7}  reason",
+        "id", "run", "status", "passed", "steps", "turns", "fmt", "fit", "tokens", "seconds"
     )?;
     for x in &r.results {
         writeln!(
             out,
-            "{:<24} {:>3}  {:<13} {:<6} {:>5} {:>5} {:>4} {:>7} {:>7.1}  {}",
+            "{:<24} {:>3}  {:<16} {:<6} {:>5} {:>5} {:>4} {:>4} {:>7} {:>7.1}  {}",
             terminal_safe(&x.id),
             x.run,
             x.status.as_str(),
@@ -393,6 +406,7 @@ fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
             x.steps,
             x.turns,
             x.format_corrections,
+            x.context_fits,
             x.tokens,
             x.seconds,
             terminal_safe(x.reason.as_deref().unwrap_or(""))

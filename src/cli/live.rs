@@ -259,9 +259,66 @@ fn render(
             writeln!(out, "{GOOD}✓ final answer accepted{GOOD:#}{how}")?;
         }
         Event::Finished { outcome } => writeln!(out, "{}", summary(outcome))?,
+        Event::ContextFitted { .. } => {
+            if let Some(line) = describe_fit(event) {
+                writeln!(out, "{NOTE}◆ context: {line}{NOTE:#}")?;
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// What a `context_fitted` event says, in one line for a person (`None` for other events): the
+/// tokens before and after, what was left out, the turn's budget. The text views (`live`,
+/// `replay`, `replay --html`) all say it in these words.
+pub fn describe_fit(event: &Event) -> Option<String> {
+    let Event::ContextFitted {
+        step,
+        window,
+        tokens_before,
+        tokens_after,
+        counted,
+        observations_cut,
+        steps_summarised,
+        max_tokens,
+        final_only,
+        after_refusal,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    let how = if *counted { "counted" } else { "estimated" };
+    let mut line = format!(
+        "step {step} fitted into a window of {window} tokens: {tokens_before} → {tokens_after} ({how})"
+    );
+    let mut cut = Vec::new();
+    if *observations_cut > 0 {
+        cut.push(format!(
+            "{} shortened",
+            count(u64::from(*observations_cut), "observation")
+        ));
+    }
+    if *steps_summarised > 0 {
+        cut.push(format!(
+            "{} summarised",
+            count(u64::from(*steps_summarised), "step")
+        ));
+    }
+    if !cut.is_empty() {
+        line.push_str(&format!("; {}", cut.join(", ")));
+    }
+    if let Some(n) = max_tokens {
+        line.push_str(&format!("; turn budget {n}"));
+    }
+    if *final_only {
+        line.push_str("; final answer only");
+    }
+    if *after_refusal {
+        line.push_str("; after the server refused the prompt as too long");
+    }
+    Some(line)
 }
 
 /// Say once how turns are sampled: the first time a grammar constrains one, and again only when

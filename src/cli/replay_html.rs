@@ -102,6 +102,8 @@ enum Item<'a> {
     Observation(&'a str),
     Correction(&'a str, &'a str),
     Notice(&'a str, &'a str),
+    /// A `context_fitted` event, in the live view's words.
+    Fitted(String),
 }
 
 impl<'a> Page<'a> {
@@ -172,6 +174,11 @@ impl<'a> Page<'a> {
                 }
                 Event::Notice { kind, message } => page.push_after(Item::Notice(kind, message)),
                 Event::Finished { outcome } => page.outcome = Some(outcome),
+                Event::ContextFitted { .. } => {
+                    if let Some(line) = super::live::describe_fit(e) {
+                        page.push_after(Item::Fitted(line));
+                    }
+                }
                 _ => {}
             }
         }
@@ -353,6 +360,7 @@ impl Item<'_> {
             Item::Notice(kind, message) => {
                 write!(out, "<p class=notice>◆ {}: {}</p>", esc(kind), esc(message))
             }
+            Item::Fitted(line) => write!(out, "<p class=notice>◆ context: {}</p>", esc(line)),
         };
     }
 }

@@ -434,7 +434,10 @@ pub fn print_outcome(outcome: &Outcome, json: bool) -> Result<()> {
 pub fn exit_code(outcome: &Outcome) -> ExitCode {
     match outcome.status {
         Status::Ok => ExitCode::SUCCESS,
-        Status::MaxSteps | Status::LoopDetected | Status::InvalidFinal => ExitCode::from(3),
+        Status::MaxSteps
+        | Status::LoopDetected
+        | Status::InvalidFinal
+        | Status::ContextExceeded => ExitCode::from(3),
         Status::Error => ExitCode::from(1),
     }
 }

@@ -1,0 +1,209 @@
+//! The fitting itself, pure: a history in, the history to send and what was left out.
+//!
+//! The history is `[system, task, (turn, observation)*]`. The system prompt (with the role's
+//! schema), the task (with the workflow context) and the last steps are never touched. Of the
+//! steps before them, oldest first, the fitter gives up what loses least, until it has saved the
+//! bytes asked for:
+//!
+//! 1. long observations keep a head and a tail; the middle is replaced by a marker that says
+//!    which lines were cut and how to see them again (`marker.rs`);
+//! 2. then whole steps become one line each: the turn keeps only its `<action>`, the
+//!    observation says how large the result was.
+//!
+//! Text after an observation (a follow-up question a continued run added to the same message)
+//! is kept. What is sent is a copy: the run's own history, and so the transcript, stays whole.
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::{Message, Role};
+
+use super::marker::{self, StepCall};
+
+/// An observation body longer than this is shortened in the first pass.
+const SHORTEN_ABOVE: usize = 1536;
+/// Bytes kept at the start of a shortened observation (cut back to a line end).
+const HEAD_BYTES: usize = 768;
+/// Bytes kept at its end (cut forward to a line start).
+const TAIL_BYTES: usize = 256;
+
+const OPEN: &str = "<observation>\n";
+const CLOSE: &str = "\n</observation>";
+
+/// What a fitting left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FitReport {
+    /// Observations cut to a head and a tail.
+    pub observations_cut: u32,
+    /// Whole steps replaced by a one-line summary.
+    pub steps_summarised: u32,
+}
+
+impl FitReport {
+    /// Whether anything was left out.
+    pub fn is_empty(&self) -> bool {
+        self.observations_cut == 0 && self.steps_summarised == 0
+    }
+}
+
+/// The history to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    /// The messages, shortened.
+    pub messages: Vec<Message>,
+    /// What was left out.
+    pub report: FitReport,
+    /// Bytes of message text saved; less than asked when even every summary was not enough.
+    pub saved: usize,
+}
+
+/// Shorten `messages` (system, task, then turn and observation pairs) by at least `cut_bytes`
+/// bytes of text if it can, keeping the system prompt, the task and the last `keep_last_steps`
+/// steps (at least one) whole. Pure and linear in the history's size.
+pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usize) -> Fitted {
+    let mut out = messages.to_vec();
+    let mut report = FitReport::default();
+    let mut saved = 0usize;
+    let end = protected_from(messages, keep_last_steps.max(1));
+    // The call of each step, read once and only when needed.
+    let mut calls: Vec<Option<StepCall>> = (0..end).map(|_| None).collect();
+
+    // Pass 1: long observations keep their head and tail.
+    for i in 3..end {
+        if saved >= cut_bytes {
+            break;
+        }
+        if messages[i].role != Role::User || messages[i - 1].role != Role::Assistant {
+            continue;
+        }
+        let call = calls[i - 1].get_or_insert_with(|| StepCall::read(&messages[i - 1].content));
+        if let Some(short) = shorten(&messages[i].content, call) {
+            saved += messages[i].content.len() - short.len();
+            out[i].content = short;
+            report.observations_cut += 1;
+        }
+    }
+
+    // Pass 2: whole steps become one line each.
+    for i in 2..end {
+        if saved >= cut_bytes {
+            break;
+        }
+        if messages[i].role != Role::Assistant {
+            continue;
+        }
+        let call = calls[i].get_or_insert_with(|| StepCall::read(&messages[i].content));
+        let turn = marker::summary_turn(call);
+        let obs = (i + 1 < end && messages[i + 1].role == Role::User)
+            .then(|| summarise(&messages[i + 1].content, call))
+            .flatten();
+        let now = out[i].content.len() + obs.as_ref().map_or(0, |_| out[i + 1].content.len());
+        let then = turn.len() + obs.as_ref().map_or(0, String::len);
+        if then >= now {
+            continue;
+        }
+        saved += now - then;
+        out[i].content = turn;
+        if let Some(o) = obs {
+            out[i + 1].content = o;
+        }
+        report.steps_summarised += 1;
+    }
+    Fitted {
+        messages: out,
+        report,
+        saved,
+    }
+}
+
+/// The index from which messages are kept whole: the `keep` last turns and what follows them.
+/// Never below 2 (system prompt and task).
+fn protected_from(messages: &[Message], keep: usize) -> usize {
+    let mut seen = 0;
+    for (i, m) in messages.iter().enumerate().skip(2).rev() {
+        if m.role == Role::Assistant {
+            seen += 1;
+            if seen == keep {
+                return i;
+            }
+        }
+    }
+    2
+}
+
+/// Where the observation's body is in a user message: `(start, end)` of the text between the
+/// tags. The body was neutralised when it was rendered, so it holds no closing tag of its own.
+fn body_span(content: &str) -> Option<(usize, usize)> {
+    let start = content.find(OPEN)? + OPEN.len();
+    let end = start + content[start..].find(CLOSE)?;
+    Some((start, end))
+}
+
+/// The observation with its body cut to a head and a tail around a marker, when it is long.
+fn shorten(content: &str, call: &StepCall) -> Option<String> {
+    let (start, end) = body_span(content)?;
+    let body = &content[start..end];
+    if body.len() <= SHORTEN_ABOVE {
+        return None;
+    }
+    // The head ends at a line end, the tail starts at a line start, when there are lines.
+    let head_max = floor_char(body, HEAD_BYTES);
+    let head = body[..head_max].rfind('\n').unwrap_or(head_max);
+    let tail_min = ceil_char(body, body.len() - TAIL_BYTES);
+    let tail = body[tail_min..]
+        .find('\n')
+        .map_or(tail_min, |n| tail_min + n + 1);
+    let (cut_from, cut_to) = (if head < head_max { head + 1 } else { head }, tail);
+    if cut_to <= cut_from {
+        return None;
+    }
+    let first = line_of(body, cut_from);
+    let last = line_of(body, cut_to - 1);
+    let mark = marker::cut_marker(call, (first, last), cut_to - cut_from);
+    let mut s = String::with_capacity(content.len() - (cut_to - cut_from) + mark.len() + 2);
+    s.push_str(&content[..start]);
+    s.push_str(&body[..head]);
+    s.push('\n');
+    s.push_str(&mark);
+    s.push('\n');
+    s.push_str(&body[tail..]);
+    s.push_str(&content[end..]);
+    (s.len() < content.len()).then_some(s)
+}
+
+/// The observation replaced by one line that says how large the result was (text after it kept).
+fn summarise(content: &str, call: &StepCall) -> Option<String> {
+    let (start, end) = body_span(content)?;
+    let body = &content[start..end];
+    let lines = body.lines().count().max(1);
+    let from = start - OPEN.len();
+    let to = end + CLOSE.len();
+    Some(format!(
+        "{}{}{}",
+        &content[..from],
+        marker::summary_observation(call, body.len(), lines),
+        &content[to..]
+    ))
+}
+
+/// The 1-based line of byte `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_bytes()[..at]).count() + 1
+}
+
+fn floor_char(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests;

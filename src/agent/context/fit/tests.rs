@@ -1,0 +1,155 @@
+use crate::llm::{Message, Role};
+
+use super::*;
+
+/// A history: system, task, then one step per `(action, observation body)`.
+fn history(steps: &[(&str, String)]) -> Vec<Message> {
+    let mut m = vec![
+        Message::new(Role::System, "SYSTEM PROMPT"),
+        Message::new(Role::User, "THE TASK"),
+    ];
+    for (action, body) in steps {
+        m.push(Message::new(
+            Role::Assistant,
+            format!("<thought>I look.</thought>\n<action>{action}</action>"),
+        ));
+        m.push(Message::new(
+            Role::User,
+            format!("<observation>\n{body}\n</observation>"),
+        ));
+    }
+    m
+}
+
+/// `n` numbered lines of about 40 bytes each.
+fn lines(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("line {i:04} of the file, some words here"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn bytes(m: &[Message]) -> usize {
+    m.iter().map(|m| m.content.len()).sum()
+}
+
+#[test]
+fn nothing_asked_nothing_cut() {
+    let h = history(&[(r#"read_file(path="a.txt")"#, lines(200))]);
+    let f = fit_messages(&h, 0, 1);
+    assert_eq!(f.messages, h);
+    assert!(f.report.is_empty());
+}
+
+#[test]
+fn old_observation_keeps_head_and_tail_with_a_read_file_marker() {
+    let h = history(&[
+        (r#"read_file(path="src/a.rs", start_line=11)"#, lines(200)),
+        (r#"read_file(path="b.txt")"#, lines(200)),
+    ]);
+    let f = fit_messages(&h, 1000, 1);
+    assert_eq!(f.report.observations_cut, 1);
+    assert_eq!(f.report.steps_summarised, 0);
+    let cut = &f.messages[3].content;
+    assert!(cut.starts_with("<observation>\nline 0001"), "{cut}");
+    assert!(cut.ends_with("line 0200 of the file, some words here\n</observation>"));
+    // The marker names the file's own line numbers (the read began at line 11) and the call
+    // that shows them again.
+    let marker = cut.lines().find(|l| l.starts_with("[…")).expect("a marker");
+    let first: usize = marker
+        .split(": lines ")
+        .nth(1)
+        .and_then(|s| s.split('-').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a first line");
+    assert!(marker.contains(&format!(
+        r#"read_file(path="src/a.rs", start_line={first})"#
+    )));
+    // The first cut line is the body's line after the head's last one.
+    let head_lines = cut
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("line "))
+        .count();
+    assert_eq!(first, 10 + head_lines + 1, "{marker}");
+    assert_eq!(f.saved, bytes(&h) - bytes(&f.messages));
+    // The last step, the system prompt and the task are whole.
+    assert_eq!(f.messages[..2], h[..2]);
+    assert_eq!(f.messages[4..], h[4..]);
+}
+
+#[test]
+fn searches_say_run_the_search_again() {
+    let h = history(&[
+        (r#"search_files(pattern="fn main")"#, lines(100)),
+        ("echo(text=\"x\")", "short".into()),
+    ]);
+    let f = fit_messages(&h, 10, 1);
+    assert!(f.messages[3].content.contains("run the same search again"));
+}
+
+#[test]
+fn steps_are_summarised_oldest_first_after_every_observation_is_cut() {
+    let h = history(&[
+        (r#"read_file(path="a")"#, lines(100)),
+        (r#"read_file(path="b")"#, lines(100)),
+        (r#"read_file(path="c")"#, lines(100)),
+    ]);
+    let f = fit_messages(&h, usize::MAX, 1);
+    assert_eq!(f.report.observations_cut, 2);
+    assert_eq!(f.report.steps_summarised, 2);
+    assert_eq!(
+        f.messages[2].content,
+        r#"<action>read_file(path="a")</action>"#
+    );
+    let obs = &f.messages[3].content;
+    assert!(
+        obs.contains("[result of 3899 bytes, 100 lines left out"),
+        "{obs}"
+    );
+    assert!(obs.contains("call read_file again"));
+    assert_eq!(f.messages[6..], h[6..], "the last step is whole");
+    assert!(f.saved < usize::MAX);
+}
+
+#[test]
+fn only_as_much_as_asked_is_left_out() {
+    let h = history(&[
+        (r#"read_file(path="a")"#, lines(100)),
+        (r#"read_file(path="b")"#, lines(100)),
+        (r#"read_file(path="c")"#, lines(100)),
+    ]);
+    let f = fit_messages(&h, 100, 1);
+    assert_eq!(f.report.observations_cut, 1);
+    assert_eq!(f.messages[5], h[5], "the second step was not needed");
+}
+
+#[test]
+fn kept_steps_and_text_after_an_observation_stay() {
+    let mut h = history(&[
+        (r#"read_file(path="a")"#, lines(100)),
+        (r#"read_file(path="b")"#, lines(100)),
+        (r#"read_file(path="c")"#, lines(100)),
+    ]);
+    h[3].content.push_str("\n\nA FOLLOW-UP QUESTION");
+    let f = fit_messages(&h, usize::MAX, 2);
+    assert_eq!(f.report.steps_summarised, 1);
+    assert!(f.messages[3].content.ends_with("\n\nA FOLLOW-UP QUESTION"));
+    assert_eq!(f.messages[4..], h[4..]);
+}
+
+#[test]
+fn a_history_of_one_step_cannot_shrink() {
+    let h = history(&[(r#"read_file(path="a")"#, lines(500))]);
+    let f = fit_messages(&h, usize::MAX, 1);
+    assert_eq!((f.messages, f.saved), (h, 0));
+}
+
+#[test]
+fn multibyte_text_is_cut_on_char_boundaries() {
+    let body = "é".repeat(3000);
+    let h = history(&[(r#"run_command(command="x")"#, body), ("x()", "y".into())]);
+    let f = fit_messages(&h, 10, 1);
+    assert_eq!(f.report.observations_cut, 1);
+    assert!(f.messages[3].content.contains("call run_command again"));
+}

@@ -1,0 +1,200 @@
+//! Fitting one request of a run: decide whether the prompt fits, count it when it is near the
+//! window, shorten the history sent, shrink the turn's budget, and say what was done.
+
+use tracing::debug;
+
+use crate::llm::{ContextOverflow, Prompt};
+
+use super::super::events::Event;
+use super::super::run::Run;
+use super::count::{TokenEstimator, prompt_bytes};
+use super::final_turn::{self, FINAL_NOTE};
+use super::fit::fit_messages;
+
+/// What a run knows of its context between requests.
+#[derive(Debug, Default)]
+pub(crate) struct ContextState {
+    /// The model's window in tokens, learned after `prepare`; `None`: nothing is fitted.
+    pub(crate) window: Option<u64>,
+    /// The prompt-size estimate, calibrated by every answer's `prompt_tokens`.
+    pub(crate) estimator: TokenEstimator,
+    /// The window left room for one final-answer-only turn: this is it.
+    pub(crate) final_only: bool,
+}
+
+/// A request that fits.
+#[derive(Debug)]
+pub(crate) struct Send {
+    /// The fitted prompt; `None`: the history as it is (nothing had to be left out).
+    pub(crate) prompt: Option<Prompt>,
+    /// The turn's token budget (shrunk when the window is nearly full).
+    pub(crate) max_tokens: Option<u32>,
+}
+
+/// The result of fitting a request.
+#[derive(Debug)]
+pub(crate) enum Fit {
+    /// Send this.
+    Send(Send),
+    /// Not even the smallest turn fits; `final_fits` when a final-answer-only turn would.
+    Full { final_fits: bool, why: String },
+}
+
+/// A request counts its tokens with the server when its estimate reaches this share of the
+/// window (3/4): far from the window the estimate's error cannot matter.
+const NEAR: (u64, u64) = (3, 4);
+
+impl Run<'_> {
+    /// Fit the next request (the turn so far is `partial`; `final_only` for a turn that may only
+    /// answer). `overflow`: the server just refused the last one as too long, so fit harder.
+    pub(in crate::agent) async fn fit_request(
+        &mut self,
+        partial: &str,
+        final_only: bool,
+        overflow: Option<ContextOverflow>,
+    ) -> Fit {
+        let config = &self.agent.config;
+        let policy = config.context;
+        let asked = config.max_tokens;
+        if let Some(named) = overflow.and_then(|o| o.window)
+            && policy.fits()
+        {
+            // The server said its window: the rest of the run fits to it.
+            self.context.window = Some(self.context.window.map_or(named, |w| w.min(named)));
+        }
+        let window = self.context.window.filter(|_| policy.fits());
+        let Some(window) = window else {
+            return match overflow {
+                Some(_) => Fit::Full {
+                    final_fits: false,
+                    why: "the server refused the prompt as longer than its context window, whose size it did not say".into(),
+                },
+                None => Fit::Send(Send {
+                    prompt: None,
+                    max_tokens: asked,
+                }),
+            };
+        };
+        let note = self.context.final_only;
+        let budget = u64::from(asked.unwrap_or(policy.min_turn_tokens));
+        let mut margin = u64::from(policy.margin_tokens);
+        if overflow.is_some() {
+            margin = margin * 4 + window / 10;
+        }
+        let bytes = self.history.bytes(partial);
+        let mut tokens = self.context.estimator.estimate(bytes);
+        if let Some(r) = overflow.and_then(|o| o.requested)
+            && r > tokens
+        {
+            // The server counted more than estimated: learn from it.
+            self.context.estimator.observe(bytes, r);
+            tokens = r;
+        }
+        let mut counted = false;
+        if (tokens + budget + margin) * NEAR.1 >= window * NEAR.0
+            && let Some(c) = self.count(&self.history.prompt_now(partial), bytes).await
+        {
+            tokens = c;
+            counted = true;
+        }
+        if note {
+            tokens += self
+                .context
+                .estimator
+                .tokens_of(FINAL_NOTE.len() as u64 + 2);
+        }
+        if tokens + budget + margin <= window && !note {
+            return Fit::Send(Send {
+                prompt: None,
+                max_tokens: asked,
+            });
+        }
+        // Leave out what loses least until prompt, budget and margin fit. When the server
+        // counted, it counts the fitted prompt too, and a second pass cuts what the estimate of
+        // the savings missed.
+        let target = window.saturating_sub(margin + budget);
+        let estimator = self.context.estimator;
+        let mut short = tokens.saturating_sub(target);
+        let mut pass = 0;
+        let (report, prompt, after) = loop {
+            pass += 1;
+            let fitted = fit_messages(
+                self.history.messages(),
+                usize::try_from(estimator.bytes_of(short)).unwrap_or(usize::MAX),
+                policy.keep_last_steps,
+            );
+            let mut messages = fitted.messages;
+            if note {
+                final_turn::add_note(&mut messages);
+            }
+            let prompt = self.history.prompt_from(messages, partial);
+            let saved = (fitted.saved as f64 / estimator.bytes_per_token()).floor() as u64;
+            let mut after = tokens.saturating_sub(saved);
+            if counted
+                && !fitted.report.is_empty()
+                && let Some(c) = self.count(&prompt, prompt_bytes(&prompt)).await
+            {
+                after = c;
+                if after > target && pass < 2 {
+                    short += after - target;
+                    continue;
+                }
+            }
+            break (fitted.report, prompt, after);
+        };
+        let room = window.saturating_sub(margin + after);
+        // A budget asked below the floor is the floor.
+        let floor = u64::from(if final_only {
+            policy.final_tokens
+        } else {
+            policy.min_turn_tokens
+        })
+        .min(budget);
+        if room < floor {
+            return Fit::Full {
+                final_fits: !final_only && room >= u64::from(policy.final_tokens),
+                why: format!(
+                    "the context window of {window} tokens is full: the prompt takes {after} tokens after fitting, which leaves {room} for a turn"
+                ),
+            };
+        }
+        let max_tokens = if room >= budget {
+            asked
+        } else {
+            Some(u32::try_from(room).unwrap_or(u32::MAX))
+        };
+        self.emit(Event::ContextFitted {
+            step: self.progress.steps + 1,
+            window,
+            tokens_before: tokens,
+            tokens_after: after,
+            counted,
+            observations_cut: report.observations_cut,
+            steps_summarised: report.steps_summarised,
+            max_tokens,
+            final_only: note,
+            after_refusal: overflow.is_some(),
+        });
+        let untouched = report.is_empty() && !note;
+        Fit::Send(Send {
+            prompt: (!untouched).then_some(prompt),
+            max_tokens,
+        })
+    }
+
+    /// The server's count of `prompt` (`bytes` in size), when it can tell; it calibrates the
+    /// estimate too. A server that cannot, or fails to, leaves the estimate in charge.
+    async fn count(&mut self, prompt: &Prompt, bytes: u64) -> Option<u64> {
+        match self.agent.model.count_tokens(prompt).await {
+            Ok(Some(n)) => {
+                self.context.estimator.observe(bytes, n);
+                Some(n)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                debug!(error = %e, "the server could not count the prompt's tokens: estimating");
+                None
+            }
+        }
+    }
+}

@@ -117,6 +117,10 @@ pub struct RunOpts {
     /// also gives a scripted model one [default: learned from the server]
     #[arg(long, value_name = "N", value_parser = parse_context_window)]
     pub context_window: Option<u64>,
+    /// Send the whole history every turn, even past the context window (the server then refuses
+    /// it, or cuts it from the front): no context fitting
+    #[arg(long)]
+    pub no_context_fit: bool,
     /// Do not send stop strings to the server (they are still enforced on tagloop's side)
     #[arg(long)]
     pub no_server_stop: bool,
@@ -257,6 +261,7 @@ impl RunOpts {
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
         self.keep_repetitions |= saved.keep_repetitions;
+        self.no_context_fit |= saved.no_context_fit;
         self.reasoning |= saved.reasoning;
         (self, notices)
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use tagloop::agent::{Agent, AgentConfig, Role};
+use tagloop::agent::{Agent, AgentConfig, ContextPolicy, Role};
 use tagloop::llm::Api;
 use tagloop::llm::Model;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
@@ -284,6 +284,11 @@ fn agent_config(
             .map_or(defaults.tool_timeout, Duration::from_secs),
         environment,
         secrets: Redactor::with(keys),
+        context: if opts.no_context_fit {
+            ContextPolicy::off()
+        } else {
+            defaults.context
+        },
         ..defaults
     }
 }

@@ -41,8 +41,8 @@ pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
 pub use dialect::Dialect;
 pub use grammar::{
-    GbnfError, Grammar, LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, Simplified, ToolShape,
-    TurnShape, decision_grammar, parse_gbnf, turn_grammar,
+    GbnfError, Grammar, LAZY_TRIGGERS, Simplified, ToolShape, TurnShape, decision_grammar,
+    parse_gbnf, turn_grammar,
 };
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};

@@ -70,10 +70,11 @@ pub(crate) fn callable(name: &str) -> bool {
 /// * its closing tag is optional (on a line of its own or not), and up to three blanks may
 ///   follow it or the last word (a newline, a blank line), then the `<action>` or
 ///   `<final_answer>` tag;
-/// * inside it, words are separated by at most two spaces or tabs or one newline: a blank line
-///   ends the thought, so a model that wants to stop there (end-of-sequence is masked until the
-///   grammar is complete) is at a decision two newlines later instead of being held in the
-///   thought, where small models repeat themselves until the budget is spent;
+/// * it is one line (its words separated by at most two spaces or tabs): a newline ends it, so a
+///   model that wants to stop after its sentence (end-of-sequence is masked until the grammar
+///   is complete, and the likeliest token after it is a newline) is at a decision at once
+///   instead of being held in the thought, where small models write the same line again and
+///   again until the budget is spent. A model that reasons at length does it in `<think>`;
 /// * no counted repetition bounds its length (llama.cpp writes `x{1,400}` out as 400 rules and
 ///   checks them at every token): the turn's token budget and the degeneration guard bound it.
 ///
@@ -122,8 +123,8 @@ pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
     g
 }
 
-/// `thought ::= thought-word* thought-end`: words of visible characters separated by one
-/// small blank, then the end of the thought. Three rules, whatever the thought's length.
+/// `thought ::= thought-word* thought-end`: one line of words, then the end of the thought.
+/// Three rules, whatever the thought's length.
 fn thought(g: &mut Grammar) {
     let visible = chars(
         true,
@@ -136,10 +137,12 @@ fn thought(g: &mut Grammar) {
         ],
     );
     let spaces = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\t')]);
-    // One newline, or up to two spaces or tabs: a blank line only ends a thought. A rule of its
-    // own: llama.cpp limits how often a group may be repeated.
-    let sep = Expr::alt([Expr::lit("\n"), spaces.repeat(1, Some(2))]).opt();
-    g.define("thought-word", Expr::seq([sep, visible]));
+    // Up to two spaces or tabs between words; a newline ends the thought. A rule of its own:
+    // llama.cpp limits how often a group may be repeated.
+    g.define(
+        "thought-word",
+        Expr::seq([spaces.repeat(0, Some(2)), visible]),
+    );
     // How models leave a thought: with its closing tag or not, then a newline, a blank line or
     // nothing before the decision's tag. Small models often go straight from the thought to
     // `<action>`: the reader ends an open thought there (docs/protocol.md §1.1.5).
@@ -151,7 +154,7 @@ fn thought(g: &mut Grammar) {
             ClassItem::Char('\n'),
         ],
     );
-    let blanks = blank.repeat(0, Some(3));
+    let blanks = blank.clone().repeat(0, Some(3));
     g.define(
         "thought-end",
         Expr::seq([
@@ -159,9 +162,12 @@ fn thought(g: &mut Grammar) {
             blanks,
         ]),
     );
+    // The line may start on the line after the opening tag.
+    let lead = blank.repeat(0, Some(2));
     g.define(
         "thought",
         Expr::seq([
+            lead,
             Expr::rule("thought-word").repeat(0, None),
             Expr::rule("thought-end"),
         ]),

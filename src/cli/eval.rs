@@ -58,7 +58,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "R")]
     pub min_pass_rate: Option<f64>,
     /// Run the suite twice, without a grammar and then with one (--grammar, or auto), and
-    /// report both: {"without_grammar": REPORT, "with_grammar": REPORT}
+    /// report both side by side: {"without_grammar": REPORT, "with_grammar": REPORT,
+    /// "comparison": {completion_tokens_per_turn, seconds_per_turn, readable_turn_rate, pass_rate}}
     #[arg(long)]
     pub compare_grammar: bool,
     #[command(flatten)]
@@ -84,7 +85,10 @@ struct RunReport {
     format_corrections: u32,
     /// Requests fitted into the model's context window (`context_fitted` events).
     context_fits: u32,
+    /// Prompt and completion tokens, as the server counted them.
     tokens: u64,
+    /// The tokens the model wrote (what a grammar makes longer or shorter).
+    completion_tokens: u64,
     seconds: f64,
     session: Option<String>,
 }
@@ -106,9 +110,42 @@ struct Report {
     turns: u64,
     steps: u64,
     tokens: u64,
+    /// The tokens the models wrote, all runs.
+    completion_tokens: u64,
+    /// `completion_tokens / turns`: what a turn costs to sample, the figure a grammar moves.
+    completion_tokens_per_turn: f64,
     seconds: f64,
     seconds_per_turn: f64,
     results: Vec<RunReport>,
+}
+
+/// `--compare-grammar`: the constrained run's figures over the free run's, side by side.
+#[derive(Debug, Clone, Serialize)]
+struct Comparison {
+    /// Completion tokens per turn, constrained ÷ free.
+    completion_tokens_per_turn: f64,
+    /// Seconds per turn, constrained ÷ free.
+    seconds_per_turn: f64,
+    /// Readable-turn rate, free then constrained.
+    readable_turn_rate: [f64; 2],
+    /// Pass rate, free then constrained.
+    pass_rate: [f64; 2],
+}
+
+impl Comparison {
+    /// `b` (with a grammar) against `a` (without); a ratio over zero is 0.
+    fn of(a: &Report, b: &Report) -> Self {
+        let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { 0.0 };
+        Comparison {
+            completion_tokens_per_turn: ratio(
+                b.completion_tokens_per_turn,
+                a.completion_tokens_per_turn,
+            ),
+            seconds_per_turn: ratio(b.seconds_per_turn, a.seconds_per_turn),
+            readable_turn_rate: [a.readable_turn_rate, b.readable_turn_rate],
+            pass_rate: [a.pass_rate, b.pass_rate],
+        }
+    }
 }
 
 /// Kinds of correction that mean the turn could not be read as the protocol.
@@ -148,9 +185,13 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
             writeln!(out, "\nwith a grammar ({}):", b.grammar)?;
             print_table(&mut out, &b)?;
         }
+        let cmp = Comparison::of(&a, &b);
+        if !args.json {
+            print_comparison(&mut stdout(), &a, &b, &cmp)?;
+        }
         let rate = b.pass_rate;
         (
-            serde_json::json!({"without_grammar": a, "with_grammar": b}),
+            serde_json::json!({"without_grammar": a, "with_grammar": b, "comparison": cmp}),
             rate,
         )
     } else {
@@ -246,6 +287,7 @@ async fn run_one(
         format_corrections: 0,
         context_fits: 0,
         tokens: 0,
+        completion_tokens: 0,
         seconds: 0.0,
         session: None,
     };
@@ -340,7 +382,9 @@ async fn run_checked(
     report.format_corrections = format.load(Ordering::Relaxed);
     report.constrained_turns = constrained.load(Ordering::Relaxed);
     report.context_fits = fits.load(Ordering::Relaxed);
-    report.tokens = outcome.progress.usage.prompt_tokens + outcome.progress.usage.completion_tokens;
+    let usage = &outcome.progress.usage;
+    report.tokens = usage.prompt_tokens + usage.completion_tokens;
+    report.completion_tokens = usage.completion_tokens;
     report.session = outcome.session.clone();
     if outcome.status != Status::Ok {
         report.reason = Some(match &outcome.error {
@@ -366,6 +410,7 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
         .sum();
     let passed = results.iter().filter(|r| r.passed).count();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let completion_tokens: u64 = results.iter().map(|r| r.completion_tokens).sum();
     Report {
         suite: suite.display().to_string(),
         model: opts.model.clone().unwrap_or_default(),
@@ -381,6 +426,8 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
         turns,
         steps: results.iter().map(|r| u64::from(r.steps)).sum(),
         tokens: results.iter().map(|r| r.tokens).sum(),
+        completion_tokens,
+        completion_tokens_per_turn: ratio(completion_tokens as f64, turns as f64),
         seconds,
         seconds_per_turn: ratio(results.iter().map(|r| r.seconds).sum(), turns as f64),
         results,
@@ -416,7 +463,7 @@ fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,
         "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns, {:.0}% constrained) · \
-         {:.1} steps/run · {:.2} s/turn · {:.0} tokens/run · {:.1} s",
+         {:.1} steps/run · {:.2} s/turn · {:.0} tokens/run · {:.1} completion tokens/turn · {:.1} s",
         r.tasks,
         r.passed,
         100.0 * r.pass_rate,
@@ -426,6 +473,113 @@ fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
         per_run(r.steps),
         r.seconds_per_turn,
         per_run(r.tokens),
+        r.completion_tokens_per_turn,
         r.seconds
     )
+}
+
+/// `--compare-grammar`'s last lines: the figures a grammar moves, free and constrained side by
+/// side, with the ratio.
+fn print_comparison(
+    out: &mut dyn Write,
+    a: &Report,
+    b: &Report,
+    cmp: &Comparison,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\n{:<28} {:>10} {:>10} {:>7}",
+        "", "free", "grammar", "ratio"
+    )?;
+    let row = |out: &mut dyn Write, what: &str, x: f64, y: f64, r: Option<f64>| {
+        let r = r.map_or(String::new(), |r| format!("{r:.2}x"));
+        writeln!(out, "{what:<28} {x:>10.2} {y:>10.2} {r:>7}")
+    };
+    row(
+        out,
+        "completion tokens per turn",
+        a.completion_tokens_per_turn,
+        b.completion_tokens_per_turn,
+        Some(cmp.completion_tokens_per_turn),
+    )?;
+    row(
+        out,
+        "seconds per turn",
+        a.seconds_per_turn,
+        b.seconds_per_turn,
+        Some(cmp.seconds_per_turn),
+    )?;
+    row(
+        out,
+        "readable turns (%)",
+        100.0 * a.readable_turn_rate,
+        100.0 * b.readable_turn_rate,
+        None,
+    )?;
+    row(
+        out,
+        "pass rate (%)",
+        100.0 * a.pass_rate,
+        100.0 * b.pass_rate,
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(passed: bool, turns: u32, corrections: u32, completion: u64, seconds: f64) -> RunReport {
+        RunReport {
+            id: "t".into(),
+            run: 1,
+            status: Status::Ok,
+            passed,
+            reason: None,
+            steps: turns,
+            turns,
+            constrained_turns: 0,
+            format_corrections: corrections,
+            context_fits: 0,
+            tokens: completion + 100,
+            completion_tokens: completion,
+            seconds,
+            session: None,
+        }
+    }
+
+    /// The figures a grammar moves are in the report per turn, and side by side in the comparison.
+    #[test]
+    fn the_comparison_puts_free_and_constrained_per_turn_figures_side_by_side() {
+        let opts = RunOpts::default();
+        let suite = Path::new("suite.jsonl");
+        let free = summarise(
+            suite,
+            &opts,
+            vec![run(false, 4, 2, 400, 8.0), run(true, 1, 0, 100, 2.0)],
+            10.0,
+        );
+        let constrained = summarise(
+            suite,
+            &opts,
+            vec![run(true, 2, 0, 300, 6.0), run(true, 2, 0, 300, 6.0)],
+            12.0,
+        );
+        assert_eq!(free.completion_tokens, 500);
+        assert!((free.completion_tokens_per_turn - 100.0).abs() < 1e-9);
+        assert!((constrained.completion_tokens_per_turn - 150.0).abs() < 1e-9);
+        let cmp = Comparison::of(&free, &constrained);
+        assert!((cmp.completion_tokens_per_turn - 1.5).abs() < 1e-9);
+        assert!((cmp.seconds_per_turn - 1.5).abs() < 1e-9);
+        assert_eq!(cmp.readable_turn_rate, [0.6, 1.0]);
+        assert_eq!(cmp.pass_rate, [0.5, 1.0]);
+        let mut out = Vec::new();
+        print_comparison(&mut out, &free, &constrained, &cmp).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("completion tokens per turn"), "{text}");
+        assert!(text.contains("100.00     150.00   1.50x"), "{text}");
+        assert!(text.contains("readable turns (%)"), "{text}");
+        let json = serde_json::to_value(&cmp).unwrap();
+        assert_eq!(json["pass_rate"], serde_json::json!([0.5, 1.0]));
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! llama.cpp (`grammar`), vLLM (`structured_outputs.grammar`) and SGLang (`ebnf`) can restrict
 //! what a model samples to a grammar. Given the tools and the role's schema, [`turn_grammar`]
-//! writes the grammar of one well-formed turn: an optional `<think>` block, a bounded thought,
+//! writes the grammar of one well-formed turn: an optional `<think>` block, a thought,
 //! then exactly one action over the real tool signatures or one final answer (JSON following
 //! the schema when the role has one). Every string it accepts reads as an action that binds to
 //! its tool, or as a final answer that validates (docs/protocol.md §1.7); the tests check that
@@ -42,7 +42,7 @@ mod values;
 pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use turn::{
-    LAZY_TRIGGERS, MAX_THINK_CHARS, MAX_THOUGHT_CHARS, ToolShape, TurnShape, decision_grammar,
-    decision_grammar_with, turn_grammar, turn_grammar_with,
+    LAZY_TRIGGERS, ToolShape, TurnShape, decision_grammar, decision_grammar_with, turn_grammar,
+    turn_grammar_with,
 };
 pub use values::{KnownPaths, PATH_ANNOTATION, PathKind};

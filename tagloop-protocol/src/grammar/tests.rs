@@ -351,3 +351,99 @@ fn every_tag_inside_a_string_or_an_answer_is_refused_or_read_back_as_written() {
     assert!(refused("<think>") && refused("</think>") && refused("</final_answer>"));
     assert!(!refused("<thought>") && !refused("<question>") && !refused("<b>"));
 }
+
+// ---- the shape of the thought -------------------------------------------------------------------
+
+/// How models leave their thought: every one of these is a turn the grammar lets them finish as
+/// written (issue 24: a turn held in its thought is pushed to invent more of it).
+#[test]
+fn a_thought_may_end_the_way_models_end_it() {
+    let case = &cases()[0];
+    let plain = turn_grammar(&shape(case, false, false, false));
+    let opened = turn_grammar(&shape(case, false, true, false));
+    let act = r#"<action>read_file(path="a")</action>"#;
+    for thought in [
+        "I will read it.",
+        "I will read it.\n",
+        "I will read it.\n\n",
+        "I will read it.</thought>",
+        "I will read it.</thought>\n",
+        "I will read it.</thought>\n\n",
+        "I will read it.\n</thought>\n",
+        "\nOn the line after the tag.\n</thought>\n",
+        "two  spaces\tand a tab.",
+        "</thought>",
+        "",
+    ] {
+        let whole = format!("<thought>{thought}{act}");
+        assert!(matches(&plain, &whole), "{whole:?}");
+        assert!(matches(&opened, &format!("{thought}{act}")), "{whole:?}");
+        if let Err(e) = check_turn(&whole, case) {
+            panic!("{e}\n{whole:?}");
+        }
+        let fin = format!("{thought}<final_answer>done</final_answer>");
+        assert!(matches(&opened, &fin), "{fin:?}");
+    }
+    // No thought at all, straight to the decision.
+    assert!(matches(&plain, act));
+}
+
+/// A newline ends the thought: a model that wants to stop after its sentence (its
+/// end-of-sequence masked until the grammar is complete) reaches a decision instead of writing
+/// the same line again and again (gemma wrote `10\n10\n10…` for 144 tokens under the grammar
+/// that allowed a newline inside the thought).
+#[test]
+fn a_newline_leaves_only_the_decision() {
+    let case = &cases()[0];
+    let g = turn_grammar(&shape(case, false, false, false));
+    let act = r#"<action>read_file(path="a")</action>"#;
+    assert!(matches(&g, &format!("<thought>a.  b.\t{act}")));
+    for held in [
+        "10\n10",
+        "a.\n\nb.",
+        "a.\n \nb.",
+        "a.   b.",
+        "a.</thought>b.",
+    ] {
+        assert!(!matches(&g, &format!("<thought>{held}{act}")), "{held:?}");
+    }
+    // Nor may the blanks before the decision go on and on.
+    assert!(!matches(&g, &format!("<thought>a.\n\n\n\n{act}")));
+    assert!(!matches(&g, &format!("<thought>a.</thought>\n\n\n\n{act}")));
+}
+
+/// The thought's length is the turn budget's business, not the grammar's: no counted repetition
+/// in the thought's rules (llama.cpp writes `x{1,400}` out as 400 rules), and a long thought is
+/// accepted.
+#[test]
+fn the_thought_is_bounded_by_the_budget_not_by_counted_repetitions() {
+    for case in &cases() {
+        for (opened, think) in [(false, false), (true, false), (false, true)] {
+            let text = turn_grammar(&shape(case, false, opened, think)).to_gbnf();
+            for line in text.lines().filter(|l| {
+                l.starts_with("thought") || l.starts_with("think") || l.starts_with("root")
+            }) {
+                let counts: Vec<u32> = line
+                    .split('{')
+                    .skip(1)
+                    .filter_map(|c| c.split('}').next())
+                    .flat_map(|c| c.split(','))
+                    .filter_map(|n| n.trim().parse().ok())
+                    .collect();
+                assert!(counts.iter().all(|&n| n <= 3), "{line}");
+            }
+        }
+    }
+    let case = &cases()[0];
+    let g = turn_grammar(&shape(case, false, false, true));
+    // Longer than the 400 characters the grammar used to count (the matcher recurses per
+    // character, so not much longer).
+    let long = "word ".repeat(120);
+    assert!(long.len() > 400);
+    let think = "reasoning ".repeat(50);
+    let turn = format!(
+        "<think>{think}</think>\n<thought>{}</thought>\n<final_answer>ok</final_answer>",
+        long.trim_end()
+    );
+    assert!(matches(&g, &turn));
+}

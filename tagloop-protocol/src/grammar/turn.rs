@@ -27,12 +27,6 @@ const FORBIDDEN: [&str; 7] = [
     "</think",
 ];
 
-/// Longest thought the grammar lets a model write, in visible characters.
-pub const MAX_THOUGHT_CHARS: u32 = 400;
-
-/// Longest leading `<think>` block the grammar allows, in characters.
-pub const MAX_THINK_CHARS: u32 = 4000;
-
 /// A tool as the grammar sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolShape<'a> {
@@ -67,8 +61,22 @@ pub(crate) fn callable(name: &str) -> bool {
             .unwrap_or(false)
 }
 
-/// The grammar of a whole turn: an optional `<think>` block, the thought (its closing tag
-/// optional), then the action or the final answer, closed.
+/// The grammar of a whole turn: an optional `<think>` block, the thought, then the action or the
+/// final answer.
+///
+/// The thought is shaped after how models leave it, so that the decision they were about to
+/// write is always allowed (docs/protocol.md §1.7):
+///
+/// * its closing tag is optional (on a line of its own or not), and up to three blanks may
+///   follow it or the last word (a newline, a blank line), then the `<action>` or
+///   `<final_answer>` tag;
+/// * it is one line (its words separated by at most two spaces or tabs): a newline ends it, so a
+///   model that wants to stop after its sentence (end-of-sequence is masked until the grammar
+///   is complete, and the likeliest token after it is a newline) is at a decision at once
+///   instead of being held in the thought, where small models write the same line again and
+///   again until the budget is spent. A model that reasons at length does it in `<think>`;
+/// * no counted repetition bounds its length (llama.cpp writes `x{1,400}` out as 400 rules and
+///   checks them at every token): the turn's token budget and the degeneration guard bound it.
 ///
 /// ```
 /// use serde_json::json;
@@ -80,7 +88,7 @@ pub(crate) fn callable(name: &str) -> bool {
 ///     output_schema: None, final_only: false, opened_thought: false, think: false,
 /// };
 /// let gbnf = turn_grammar(&shape).to_gbnf();
-/// assert!(gbnf.starts_with("root ::= (\"<thought>\""));
+/// assert!(gbnf.starts_with("root ::= (\"<thought>\" thought)?"));
 /// assert!(parse_gbnf(&gbnf).is_ok());
 /// ```
 pub fn turn_grammar(shape: &TurnShape<'_>) -> Grammar {
@@ -96,27 +104,34 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
     let gap = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\n')]).repeat(0, Some(2));
     let mut root = Vec::new();
     if shape.think && !shape.opened_thought {
+        // Reasoning is free up to its closing tag; the turn budget bounds it.
         g.define(
             "think",
             Expr::seq([
                 Expr::lit("<think>"),
-                not_lt.clone().repeat(0, Some(MAX_THINK_CHARS)),
+                not_lt.repeat(0, None),
                 Expr::lit("</think>"),
-                gap.clone(),
+                gap,
             ]),
         );
         root.push(Expr::rule("think").opt());
     }
-    // Visible characters, with at most three blanks between two of them: a model that wants to
-    // stop inside its thought cannot fill its budget with newlines.
-    let blank = chars(
-        false,
-        &[
-            ClassItem::Char(' '),
-            ClassItem::Char('\t'),
-            ClassItem::Char('\n'),
-        ],
-    );
+    thought(&mut g);
+    if shape.opened_thought {
+        root.extend([Expr::rule("thought"), decision]);
+    } else {
+        // A model that knows its answer at once may give it without a thought (the reader
+        // takes a decision with no thought); held to write one, small models loop in it.
+        root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought")]).opt());
+        root.push(decision);
+    }
+    g.define("root", Expr::seq(root));
+    g
+}
+
+/// `thought ::= thought-word* thought-end`: one line of words, then the end of the thought.
+/// Three rules, whatever the thought's length.
+fn thought(g: &mut Grammar) {
     let visible = chars(
         true,
         &[
@@ -127,29 +142,42 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
             ClassItem::Char('\n'),
         ],
     );
-    // A rule of its own: llama.cpp limits how often a group may be repeated.
+    let spaces = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\t')]);
+    // Up to two spaces or tabs between words; a newline ends the thought. A rule of its own:
+    // llama.cpp limits how often a group may be repeated.
     g.define(
-        "thought-char",
-        Expr::seq([blank.repeat(0, Some(3)), visible]),
+        "thought-word",
+        Expr::seq([spaces.repeat(0, Some(2)), visible]),
     );
+    // How models leave a thought: with its closing tag or not, then a newline, a blank line or
+    // nothing before the decision's tag. Small models often go straight from the thought to
+    // `<action>`: the reader ends an open thought there (docs/protocol.md §1.1.5).
+    let blank = chars(
+        false,
+        &[
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\n'),
+        ],
+    );
+    let blanks = blank.clone().repeat(0, Some(3));
+    g.define(
+        "thought-end",
+        Expr::seq([
+            Expr::seq([blanks.clone(), Expr::lit("</thought>")]).opt(),
+            blanks,
+        ]),
+    );
+    // The line may start on the line after the opening tag.
+    let lead = blank.repeat(0, Some(2));
     g.define(
         "thought",
-        Expr::rule("thought-char").repeat(1, Some(MAX_THOUGHT_CHARS)),
+        Expr::seq([
+            lead,
+            Expr::rule("thought-word").repeat(0, None),
+            Expr::rule("thought-end"),
+        ]),
     );
-    // Small models often go straight from the thought to `<action>`: the reader ends an open
-    // thought there (docs/protocol.md §1.1.5), so the closing tag is optional. Forcing it
-    // sends them into loops instead.
-    let close = Expr::seq([Expr::lit("</thought>"), gap]).opt();
-    if shape.opened_thought {
-        root.extend([Expr::rule("thought"), close, decision]);
-    } else {
-        // A model that knows its answer at once may give it without a thought (the reader
-        // takes a decision with no thought); held to write one, small models loop in it.
-        root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought"), close]).opt());
-        root.push(decision);
-    }
-    g.define("root", Expr::seq(root));
-    g
 }
 
 /// The grammar of the decision alone, from its opening tag on: what a lazy grammar constrains

@@ -25,12 +25,12 @@
 mod act;
 mod builder;
 mod config;
-mod correction;
+pub(crate) mod correction;
 mod decide;
 mod events;
-mod finalcheck;
+pub(crate) mod finalcheck;
 mod grammars;
-mod history;
+pub(crate) mod history;
 mod loopguard;
 mod notices;
 mod outcome;

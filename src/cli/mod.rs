@@ -12,6 +12,7 @@ mod parse;
 mod queue;
 mod replay_html;
 mod run;
+mod serve;
 mod sessions;
 mod setup;
 mod target;
@@ -57,6 +58,8 @@ enum Command {
     Wrap(wrap::WrapArgs),
     /// Run a suite of checked tasks and report pass rate, readable turns, steps, tokens, time
     Eval(eval::EvalArgs),
+    /// An OpenAI-compatible endpoint: tools in, the text protocol to the upstream, tool_calls out
+    Serve(serve::ServeArgs),
     /// Print shell completions
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -88,7 +91,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         tagloop::tools::spawn_orphan_reaper();
         // A worker handles its signals itself: it stops taking tasks and hands running ones back.
-        if !matches!(cli.command, Command::Worker(_)) {
+        if !matches!(cli.command, Command::Worker(_) | Command::Serve(_)) {
             tokio::spawn(exit_on_signal());
         }
         // The command runs as a task of its own, not as the future `block_on` drives: on the
@@ -155,6 +158,7 @@ async fn command(command: Command) -> anyhow::Result<ExitCode> {
         Command::Continue(a) => run::continue_run(a).await,
         Command::Batch(a) => batch::batch(a).await,
         Command::Eval(a) => eval::eval(a).await,
+        Command::Serve(a) => serve::serve(a).await,
         Command::Wrap(a) => wrap::wrap(a).await,
         Command::Queue(a) => queue::queue(a).await,
         Command::Worker(a) => worker::worker(a).await,
@@ -208,7 +212,10 @@ async fn exit_on_signal() {
 /// but not the ones the live view already shows as notices), each on a line of its own.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        let quiet_notices = format!("warn,{}=off", tagloop::llm::NOTICE_LOG_TARGET);
+        let quiet_notices = format!(
+            "warn,{}=off,tagloop::serve=info",
+            tagloop::llm::NOTICE_LOG_TARGET
+        );
         tracing_subscriber::EnvFilter::new(quiet_notices)
     });
     // Colours only on a terminal, never with NO_COLOR: logs redirected to a file stay plain.

@@ -1,64 +1,148 @@
-//! What can go wrong in the endpoint, and how each failure reaches an OpenAI client: an HTTP
-//! status and OpenAI's error object, `{"error": {"message", "type", "param", "code"}}`, which
-//! every OpenAI SDK turns into its own exception.
-//!
-//! The streamed answer's mid-way failure uses the same object as one `data:` event (see
-//! `chunks.rs`), because that is where the OpenAI SDKs look for it in a stream.
+//! What can go wrong while answering a request, and how each failure reaches the client: as
+//! OpenAI's error object, `{"error": {"message", "type", "param", "code"}}`, with the HTTP
+//! status an OpenAI client expects for it (the SDKs read `type`, `param` and the status, and
+//! retry 429 and 5xx on their own).
 
-use axum::Json;
 use axum::http::StatusCode;
+use axum::http::header::{HeaderValue, RETRY_AFTER};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde_json::json;
 
-/// A failure of the endpoint, answered to the client as an OpenAI error object.
+/// A failure of the endpoint. The message of every variant is safe to show a client: it never
+/// holds a key (upstream errors are redacted before they are wrapped here).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// The upstream server gave nothing that can be relayed: it could not be reached, answered
-    /// with a redirect (never followed), sent more than the proxy reads, or took too long.
-    /// `status` is what the client gets (502, or 504 for a time limit); `message` is safe to
-    /// show a client (it names no address or key of the upstream).
+    /// The request is malformed or asks for something the endpoint cannot do: HTTP 400,
+    /// `invalid_request_error`, `param` naming the field (`messages[2].tool_call_id`).
     #[error("{message}")]
+    BadRequest {
+        /// What is wrong, for the client's developer.
+        message: String,
+        /// The field at fault, in OpenAI's dotted/indexed form, when there is one.
+        param: Option<String>,
+    },
+    /// The proxy's own key is missing or wrong: HTTP 401.
+    #[error("missing or incorrect API key for this endpoint")]
+    Unauthorized,
+    /// The body is larger than the configured limit: HTTP 413.
+    #[error("the request body is larger than {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// Every request slot is taken: HTTP 429 with `Retry-After: 1` (clients retry).
+    #[error("the server is busy ({limit} requests in flight); retry shortly")]
+    Busy {
+        /// How many requests may run at once.
+        limit: usize,
+    },
+    /// The request took longer than the configured time limit: HTTP 504.
+    #[error("the request took longer than {secs} s")]
+    Timeout {
+        /// The limit, in seconds.
+        secs: u64,
+    },
+    /// The upstream failed (unreachable, an HTTP error after retries) or never produced a turn
+    /// that could be used within the repair budget: HTTP 502, `upstream_error`.
+    #[error("{reason}")]
     Upstream {
+        /// Why, already redacted.
+        reason: String,
+    },
+    /// The endpoint could not be set up (a bad upstream URL, a prompt template that does not
+    /// render): HTTP 500 if it ever reaches a client.
+    #[error("{0}")]
+    Config(String),
+    /// A request passed through to the upstream (no tools) got nothing that can be relayed: the
+    /// upstream could not be reached, answered with a redirect (never followed), sent more than
+    /// the proxy reads, or took too long. `status` is what the client gets (502, or 504 for a
+    /// time limit); `message` names no address or key of the upstream.
+    #[error("{message}")]
+    Relay {
         /// The HTTP status the client gets.
         status: u16,
         /// What happened, in words a client may read.
         message: String,
     },
-    /// The endpoint's own settings are wrong (a base URL that is not one, a key a header
-    /// cannot carry): found when it is built, before any request.
-    #[error("serve configuration: {0}")]
-    Config(String),
 }
 
 impl ServeError {
-    /// The HTTP answer a client gets for this failure: the status and OpenAI's error object.
+    /// A 400 naming the field at fault.
+    pub fn bad_request(message: impl Into<String>, param: impl Into<String>) -> Self {
+        ServeError::BadRequest {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    /// The HTTP status this failure is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServeError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ServeError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServeError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ServeError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ServeError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ServeError::Relay { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
+            }
+        }
+    }
+
+    /// OpenAI's `type` (and `code`) for this failure.
+    fn kind(&self) -> (&'static str, Option<&'static str>) {
+        match self {
+            ServeError::BadRequest { .. } => ("invalid_request_error", None),
+            ServeError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
+            ServeError::TooLarge { .. } => ("invalid_request_error", Some("request_too_large")),
+            ServeError::Busy { .. } => ("rate_limit_error", Some("rate_limit_exceeded")),
+            ServeError::Timeout { .. } => ("timeout_error", Some("timeout")),
+            ServeError::Upstream { .. } => ("upstream_error", None),
+            ServeError::Config(_) => ("server_error", None),
+            ServeError::Relay { .. } => ("upstream_error", None),
+        }
+    }
+
+    /// The response a client gets: the status and OpenAI's error object.
     pub fn into_openai(self) -> Response {
-        let (status, kind) = match &self {
-            ServeError::Upstream { status, .. } => (
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),
-                "upstream_error",
-            ),
-            ServeError::Config(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+        let status = self.status();
+        let (kind, code) = self.kind();
+        let param = match &self {
+            ServeError::BadRequest { param, .. } => param.clone(),
+            _ => None,
         };
-        let message = self.to_string();
-        (status, Json(ErrorBody::new(&message, kind))).into_response()
+        let body = json!({"error": {
+            "message": self.to_string(),
+            "type": kind,
+            "param": param,
+            "code": code,
+        }});
+        let mut response = (status, axum::Json(body)).into_response();
+        if matches!(self, ServeError::Busy { .. }) {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
-/// OpenAI's error object: `{"error": {"message", "type", "param", "code"}}`. The Python and
-/// JavaScript SDKs read `message` into the exception they raise and keep the rest as its body.
-#[derive(Debug, Serialize)]
+/// OpenAI's error object, `{"error": {"message", "type", "param": null, "code": null}}`, for
+/// failures that are no field's: a relayed upstream failure, a stream broken off mid-way. The
+/// Python and JavaScript SDKs read `message` into the exception they raise.
+#[derive(Debug, serde::Serialize)]
 pub(crate) struct ErrorBody<'a> {
     error: ErrorDetail<'a>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, serde::Serialize)]
 struct ErrorDetail<'a> {
     message: &'a str,
     #[serde(rename = "type")]
     kind: &'a str,
-    /// The request field at fault; `null` for failures that are no field's.
     param: Option<&'a str>,
     code: Option<&'a str>,
 }
@@ -74,5 +158,43 @@ impl<'a> ErrorBody<'a> {
                 code: None,
             },
         }
+    }
+}
+
+impl IntoResponse for ServeError {
+    fn into_response(self) -> Response {
+        self.into_openai()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(e: ServeError) -> (StatusCode, serde_json::Value) {
+        let r = e.into_openai();
+        let status = r.status();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_bad_request_names_its_field() {
+        let (status, v) = body(ServeError::bad_request("no such tool", "tool_choice")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["param"], "tool_choice");
+        assert_eq!(v["error"]["message"], "no such tool");
+    }
+
+    #[tokio::test]
+    async fn an_unusable_upstream_is_a_502_upstream_error() {
+        let e = ServeError::Upstream {
+            reason: "bad".into(),
+        };
+        let (status, v) = body(e).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert_eq!(v["error"]["type"], "upstream_error");
+        assert!(v["error"]["param"].is_null());
     }
 }

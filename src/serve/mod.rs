@@ -1,13 +1,58 @@
 //! `tagloop serve`: an OpenAI-compatible endpoint that answers `tools` with `tool_calls` for any
 //! model, by speaking tagloop's text protocol to the upstream server.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tagloop::serve::{ServeConfig, router};
+//!
+//! let app = router(ServeConfig::new("http://127.0.0.1:8080/v1"))?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A `POST /v1/chat/completions` with `tools` (or `response_format: json_schema`) is answered
+//! by the core; one without is passed to the upstream unchanged. The parts:
+//!
+//! * `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field).
+//! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
+//!   observations).
+//! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
+//! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
+//! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
+//! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
+//! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through.
+//!
+//! Parallel calls: with `parallel_tool_calls` (OpenAI's default, true) a turn may hold 1 to
+//! [`MAX_PARALLEL_CALLS`] `<action>` blocks, one after another; `</action>` is then not a stop
+//! (the model stops after its last call, or at the `<observation>` it would invent), the grammar
+//! requires every action but the last to be closed, and the reader reads action after action.
+//! With `parallel_tool_calls: false` a turn holds exactly one call, as in a run.
 
+mod answer;
 mod chunks;
+mod config;
+mod conversation;
 mod error;
 mod event;
+mod grammar;
+mod http;
+mod read;
+mod request;
+mod response;
 mod upstream;
 
+pub use config::ServeConfig;
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
+pub use request::MAX_PARALLEL_CALLS;
+
+/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`), to serve on
+/// its own or mount in a larger application. Fails with [`ServeError::Config`] when the upstream
+/// URL is not an `http(s)` URL; no request is made until a client asks.
+pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
+    http::build(config)
+}
 
 /// The endpoint's parts that its integration tests drive on their own (the streamed chunks on a
 /// test's router, the pass-through in front of a fake upstream). Not part of the API: they may

@@ -273,7 +273,7 @@ impl Upstream {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             tracing::warn!(status = status.as_u16(), location = %self.redactor.redact(to), "the upstream answered with a redirect, not followed");
-            return Err(ServeError::Upstream {
+            return Err(ServeError::Relay {
                 status: 502,
                 message: format!(
                     "the upstream answered HTTP {} (a redirect), which the proxy does not follow",
@@ -287,7 +287,7 @@ impl Upstream {
         } else {
             self.limits.max_error
         };
-        let too_large = || ServeError::Upstream {
+        let too_large = || ServeError::Relay {
             status: 502,
             message: format!("the upstream's answer is larger than {}", size(cap)),
         };
@@ -394,14 +394,14 @@ fn unreachable(e: &reqwest::Error) -> ServeError {
     } else {
         (502, "the upstream server could not be reached")
     };
-    ServeError::Upstream {
+    ServeError::Relay {
         status,
         message: message.to_owned(),
     }
 }
 
 fn too_slow(limit: Duration) -> ServeError {
-    ServeError::Upstream {
+    ServeError::Relay {
         status: 504,
         message: format!(
             "the upstream server did not answer within {} s",

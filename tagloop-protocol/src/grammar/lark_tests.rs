@@ -105,7 +105,8 @@ fn llguidance_agrees_on_turns_models_write() {
         t(r#"read_file(path="a", start_line=3, end_line=4)"#),
         t("read_file(path=\"\"\"a \"b\" c\"\"\")"),
         "<thought>done</thought><final_answer>It is 42.</final_answer>".to_owned(),
-        "<thought>done,  ok\n</thought>\n\n<final_answer>x < y, <b>bold</b></final_answer>".to_owned(),
+        "<thought>done,  ok\n</thought>\n\n<final_answer>x < y, <b>bold</b></final_answer>"
+            .to_owned(),
         "<action>read_file(path=\"a\")".to_owned(),
     ];
     for text in &good {

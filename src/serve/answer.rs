@@ -1,0 +1,183 @@
+//! The core: one request with tools in, the events of its answer out.
+//!
+//! The request becomes the history of a run (`conversation.rs`); the upstream is asked for one
+//! turn with tagloop's stops and, where it takes one, the request's grammar (`grammar.rs`); the
+//! turn is read, bound and validated (`read.rs`). A turn that cannot be used is corrected
+//! upstream, continuing the same conversation with tagloop's correction as the observation,
+//! at most `repairs` times; nothing reaches the client before a turn is usable, and after the
+//! budget the client gets a 502 `upstream_error` naming the last reason. Events are emitted
+//! only once the answer is decided: the reasoning, then each tool call (or the answer's text),
+//! then `Done` with the usage of every upstream request made.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+use super::ServeError;
+use super::event::{FinishReason, ServeEvent, ToolCallOut};
+use super::read::{Decision, read};
+use super::request::Ask;
+use super::{conversation, grammar};
+use crate::llm::{Api, Model, TurnRequest, Usage};
+use crate::prompt::Templates;
+use crate::protocol::{STOP_SEQUENCES, render_observation};
+
+/// The turn budget when the client sets none (as `tagloop run`'s default).
+const DEFAULT_MAX_TOKENS: u32 = 1024;
+/// Most bytes of a correction shown to the model.
+const CORRECTION_LIMIT: usize = 4096;
+
+/// What answering a request cost, for the log line and the transcript.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Trace {
+    /// Upstream requests made (repairs included).
+    pub requests: u32,
+    /// Their usage, summed.
+    pub usage: Usage,
+    /// The turns the upstream wrote, in order, and the correction each refused one got.
+    pub turns: Vec<(String, Option<String>)>,
+}
+
+/// What the core needs besides the request.
+pub(crate) struct Core<'a> {
+    pub model: &'a dyn Model,
+    pub api: Api,
+    pub templates: &'a Templates,
+    pub repairs: u32,
+}
+
+/// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
+/// left out (the model writes one closed action after another and stops, or is stopped at the
+/// `<observation>` it would invent; the grammar allows no more than the limit).
+fn stops(ask: &Ask) -> Vec<String> {
+    let parallel = ask.parallel && conversation::allows_calls(ask);
+    STOP_SEQUENCES
+        .iter()
+        .filter(|s| !(parallel && **s == "</action>"))
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A new call id, `call_` and 24 hex digits: unique enough for a client to match its `tool`
+/// messages, with no state shared between requests (std's per-instance random hasher keys).
+pub(crate) fn call_id() -> String {
+    let a = RandomState::new().build_hasher().finish();
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(a);
+    format!("call_{a:016x}{:08x}", h.finish() as u32)
+}
+
+/// Answer `ask`: the events go to `emit` once the answer is decided. The trace is filled in
+/// whatever happens.
+pub(crate) async fn answer(
+    core: &Core<'_>,
+    ask: &Ask,
+    emit: &mut (dyn FnMut(ServeEvent) + Send),
+    trace: &mut Trace,
+) -> Result<(), ServeError> {
+    let role = conversation::role(ask)?;
+    let mut history = conversation::history(ask, &role, core.api, core.templates)?;
+    core.model.prepare().await;
+    let grammar = if core.model.wants_grammar() {
+        grammar::for_request(ask, core.api)
+    } else {
+        None
+    };
+    let mut request = TurnRequest {
+        stop: stops(ask),
+        temperature: ask.temperature,
+        max_tokens: Some(ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        seed: ask.seed,
+        grammar,
+        ..TurnRequest::default()
+    };
+    let mut last_reason = String::new();
+    for attempt in 0..=core.repairs {
+        request.prompt = history.prompt();
+        trace.requests += 1;
+        let result =
+            core.model
+                .turn(&request, &mut |_| {})
+                .await
+                .map_err(|e| ServeError::Upstream {
+                    reason: format!("the upstream failed: {e}"),
+                })?;
+        trace.usage.add(result.usage);
+        let text = history.turn_text(&result.text);
+        match read(&text, &result.finish, ask, &role) {
+            Ok(read) => {
+                trace.turns.push((text, None));
+                emit_answer(read, result.reasoning, trace.usage, emit);
+                return Ok(());
+            }
+            Err(refusal) => {
+                tracing::debug!(attempt, reason = %refusal.message, "the upstream's turn is corrected");
+                trace.turns.push((text, Some(refusal.message.clone())));
+                history.push_turn(&refusal.kept);
+                history.push_user(&render_observation(&refusal.message, CORRECTION_LIMIT));
+                last_reason = refusal.message;
+            }
+        }
+    }
+    Err(ServeError::Upstream {
+        reason: format!(
+            "the upstream gave no usable turn in {} request{}; the last was refused: {last_reason}",
+            trace.requests,
+            if trace.requests == 1 { "" } else { "s" }
+        ),
+    })
+}
+
+/// The events of a decided answer.
+fn emit_answer(
+    read: super::read::Read,
+    server_reasoning: Option<String>,
+    usage: Usage,
+    emit: &mut (dyn FnMut(ServeEvent) + Send),
+) {
+    let reasoning = match (
+        server_reasoning.filter(|r| !r.trim().is_empty()),
+        read.thought,
+    ) {
+        (Some(r), Some(t)) => Some(format!("{r}\n\n{t}")),
+        (r, t) => r.or(t),
+    };
+    if let Some(r) = reasoning {
+        emit(ServeEvent::Reasoning(r));
+    }
+    let finish_reason = match read.decision {
+        Decision::Calls(calls) => {
+            for (index, (name, args)) in calls.into_iter().enumerate() {
+                emit(ServeEvent::ToolCall(ToolCallOut {
+                    index: index as u32,
+                    id: call_id(),
+                    name,
+                    arguments: serde_json::Value::Object(args).to_string(),
+                }));
+            }
+            FinishReason::ToolCalls
+        }
+        Decision::Answer { text, cut } => {
+            emit(ServeEvent::Content(text));
+            if cut {
+                FinishReason::Length
+            } else {
+                FinishReason::Stop
+            }
+        }
+    };
+    emit(ServeEvent::Done {
+        finish_reason,
+        usage,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_differ() {
+        let a = super::call_id();
+        let b = super::call_id();
+        assert!(a.starts_with("call_") && a.len() == 5 + 24, "{a}");
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,58 @@
+//! The endpoint's settings ([`ServeConfig`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::llm::{Api, GrammarMode};
+use crate::secret::Secret;
+
+/// Settings of the endpoint [`router`](super::router) serves. Build with [`ServeConfig::new`]
+/// and change the fields you need.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// The upstream's base URL, including `/v1` (e.g. `http://127.0.0.1:8080/v1`).
+    pub upstream: String,
+    /// Whether the upstream is asked over `/chat/completions` or `/completions` (base models).
+    pub api: Api,
+    /// The model name sent upstream; `None` uses each request's `model`.
+    pub model: Option<String>,
+    /// The upstream's key: sent only to the upstream, never logged, never in an answer.
+    pub upstream_key: Secret,
+    /// The proxy's own key: when set, every request needs `Authorization: Bearer KEY` (401 else).
+    pub api_key: Option<Secret>,
+    /// Whether the upstream is sent the request's grammar (as `tagloop run --grammar`).
+    pub grammar: GrammarMode,
+    /// How many times a turn that cannot be used is corrected upstream before the client gets
+    /// a 502 (default 1).
+    pub repairs: u32,
+    /// Where a transcript of each answered request is written (one JSON file per request);
+    /// `None`: none.
+    pub session_dir: Option<PathBuf>,
+    /// Largest request body, in bytes (default 4 MiB): 413 beyond.
+    pub max_body: usize,
+    /// Time limit per request (default 300 s): 504 beyond.
+    pub timeout: Duration,
+    /// Requests answered at once (default 16): further ones get 429 with `Retry-After: 1`.
+    pub concurrency: usize,
+}
+
+impl ServeConfig {
+    /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
+    /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        ServeConfig {
+            upstream: upstream.into(),
+            api: Api::Chat,
+            model: None,
+            upstream_key: Secret::default(),
+            api_key: None,
+            grammar: GrammarMode::Auto,
+            repairs: 1,
+            session_dir: None,
+            max_body: 4 * 1024 * 1024,
+            timeout: Duration::from_secs(300),
+            concurrency: 16,
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The client's messages as tagloop's protocol: the system messages become the role's
+//! instructions inside tagloop's system prompt (or the completions document), the first user
+//! message the `<question>`, assistant `tool_calls` `<action>` blocks, `tool` messages one
+//! `<observation>` (several results of one turn share it, each labelled with its tool), and an
+//! assistant's text answer a `<final_answer>`. The result is the history an agent run would
+//! have at this point, so the upstream continues it exactly as it continues a run.
+
+use serde_json::{Map, Value};
+
+use super::ServeError;
+use super::request::{Ask, Entry, PastCall};
+use crate::agent::Role;
+use crate::agent::history::History;
+use crate::llm::Api;
+use crate::prompt::{SystemInput, Templates, ToolDoc};
+use crate::protocol::{self, render_observation};
+
+/// Most bytes of one tool result shown to the model (the rest is cut with a visible marker, as
+/// in a run).
+pub(crate) const RESULT_LIMIT: usize = 16 * 1024;
+/// The step budget the system prompt states (the client, not tagloop, decides when to stop; the
+/// prompt needs a number).
+const STATED_STEPS: u32 = 10;
+/// Said to the model when a turn may hold several calls.
+const PARALLEL_NOTE: &str = "When the task needs several independent tool calls, you may write several <action> blocks in one turn, one after another, then stop.";
+
+/// The role the request implies: the client's instructions, and its `response_format` schema.
+pub(crate) fn role(ask: &Ask) -> Result<Role, ServeError> {
+    let mut instructions = ask.instructions.trim().to_string();
+    if ask.parallel && allows_calls(ask) {
+        if !instructions.is_empty() {
+            instructions.push_str("\n\n");
+        }
+        instructions.push_str(PARALLEL_NOTE);
+    }
+    let role = Role::new("a helpful assistant", instructions);
+    match &ask.output_schema {
+        Some(schema) => role.with_output_schema(schema.clone()).map_err(|e| {
+            ServeError::bad_request(e.to_string(), "response_format.json_schema.schema")
+        }),
+        None => Ok(role),
+    }
+}
+
+/// Whether `tool_choice` leaves room for a call.
+pub(crate) fn allows_calls(ask: &Ask) -> bool {
+    !matches!(ask.choice, super::request::Choice::None) && !ask.tools.is_empty()
+}
+
+/// The history the upstream continues.
+pub(crate) fn history(
+    ask: &Ask,
+    role: &Role,
+    api: Api,
+    templates: &Templates,
+) -> Result<History, ServeError> {
+    let docs: Vec<ToolDoc> = ask
+        .tools
+        .iter()
+        .map(|t| ToolDoc::new(&t.name, &t.description, &t.parameters))
+        .collect();
+    let input = SystemInput {
+        role_name: role.name(),
+        instructions: role.instructions(),
+        output_schema: role.output_schema(),
+        tools: &docs,
+        max_steps: STATED_STEPS,
+        environment: &[],
+    };
+    let template = |e: crate::prompt::PromptError| ServeError::Config(e.to_string());
+    let system = templates.system(&input).map_err(template)?;
+    let mut entries = ask.conversation.iter();
+    let first = match entries.next() {
+        Some(Entry::Question(q)) => q,
+        _ => {
+            return Err(ServeError::bad_request(
+                "the first message after the system messages must be a user message",
+                "messages",
+            ));
+        }
+    };
+    let question = templates.question(first, &[]).map_err(template)?;
+    let mut h = History::start(api, templates, &input, &system, &question).map_err(template)?;
+    for entry in entries {
+        match entry {
+            Entry::Question(q) => h.push_user(&templates.question(q, &[]).map_err(template)?),
+            Entry::Answer { reasoning, text } => {
+                let thought = reasoning.as_deref().unwrap_or("I can answer now.");
+                h.push_turn(&format!(
+                    "<thought>{}</thought>\n<final_answer>{}</final_answer>",
+                    protocol::neutralise(thought),
+                    text
+                ));
+            }
+            Entry::Calls { reasoning, calls } => {
+                let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+                let thought = match reasoning {
+                    Some(r) => r.clone(),
+                    None => format!("I call {}.", names.join(", ")),
+                };
+                let mut turn = format!("<thought>{}</thought>", protocol::neutralise(&thought));
+                for c in calls {
+                    turn.push_str("\n<action>");
+                    turn.push_str(&render_call(c));
+                    turn.push_str("</action>");
+                }
+                h.push_turn(&turn);
+            }
+            Entry::Results(results) => h.push_user(&observation(results)),
+        }
+    }
+    Ok(h)
+}
+
+/// One observation for the results of one turn's calls: a lone result as it is, several each
+/// under the name of the tool that made it (in the order the client sent them).
+fn observation(results: &[(String, String)]) -> String {
+    if let [(_, text)] = results {
+        return render_observation(text, RESULT_LIMIT);
+    }
+    let body: Vec<String> = results
+        .iter()
+        .map(|(name, text)| {
+            format!(
+                "Result of {name}:\n{}",
+                protocol::truncate(text, RESULT_LIMIT)
+            )
+        })
+        .collect();
+    render_observation(&body.join("\n\n"), RESULT_LIMIT * results.len().max(1))
+}
+
+/// Whether `s` can be written as an argument name (`name=value`).
+fn is_arg_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// A past call in tagloop's action syntax: `name(key=value, …)` with JSON values (the action
+/// grammar reads JSON strings, numbers, literals, arrays and objects as they are); a call with
+/// an argument name that is not an identifier is written as one object, which binding spreads.
+pub(crate) fn render_call(call: &PastCall) -> String {
+    render_args(&call.name, &call.arguments)
+}
+
+fn render_args(name: &str, args: &Map<String, Value>) -> String {
+    if !args.keys().all(|k| is_arg_name(k)) {
+        return format!("{name}({})", Value::Object(args.clone()));
+    }
+    let parts: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{name}({})", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_past_call_reads_back_as_the_same_arguments() {
+        let args: Map<String, Value> =
+            serde_json::from_str(r#"{"city": "Paris \"x\"\n", "days": 3, "tags": ["a"]}"#).unwrap();
+        let text = render_args("weather", &args);
+        let call = protocol::parse_action(&text).unwrap();
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}, "tags": {"type": "array"}}});
+        assert_eq!(protocol::bind(&call.args, &schema).unwrap(), args);
+    }
+
+    #[test]
+    fn odd_argument_names_go_as_one_object() {
+        let args: Map<String, Value> = serde_json::from_str(r#"{"a-b": 1}"#).unwrap();
+        assert_eq!(render_args("t", &args), r#"t({"a-b":1})"#);
+    }
+}

@@ -1,0 +1,278 @@
+//! The HTTP side: routes, the proxy's key, the body limit, the concurrency limit, the time
+//! limit, one log line per request and optional transcripts. The answer itself is the core's
+//! (`answer.rs`); requests without tools go to the upstream unchanged (`upstream.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tracing::info;
+
+use super::answer::{Core, Trace, answer, call_id};
+use super::chunks::{ChunkMeta, sse_response};
+use super::config::ServeConfig;
+use super::request::{Ask, parse_json, wants_core};
+use super::response::{AnswerMeta, completion};
+use super::upstream::Upstream;
+use super::{ServeError, ServeEvent};
+use crate::llm::Model;
+use crate::llm::openai::{OpenAiConfig, OpenAiModel};
+use crate::prompt::Templates;
+
+/// Most distinct model names (without `--model`) a proxy keeps a client for.
+const MAX_MODELS: usize = 32;
+/// The name sent upstream when neither the configuration nor the request names a model.
+const DEFAULT_MODEL: &str = "default";
+
+/// What every request shares.
+pub(crate) struct Shared {
+    cfg: ServeConfig,
+    templates: Templates,
+    upstream: Upstream,
+    slots: Arc<Semaphore>,
+    /// One upstream client per model name (one only with `--model`).
+    models: Mutex<HashMap<String, Arc<OpenAiModel>>>,
+}
+
+/// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
+pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
+    crate::llm::openai::normalize_base_url(&cfg.upstream)
+        .map_err(|e| ServeError::Config(e.to_string()))?;
+    let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
+    let shared = Arc::new(Shared {
+        slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
+        templates: Templates::builtin(),
+        upstream,
+        models: Mutex::new(HashMap::new()),
+        cfg,
+    });
+    Ok(Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .fallback(not_found)
+        .with_state(shared))
+}
+
+/// Whether the request carries the proxy's key (compared in constant time).
+fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+    let Some(key) = &shared.cfg.api_key else {
+        return true;
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .as_bytes();
+    let want = key.expose().as_bytes();
+    let mut diff = given.len() ^ want.len();
+    for (i, w) in want.iter().enumerate() {
+        diff |= usize::from(given.get(i).copied().unwrap_or(0) ^ w);
+    }
+    diff == 0
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    let e = ServeError::BadRequest {
+        message: format!("no route for {method} {}", uri.path()),
+        param: None,
+    };
+    let mut r = e.into_openai();
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let started = Instant::now();
+    let response = if authorised(&shared, &headers) {
+        shared.upstream.models().await
+    } else {
+        ServeError::Unauthorized.into_openai()
+    };
+    log_line("GET", "/v1/models", &response, started, &Trace::default());
+    response
+}
+
+/// `POST /v1/chat/completions`.
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let mut trace = Trace::default();
+    let response = match handle(&shared, &headers, body, &mut trace).await {
+        Ok(r) => r,
+        Err(e) => e.into_openai(),
+    };
+    log_line("POST", "/v1/chat/completions", &response, started, &trace);
+    response
+}
+
+/// The one log line of a request: never a key, never a prompt.
+fn log_line(method: &str, path: &str, response: &Response, started: Instant, trace: &Trace) {
+    info!(
+        method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_millis() as u64,
+        upstream_requests = trace.requests,
+        prompt_tokens = trace.usage.prompt_tokens,
+        completion_tokens = trace.usage.completion_tokens,
+        "request"
+    );
+}
+
+async fn handle(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    trace: &mut Trace,
+) -> Result<Response, ServeError> {
+    if !authorised(shared, headers) {
+        return Err(ServeError::Unauthorized);
+    }
+    let limit = shared.cfg.max_body;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ServeError::TooLarge { limit });
+    }
+    // Read at most `limit` bytes whatever the headers say (a chunked body has no length).
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ServeError::TooLarge { limit })?;
+    let _slot = shared
+        .slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ServeError::Busy {
+            limit: shared.cfg.concurrency,
+        })?;
+    let secs = shared.cfg.timeout.as_secs();
+    let work = async {
+        let value = parse_json(&bytes)?;
+        if !wants_core(&value) {
+            trace.requests = 1;
+            return Ok(shared.upstream.pass_through(bytes.clone()).await);
+        }
+        let ask = Ask::read(&value)?;
+        core_answer(shared, ask, trace).await
+    };
+    tokio::time::timeout(shared.cfg.timeout, work)
+        .await
+        .unwrap_or(Err(ServeError::Timeout { secs }))
+}
+
+/// The upstream client for a request's model name.
+fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel>, ServeError> {
+    let name = shared
+        .cfg
+        .model
+        .as_deref()
+        .or(requested)
+        .unwrap_or(DEFAULT_MODEL)
+        .to_string();
+    let mut models = shared
+        .models
+        .lock()
+        .map_err(|_| ServeError::Config("the model cache is poisoned".into()))?;
+    if let Some(m) = models.get(&name) {
+        return Ok(m.clone());
+    }
+    if models.len() >= MAX_MODELS {
+        return Err(ServeError::bad_request(
+            format!("this proxy serves at most {MAX_MODELS} model names"),
+            "model",
+        ));
+    }
+    let mut cfg = OpenAiConfig::new(shared.cfg.upstream.clone(), name.clone());
+    cfg.api = shared.cfg.api;
+    cfg.api_key = shared.cfg.upstream_key.clone();
+    cfg.grammar = shared.cfg.grammar;
+    // The request's own time limit bounds the turn; the client retries what it wants retried.
+    cfg.turn_timeout = Some(shared.cfg.timeout);
+    cfg.max_retries = 1;
+    let model = Arc::new(OpenAiModel::new(cfg).map_err(|e| ServeError::Config(e.to_string()))?);
+    models.insert(name, model.clone());
+    Ok(model)
+}
+
+async fn core_answer(shared: &Shared, ask: Ask, trace: &mut Trace) -> Result<Response, ServeError> {
+    let model = model_for(shared, ask.model.as_deref())?;
+    let core = Core {
+        model: model.as_ref() as &dyn Model,
+        api: shared.cfg.api,
+        templates: &shared.templates,
+        repairs: shared.cfg.repairs,
+    };
+    let mut events: Vec<ServeEvent> = Vec::new();
+    let result = answer(&core, &ask, &mut |e| events.push(e), trace).await;
+    let meta = AnswerMeta {
+        id: format!("chatcmpl-{}", &call_id()[5..]),
+        model: ask
+            .model
+            .clone()
+            .or_else(|| shared.cfg.model.clone())
+            .unwrap_or_else(|| DEFAULT_MODEL.into()),
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    };
+    if let Some(dir) = &shared.cfg.session_dir {
+        write_transcript(dir, &meta, &events, trace, result.as_ref().err()).await;
+    }
+    result?;
+    if ask.stream {
+        let chunk = ChunkMeta {
+            id: meta.id,
+            model: meta.model,
+            created: meta.created,
+        };
+        return Ok(sse_response(
+            chunk,
+            ask.include_usage,
+            futures::stream::iter(events),
+        ));
+    }
+    Ok((StatusCode::OK, axum::Json(completion(&meta, &events))).into_response())
+}
+
+/// One JSON file per answered request in `dir`: the upstream's turns, the corrections, the
+/// answer. Holds no key (the request's headers are not in it). A failure to write is logged.
+async fn write_transcript(
+    dir: &std::path::Path,
+    meta: &AnswerMeta,
+    events: &[ServeEvent],
+    trace: &Trace,
+    error: Option<&ServeError>,
+) {
+    let turns: Vec<_> = trace
+        .turns
+        .iter()
+        .map(|(text, correction)| json!({"turn": text, "correction": correction}))
+        .collect();
+    let record = json!({
+        "id": meta.id,
+        "created": meta.created,
+        "model": meta.model,
+        "turns": turns,
+        "answer": completion(meta, events),
+        "error": error.map(|e| e.to_string()),
+    });
+    let path = dir.join(format!("{}.json", meta.id));
+    let write = async {
+        tokio::fs::create_dir_all(dir).await?;
+        tokio::fs::write(&path, record.to_string()).await
+    };
+    if let Err(e) = write.await {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write the serve transcript");
+    }
+}

@@ -1,0 +1,209 @@
+//! Reading the upstream's turn as an answer for the client: the turn reader (dialects too),
+//! then every call parsed, bound to its tool and validated against the tool's JSON Schema, the
+//! answer checked against `response_format` and `tool_choice`. Anything else is a refusal whose
+//! text is tagloop's correction, which the core sends upstream as the next observation.
+//!
+//! Several calls in one turn (`parallel_tool_calls`) are read one after another: the turn reader
+//! decides on the first `<action>`, and the text after it is read again as long as it starts with
+//! another `<action>` block, up to [`MAX_PARALLEL_CALLS`].
+
+use serde_json::{Map, Value};
+
+use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
+use crate::agent::Role;
+use crate::agent::correction::Correction;
+use crate::agent::finalcheck::{self, Verdict};
+use crate::llm::Finish;
+use crate::protocol::{self, Call, Turn, TurnKind};
+
+/// What the client gets from a turn that could be used.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Decision {
+    /// Tool calls: the tool's name and its validated arguments, in the order written.
+    Calls(Vec<(String, Map<String, Value>)>),
+    /// An answer: its text (for a schema, the validated JSON's text); `cut` when the token
+    /// limit ended the turn inside it.
+    Answer { text: String, cut: bool },
+}
+
+/// A turn that could be read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Read {
+    /// The thought(s) and removed reasoning, for `reasoning_content`.
+    pub thought: Option<String>,
+    pub decision: Decision,
+}
+
+/// A turn that cannot be used: what the model is told, and what of its turn the history keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub message: String,
+    pub kept: String,
+}
+
+/// Read `text` (the turn as the reader should see it) for `ask`.
+pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Result<Read, Refusal> {
+    let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
+    let turn = protocol::read_turn_with(text, &names);
+    let kept = kept_text(text, &turn);
+    let refuse = |message: String| Refusal {
+        message,
+        kept: kept.clone(),
+    };
+    if *finish == Finish::Repeated {
+        return Err(refuse(Correction::Repetition.message()));
+    }
+    let thought = match (&turn.reasoning, &turn.thought) {
+        (Some(r), Some(t)) => Some(format!("{r}\n\n{t}")),
+        (r, t) => r.clone().or_else(|| t.clone()),
+    };
+    let decision = match turn.kind {
+        TurnKind::None if *finish == Finish::Length => {
+            return Err(refuse(Correction::Truncated.message()));
+        }
+        TurnKind::None => return Err(refuse(Correction::NoDecision.message())),
+        TurnKind::Final => {
+            if matches!(ask.choice, Choice::Required | Choice::Named(_)) {
+                return Err(refuse(must_call(ask)));
+            }
+            let answer = turn.final_text.as_deref().unwrap_or_default();
+            match finalcheck::check(answer, role) {
+                Verdict::Accepted { value, .. } => Decision::Answer {
+                    text: match value {
+                        Value::String(s) if role.output_schema().is_none() => s,
+                        v => v.to_string(),
+                    },
+                    cut: !turn.deciding_closed && *finish == Finish::Length,
+                },
+                Verdict::Refused(why) => return Err(refuse(why)),
+            }
+        }
+        TurnKind::Action => {
+            if matches!(ask.choice, Choice::None) || ask.tools.is_empty() {
+                return Err(refuse(
+                    "No tool may be called in this turn: give your final answer.".into(),
+                ));
+            }
+            let mut calls = vec![one_call(&turn, finish, ask).map_err(&refuse)?];
+            let mut rest = &text[turn.history_end.min(text.len())..];
+            while ask.parallel && calls.len() < MAX_PARALLEL_CALLS && opens_action(rest) {
+                let next = protocol::read_turn_with(rest, &names);
+                if next.kind != TurnKind::Action {
+                    break;
+                }
+                calls.push(one_call(&next, finish, ask).map_err(&refuse)?);
+                rest = &rest[next.history_end.min(rest.len())..];
+            }
+            Decision::Calls(calls)
+        }
+    };
+    Ok(Read { thought, decision })
+}
+
+/// The correction for an answer where a call was required.
+fn must_call(ask: &Ask) -> String {
+    match &ask.choice {
+        Choice::Named(n) => {
+            format!("You must call the tool `{n}` in this turn: write one <action> that calls it.")
+        }
+        _ => "You must call a tool in this turn: write an <action>, not a final answer.".into(),
+    }
+}
+
+/// Whether `s` starts (after white space) with an `<action` tag.
+fn opens_action(s: &str) -> bool {
+    let s = s.trim_start().as_bytes();
+    s.len() >= 7 && s[..7].eq_ignore_ascii_case(b"<action")
+}
+
+/// What the history keeps of a refused turn: up to the end of its deciding block, the closing
+/// tag a stop removed put back (as a run keeps it).
+fn kept_text(text: &str, turn: &Turn) -> String {
+    let end = turn.history_end.min(text.len());
+    let mut kept = text.get(..end).unwrap_or(text).trim_end().to_string();
+    if !turn.deciding_closed {
+        match turn.kind {
+            TurnKind::Action => kept.push_str("</action>"),
+            TurnKind::Final => kept.push_str("</final_answer>"),
+            TurnKind::None => {}
+        }
+    }
+    kept
+}
+
+/// The deciding action of `turn`, parsed, bound and validated.
+fn one_call(
+    turn: &Turn,
+    finish: &Finish,
+    ask: &Ask,
+) -> Result<(String, Map<String, Value>), String> {
+    if let (Some(d), Some(error)) = (turn.dialect, &turn.dialect_error) {
+        return Err(Correction::Dialect {
+            dialect: d.name(),
+            error: error.clone(),
+        }
+        .message());
+    }
+    let action = turn.action.as_deref().unwrap_or_default();
+    let accept = |c: &Call| {
+        ask.tool(&c.tool)
+            .is_some_and(|t| protocol::bind(&c.args, &t.parameters).is_ok())
+    };
+    let call = protocol::parse_action_with(action, &accept).map_err(|e| {
+        Correction::ParseError {
+            message: e.message,
+            offset: e.offset,
+            cut: e.open_string.then(|| finish.clone()),
+        }
+        .message()
+    })?;
+    let names = || ask.tools.iter().map(|t| t.name.clone()).collect();
+    let Some(tool) = ask.tool(&call.tool) else {
+        return Err(Correction::UnknownTool {
+            closest: None,
+            names: names(),
+            name: call.tool,
+        }
+        .message());
+    };
+    if let Choice::Named(n) = &ask.choice
+        && n != &tool.name
+    {
+        return Err(must_call(ask));
+    }
+    let args = protocol::bind_tool(&tool.name, &call.args, &tool.parameters).map_err(|e| {
+        Correction::BadArguments {
+            tool: tool.name.clone(),
+            error: e.to_string(),
+        }
+        .message()
+    })?;
+    let value = Value::Object(args);
+    let errors: Vec<String> = tool
+        .validator
+        .iter_errors(&value)
+        .take(10)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            format!(
+                "{}: {e}",
+                if path.is_empty() {
+                    "(arguments)"
+                } else {
+                    &path
+                }
+            )
+        })
+        .collect();
+    if !errors.is_empty() {
+        return Err(Correction::BadArguments {
+            tool: tool.name.clone(),
+            error: errors.join("; "),
+        }
+        .message());
+    }
+    let Value::Object(args) = value else {
+        return Err("internal: arguments are not an object".into());
+    };
+    Ok((tool.name.clone(), args))
+}

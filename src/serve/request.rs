@@ -1,0 +1,448 @@
+//! Reading a `POST /v1/chat/completions` body into what the core needs ([`Ask`]), checking every
+//! field on the way: each refusal is a [`ServeError::BadRequest`] whose `param` names the field
+//! in OpenAI's form (`messages[2].tool_call_id`, `tools[0].function.parameters`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::ServeError;
+
+/// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
+/// 1..=this many `<action>` blocks in a turn.
+pub const MAX_PARALLEL_CALLS: usize = 8;
+/// Most tools one request may declare (each becomes prompt text and grammar rules).
+const MAX_TOOLS: usize = 128;
+/// Most messages one request may hold.
+const MAX_MESSAGES: usize = 4096;
+
+/// Which decisions the upstream may take this turn (OpenAI's `tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// A call or an answer.
+    Auto,
+    /// Calls only.
+    Required,
+    /// A call of this tool only.
+    Named(String),
+    /// An answer only.
+    None,
+}
+
+/// A tool the client declared, with its parameters' validator.
+#[derive(Clone)]
+pub(crate) struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub validator: Arc<jsonschema::Validator>,
+}
+
+/// One call of an assistant message in the history.
+#[derive(Debug, Clone)]
+pub(crate) struct PastCall {
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+/// The conversation after the system messages, in order.
+#[derive(Debug, Clone)]
+pub(crate) enum Entry {
+    /// A user message.
+    Question(String),
+    /// An assistant message with text (an earlier answer).
+    Answer {
+        reasoning: Option<String>,
+        text: String,
+    },
+    /// An assistant message with tool calls.
+    Calls {
+        reasoning: Option<String>,
+        calls: Vec<PastCall>,
+    },
+    /// The results of calls (`tool` messages), each with the name of the tool that made it.
+    Results(Vec<(String, String)>),
+}
+
+/// A request with tools (or `response_format`), checked.
+pub(crate) struct Ask {
+    pub model: Option<String>,
+    /// The client's system (and developer) messages, joined: the role's instructions.
+    pub instructions: String,
+    pub conversation: Vec<Entry>,
+    pub tools: Vec<ToolSpec>,
+    pub choice: Choice,
+    pub parallel: bool,
+    pub output_schema: Option<Value>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<i64>,
+}
+
+fn bad(message: impl Into<String>, param: impl Into<String>) -> ServeError {
+    ServeError::bad_request(message, param)
+}
+
+/// Whether a request body asks for what the core does (tools, or a JSON Schema answer): the
+/// others pass through to the upstream unchanged.
+pub(crate) fn wants_core(body: &Value) -> bool {
+    let tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let schema = body
+        .get("response_format")
+        .and_then(|r| r.get("type"))
+        .and_then(Value::as_str)
+        == Some("json_schema");
+    tools || schema
+}
+
+/// Parse the body's bytes as JSON (malformed JSON is a 400 without a `param`).
+pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, ServeError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| ServeError::BadRequest {
+        message: format!("the request body is not valid JSON: {e}"),
+        param: None,
+    })?;
+    if !value.is_object() {
+        return Err(ServeError::BadRequest {
+            message: "the request body must be a JSON object".into(),
+            param: None,
+        });
+    }
+    Ok(value)
+}
+
+impl Ask {
+    /// Check a request body and read it.
+    pub(crate) fn read(body: &Value) -> Result<Ask, ServeError> {
+        if let Some(n) = body.get("n")
+            && !n.is_null()
+            && n.as_u64() != Some(1)
+        {
+            return Err(bad("only n = 1 is supported", "n"));
+        }
+        let tools = read_tools(body.get("tools"))?;
+        let choice = read_choice(body.get("tool_choice"), &tools)?;
+        let output_schema = read_response_format(body.get("response_format"))?;
+        let (instructions, conversation) = read_messages(body.get("messages"))?;
+        let opt_u32 = |k: &str| body.get(k).and_then(Value::as_u64).map(|v| v as u32);
+        Ok(Ask {
+            model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+            instructions,
+            conversation,
+            tools,
+            choice,
+            parallel: match body.get("parallel_tool_calls") {
+                None | Some(Value::Null) => true,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(bad("must be a boolean", "parallel_tool_calls")),
+            },
+            output_schema,
+            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            include_usage: body
+                .pointer("/stream_options/include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            temperature: body
+                .get("temperature")
+                .and_then(Value::as_f64)
+                .map(|t| t as f32),
+            max_tokens: opt_u32("max_completion_tokens").or_else(|| opt_u32("max_tokens")),
+            seed: body.get("seed").and_then(Value::as_i64),
+        })
+    }
+
+    /// The tool declared under `name`.
+    pub(crate) fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
+    let Some(tools) = tools.filter(|t| !t.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let list = tools
+        .as_array()
+        .ok_or_else(|| bad("must be an array", "tools"))?;
+    if list.len() > MAX_TOOLS {
+        return Err(bad(format!("at most {MAX_TOOLS} tools"), "tools"));
+    }
+    let mut out: Vec<ToolSpec> = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        let p = |f: &str| format!("tools[{i}].{f}");
+        if t.get("type").and_then(Value::as_str) != Some("function") {
+            return Err(bad(
+                "only tools of type \"function\" are supported",
+                p("type"),
+            ));
+        }
+        let f = t
+            .get("function")
+            .filter(|f| f.is_object())
+            .ok_or_else(|| bad("a function tool needs a `function` object", p("function")))?;
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| bad("a tool needs a name", p("function.name")))?;
+        if out.iter().any(|o| o.name == name) {
+            return Err(bad(
+                format!("the tool `{name}` is declared twice"),
+                p("function.name"),
+            ));
+        }
+        let parameters = match f.get("parameters") {
+            None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(bad(
+                    "the parameters must be a JSON Schema object",
+                    p("function.parameters"),
+                ));
+            }
+        };
+        if parameters.get("type").is_some_and(|ty| ty != "object") {
+            return Err(bad(
+                "the parameters' schema must be of type \"object\"",
+                p("function.parameters"),
+            ));
+        }
+        let validator = jsonschema::validator_for(&parameters).map_err(|e| {
+            bad(
+                format!("the parameters are not a valid JSON Schema: {e}"),
+                p("function.parameters"),
+            )
+        })?;
+        out.push(ToolSpec {
+            name: name.to_owned(),
+            description: f
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            parameters,
+            validator: Arc::new(validator),
+        });
+    }
+    Ok(out)
+}
+
+fn read_choice(choice: Option<&Value>, tools: &[ToolSpec]) -> Result<Choice, ServeError> {
+    let choice = match choice {
+        None | Some(Value::Null) => return Ok(Choice::Auto),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => Choice::Auto,
+            "required" => Choice::Required,
+            "none" => Choice::None,
+            other => {
+                return Err(bad(
+                    format!(
+                        "unknown tool_choice `{other}`: expected auto, required, none or a function"
+                    ),
+                    "tool_choice",
+                ));
+            }
+        },
+        Some(v) => {
+            let name = v
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    bad(
+                        "expected {\"type\": \"function\", \"function\": {\"name\": …}}",
+                        "tool_choice",
+                    )
+                })?;
+            if !tools.iter().any(|t| t.name == name) {
+                return Err(bad(
+                    format!("tool_choice names `{name}`, which is not among the tools"),
+                    "tool_choice.function.name",
+                ));
+            }
+            Choice::Named(name.to_owned())
+        }
+    };
+    if tools.is_empty() && matches!(choice, Choice::Required) {
+        return Err(bad("tool_choice `required` needs tools", "tool_choice"));
+    }
+    Ok(choice)
+}
+
+fn read_response_format(format: Option<&Value>) -> Result<Option<Value>, ServeError> {
+    let Some(format) = format.filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_schema") => {
+            let schema = format
+                .pointer("/json_schema/schema")
+                .filter(|s| s.is_object())
+                .ok_or_else(|| {
+                    bad(
+                        "json_schema needs a `schema` object",
+                        "response_format.json_schema.schema",
+                    )
+                })?;
+            jsonschema::validator_for(schema).map_err(|e| {
+                bad(
+                    format!("not a valid JSON Schema: {e}"),
+                    "response_format.json_schema.schema",
+                )
+            })?;
+            Ok(Some(schema.clone()))
+        }
+        Some("json_object") => Ok(Some(serde_json::json!({"type": "object"}))),
+        _ => Err(bad(
+            "expected type text, json_object or json_schema",
+            "response_format.type",
+        )),
+    }
+}
+
+/// The text of a message's `content`: a string, or an array of `{"type": "text"}` parts.
+fn content_text(content: Option<&Value>, param: &str) -> Result<String, ServeError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut out = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match part.get("text").and_then(Value::as_str) {
+                    Some(t) => out.push_str(t),
+                    None => {
+                        return Err(bad(
+                            "only text content parts are supported",
+                            format!("{param}[{j}]"),
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Some(_) => Err(bad("content must be a string or an array of parts", param)),
+    }
+}
+
+fn read_messages(messages: Option<&Value>) -> Result<(String, Vec<Entry>), ServeError> {
+    let list = messages
+        .and_then(Value::as_array)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| bad("`messages` must be a non-empty array", "messages"))?;
+    if list.len() > MAX_MESSAGES {
+        return Err(bad(format!("at most {MAX_MESSAGES} messages"), "messages"));
+    }
+    let mut instructions: Vec<String> = Vec::new();
+    let mut conversation: Vec<Entry> = Vec::new();
+    // Call ids of the assistant messages so far, to the tool that made each call.
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for (i, m) in list.iter().enumerate() {
+        let p = |f: &str| format!("messages[{i}].{f}");
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("a message needs a role", p("role")))?;
+        let text = content_text(m.get("content"), &p("content"))?;
+        match role {
+            "system" | "developer" => instructions.push(text),
+            "user" => conversation.push(Entry::Question(text)),
+            "assistant" => {
+                let reasoning = m
+                    .get("reasoning_content")
+                    .and_then(Value::as_str)
+                    .filter(|r| !r.trim().is_empty())
+                    .map(str::to_owned);
+                let calls = m.get("tool_calls").and_then(Value::as_array);
+                match calls.filter(|c| !c.is_empty()) {
+                    Some(calls) => {
+                        let mut past = Vec::with_capacity(calls.len());
+                        for (j, c) in calls.iter().enumerate() {
+                            let cp = |f: &str| format!("messages[{i}].tool_calls[{j}].{f}");
+                            let id = c
+                                .get("id")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| bad("a tool call needs an id", cp("id")))?;
+                            let name = c
+                                .pointer("/function/name")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| {
+                                    bad("a tool call needs a name", cp("function.name"))
+                                })?;
+                            let args = match c.pointer("/function/arguments") {
+                                Some(Value::String(s)) if s.trim().is_empty() => Map::new(),
+                                Some(Value::String(s)) => match serde_json::from_str(s) {
+                                    Ok(Value::Object(o)) => o,
+                                    _ => {
+                                        return Err(bad(
+                                            "arguments must be a JSON object's text",
+                                            cp("function.arguments"),
+                                        ));
+                                    }
+                                },
+                                Some(Value::Object(o)) => o.clone(),
+                                None | Some(Value::Null) => Map::new(),
+                                Some(_) => {
+                                    return Err(bad(
+                                        "arguments must be a JSON object's text",
+                                        cp("function.arguments"),
+                                    ));
+                                }
+                            };
+                            ids.insert(id.to_owned(), name.to_owned());
+                            past.push(PastCall {
+                                name: name.to_owned(),
+                                arguments: args,
+                            });
+                        }
+                        conversation.push(Entry::Calls {
+                            reasoning,
+                            calls: past,
+                        });
+                    }
+                    None => conversation.push(Entry::Answer { reasoning, text }),
+                }
+            }
+            "tool" => {
+                let id = m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad("a tool message needs a tool_call_id", p("tool_call_id")))?;
+                let name = ids.get(id).ok_or_else(|| {
+                    bad(
+                        format!("tool_call_id `{id}` matches no earlier assistant tool call"),
+                        p("tool_call_id"),
+                    )
+                })?;
+                let result = (name.clone(), text);
+                match conversation.last_mut() {
+                    Some(Entry::Results(r)) => r.push(result),
+                    _ => conversation.push(Entry::Results(vec![result])),
+                }
+            }
+            other => {
+                return Err(bad(format!("unknown role `{other}`"), p("role")));
+            }
+        }
+    }
+    if !matches!(conversation.first(), Some(Entry::Question(_))) {
+        return Err(bad(
+            "the first message after the system messages must be a user message",
+            "messages",
+        ));
+    }
+    if matches!(
+        conversation.last(),
+        Some(Entry::Answer { .. } | Entry::Calls { .. })
+    ) {
+        return Err(bad(
+            "the last message must be a user or tool message",
+            format!("messages[{}]", list.len() - 1),
+        ));
+    }
+    Ok((instructions.join("\n\n"), conversation))
+}

@@ -1,0 +1,561 @@
+//! `tagloop serve` against a fake upstream that speaks the text protocol: each `tool_choice`,
+//! parallel calls, repairs, a turn that never validates, the history round trip, a completions
+//! upstream, `response_format`, bad requests, the proxy's key, the limits, and the upstream key
+//! kept out of every answer and log line.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::cli::Env;
+use common::fake_server::{FakeConfig, FakeServer};
+use serde_json::{Value, json};
+use tagloop::llm::{Api, GrammarMode};
+use tagloop::secret::Secret;
+use tagloop::serve::{ServeConfig, router};
+
+/// The proxy in front of `fake`, on a free port: its base URL (`http://127.0.0.1:PORT/v1`).
+async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> String {
+    let mut cfg = ServeConfig::new(fake.base_url.clone());
+    cfg.model = Some("fake-model".into());
+    cfg.grammar = GrammarMode::Off;
+    tune(&mut cfg);
+    let app = router(cfg).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/v1")
+}
+
+fn weather_tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "weather", "description": "Weather of a city.",
+          "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+            "required": ["city"]}}},
+        {"type": "function", "function": {"name": "time", "description": "Local time of a city.",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"]}}}
+    ])
+}
+
+fn ask(extra: Value) -> Value {
+    let mut body = json!({
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Weather in Paris?"}
+        ],
+        "tools": weather_tools(),
+    });
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    body
+}
+
+async fn post(base: &str, body: &Value) -> (u16, Value) {
+    post_raw(base, body.to_string(), None).await
+}
+
+async fn post_raw(base: &str, body: String, key: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let v = r.json::<Value>().await.unwrap_or(Value::Null);
+    (status, v)
+}
+
+fn message(v: &Value) -> &Value {
+    &v["choices"][0]["message"]
+}
+
+fn calls(v: &Value) -> Vec<(String, Value)> {
+    message(v)["tool_calls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    let args = c["function"]["arguments"].as_str().unwrap();
+                    (
+                        c["function"]["name"].as_str().unwrap().to_string(),
+                        serde_json::from_str(args).unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of every message of an upstream chat request, joined.
+fn sent_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn auto_answers_a_call_as_tool_calls() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>I need the weather.</thought>\n<action>weather(city=\"Paris\", days=\"2\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message(&v)["reasoning_content"], "I need the weather.");
+    assert!(message(&v)["content"].is_null());
+    // Bound to the schema: "2" became 2.
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris", "days": 2}))]
+    );
+    let call = &message(&v)["tool_calls"][0];
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(call["type"], "function");
+    // The client's system message is the role's instructions inside tagloop's system prompt.
+    let sent = sent_text(&fake.requests()[0].body);
+    assert!(sent.contains("# Your role\n\nAnswer briefly."), "{sent}");
+    assert!(sent.contains("## weather(city, days)"), "{sent}");
+}
+
+#[tokio::test]
+async fn auto_answers_text_as_content() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>Known.</thought><final_answer>It is sunny.</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({"tool_choice": "auto"}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert_eq!(message(&v)["content"], "It is sunny.");
+    assert!(message(&v).get("tool_calls").is_none());
+}
+
+#[tokio::test]
+async fn required_corrects_an_answer_into_a_call_and_sends_an_action_only_grammar() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<final_answer>Sunny.</final_answer>",
+        "<action>weather(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let (status, v) = post(&base, &ask(json!({"tool_choice": "required"}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris"}))]
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let grammar = reqs[0].body["grammar"].as_str().unwrap();
+    assert!(grammar.contains("final ::= action\n"), "{grammar}");
+    assert!(sent_text(&reqs[1].body).contains("You must call a tool"));
+}
+
+#[tokio::test]
+async fn a_named_function_is_the_only_call_allowed() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<action>weather(city=\"Paris\")</action>",
+        "<action>time(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let choice = json!({"tool_choice": {"type": "function", "function": {"name": "time"}}});
+    let (status, v) = post(&base, &ask(choice)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(calls(&v), vec![("time".into(), json!({"city": "Paris"}))]);
+    let grammar = fake.requests()[0].body["grammar"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(grammar.contains("\"time(\"") && !grammar.contains("\"weather(\""));
+}
+
+#[tokio::test]
+async fn none_corrects_a_call_into_an_answer() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<action>weather(city=\"Paris\")</action>",
+        "<final_answer>I cannot look it up.</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let (status, v) = post(&base, &ask(json!({"tool_choice": "none"}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(message(&v)["content"], "I cannot look it up.");
+    let grammar = fake.requests()[0].body["grammar"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!grammar.contains("<action>"), "{grammar}");
+}
+
+#[tokio::test]
+async fn parallel_calls_come_from_one_turn() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>Both.</thought>\n<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>",
+        "<action>weather(city=\"Oslo\")</action>\n<action>time(city=\"Oslo\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    let names: Vec<String> = calls(&v).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["weather", "time"]);
+    let indexes: Vec<&Value> = message(&v)["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["id"])
+        .collect();
+    assert_ne!(indexes[0], indexes[1]);
+    assert!(
+        !fake.requests()[0]
+            .stops()
+            .contains(&"</action>".to_string())
+    );
+
+    // Without parallel calls, `</action>` is a stop and a turn gives one call.
+    let (_, v) = post(&base, &ask(json!({"parallel_tool_calls": false}))).await;
+    assert_eq!(calls(&v), vec![("weather".into(), json!({"city": "Oslo"}))]);
+    assert!(
+        fake.requests()[1]
+            .stops()
+            .contains(&"</action>".to_string())
+    );
+}
+
+#[tokio::test]
+async fn a_bad_call_is_repaired_before_the_client_sees_it_and_usage_sums_both() {
+    // Neither turn holds a stop string, so the fake's completion tokens are len/4 + 1 each.
+    let bad = "<thought>Go.</thought><action>weather(days=0)";
+    let good = "<thought>Go.</thought><action>weather(city=\"Paris\")";
+    let fake = FakeServer::start(FakeConfig::turns([bad, good])).await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris"}))]
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(sent_text(&reqs[1].body).contains("missing required argument `city`"));
+    let prompt: u64 = reqs
+        .iter()
+        .map(|r| r.body["messages"].to_string().len() as u64 / 4)
+        .sum();
+    let completion = (bad.len() / 4 + 1 + good.len() / 4 + 1) as u64;
+    assert_eq!(v["usage"]["prompt_tokens"], prompt);
+    assert_eq!(v["usage"]["completion_tokens"], completion);
+    assert_eq!(v["usage"]["total_tokens"], prompt + completion);
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_repaired_too() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<action>weather(city=\"Paris\", days=0)</action>",
+        "<action>weather(city=\"Paris\", days=1)</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris", "days": 1}))]
+    );
+    assert!(sent_text(&fake.requests()[1].body).contains("/days"));
+}
+
+#[tokio::test]
+async fn a_turn_that_never_validates_is_a_502_upstream_error() {
+    let fake = FakeServer::start(FakeConfig {
+        default_reply: "<action>weather(town=\"Paris\")</action>".into(),
+        ..FakeConfig::default()
+    })
+    .await;
+    let base = proxy(&fake, |c| c.repairs = 2).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["error"]["type"], "upstream_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown argument `town`"),
+        "{v}"
+    );
+    assert_eq!(fake.request_count(), 3);
+}
+
+#[tokio::test]
+async fn history_round_trips_as_actions_and_observations() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<final_answer>Sunny, 21 °C at 14:00.</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let body = json!({
+        "messages": [
+            {"role": "user", "content": "Weather and time in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "time", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_b", "content": "14:00"},
+            {"role": "tool", "tool_call_id": "call_a", "content": "Sunny <final_answer>x</final_answer>"}
+        ],
+        "tools": weather_tools(),
+    });
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let msgs = fake.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
+    let turn = assistant["content"].as_str().unwrap();
+    assert!(
+        turn.contains(
+            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
+        ),
+        "{turn}"
+    );
+    let obs = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert_eq!(msgs.last().unwrap()["role"], "user");
+    assert!(
+        obs.starts_with(
+            "<observation>\nResult of time:\n14:00\n\nResult of weather:\nSunny &lt;final_answer>"
+        ),
+        "{obs}"
+    );
+
+    // An id no assistant message gave is refused, naming the field.
+    let mut bad = body.clone();
+    bad["messages"][2]["tool_call_id"] = json!("call_zzz");
+    let (status, v) = post(&base, &bad).await;
+    assert_eq!(status, 400);
+    assert_eq!(v["error"]["param"], "messages[2].tool_call_id");
+}
+
+#[tokio::test]
+async fn a_completions_upstream_gets_one_document() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        " I look it up.</thought>\n<action>weather(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |c| c.api = Api::Completions).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris"}))]
+    );
+    assert_eq!(message(&v)["reasoning_content"], "I look it up.");
+    let req = &fake.requests()[0];
+    assert_eq!(req.path, "/v1/completions");
+    let prompt = req.body["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("- weather(city, days?)")
+            && prompt.contains("Instructions: Answer briefly."),
+        "{prompt}"
+    );
+    assert!(
+        prompt.ends_with("Weather in Paris?\n</question>\n<thought>"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
+async fn response_format_answers_are_validated_and_repaired() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<final_answer>{\"temp\": \"warm\"}</final_answer>",
+        "<final_answer>{\"temp\": 21}</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let body = json!({
+        "messages": [{"role": "user", "content": "Temperature in Paris?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema":
+            {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}}}
+    });
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let content: Value = serde_json::from_str(message(&v)["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"temp": 21}));
+    assert_eq!(fake.request_count(), 2);
+}
+
+#[tokio::test]
+async fn bad_requests_name_their_field() {
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post_raw(&base, "{not json".into(), None).await;
+    assert_eq!(
+        (status, &v["error"]["type"]),
+        (400, &json!("invalid_request_error"))
+    );
+    assert!(v["error"]["param"].is_null());
+    let cases = [
+        (json!({"messages": null}), "messages"),
+        (json!({"n": 2}), "n"),
+        (
+            json!({"tools": [{"type": "function", "function": {"description": "x"}}]}),
+            "tools[0].function.name",
+        ),
+        (
+            json!({"tools": [{"type": "function", "function": {"name": "x", "parameters": [1]}}]}),
+            "tools[0].function.parameters",
+        ),
+        (
+            json!({"tool_choice": {"type": "function", "function": {"name": "nope"}}}),
+            "tool_choice.function.name",
+        ),
+        (json!({"tool_choice": "sometimes"}), "tool_choice"),
+    ];
+    for (extra, param) in cases {
+        let (status, v) = post(&base, &ask(extra.clone())).await;
+        assert_eq!(status, 400, "{extra}: {v}");
+        assert_eq!(v["error"]["param"], param, "{extra}: {v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[tokio::test]
+async fn the_proxy_key_is_required_when_set() {
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let base = proxy(&fake, |c| c.api_key = Some(Secret::new("proxy-key"))).await;
+    let body = ask(json!({})).to_string();
+    let (status, v) = post_raw(&base, body.clone(), None).await;
+    assert_eq!(status, 401, "{v}");
+    let (status, _) = post_raw(&base, body.clone(), Some("proxy-kez")).await;
+    assert_eq!(status, 401);
+    let (status, _) = post_raw(&base, body, Some("proxy-key")).await;
+    assert_eq!(status, 200);
+    assert_eq!(fake.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_a_413() {
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let base = proxy(&fake, |c| c.max_body = 1000).await;
+    let mut body = ask(json!({}));
+    body["messages"][1]["content"] = json!("x".repeat(2000));
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 413, "{v}");
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[tokio::test]
+async fn requests_beyond_the_concurrency_limit_get_429() {
+    let fake = FakeServer::start(FakeConfig {
+        first_byte_delay: std::time::Duration::from_millis(1500),
+        ..FakeConfig::default()
+    })
+    .await;
+    let base = proxy(&fake, |c| c.concurrency = 1).await;
+    let first = tokio::spawn({
+        let base = base.clone();
+        async move { post(&base, &ask(json!({}))).await }
+    });
+    // The first request holds the one slot once the upstream has it.
+    while fake.request_count() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 429, "{v}");
+    assert_eq!(v["error"]["type"], "rate_limit_error");
+    assert_eq!(first.await.unwrap().0, 200);
+    assert_eq!(fake.request_count(), 1);
+}
+
+#[test]
+fn the_binary_refuses_to_listen_beyond_loopback_without_a_key() {
+    let env = Env::new();
+    env.cmd()
+        .args([
+            "serve",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .assert()
+        .code(2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_key_is_in_no_answer_and_no_log_line() {
+    const KEY: &str = "sk-upstream-0123456789abcdef";
+    // The upstream refuses the key, so its error travels back through the proxy.
+    let fake = FakeServer::start(FakeConfig {
+        require_key: Some("another-key".into()),
+        ..FakeConfig::default()
+    })
+    .await;
+    let env = Env::new();
+    let mut child = env
+        .std_cmd()
+        .args([
+            "serve",
+            "--upstream",
+            &fake.base_url,
+            "--listen",
+            "127.0.0.1:0",
+            "--model",
+            "fake-model",
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .strip_prefix("tagloop serve: listening on ")
+        .unwrap()
+        .to_string();
+    assert!(!addr.ends_with(":0"), "{first}");
+    let base = format!("{addr}/v1");
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 502, "{v}");
+    assert!(!v.to_string().contains(KEY));
+    // The key went upstream, and only there.
+    assert_eq!(
+        fake.requests()[0].authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let (_, models) = {
+        let r = reqwest::get(format!("{base}/models")).await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    };
+    assert!(!models.contains(KEY));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("status=502"), "{log}");
+    assert!(!log.contains(KEY), "{log}");
+    assert!(out.status.success(), "{log}");
+}

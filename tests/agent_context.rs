@@ -139,7 +139,14 @@ struct ReadArgs {
 
 /// 100 numbered lines of about 40 bytes: 4 KB.
 fn file_text(path: &str) -> String {
-    (1..=100)
+    // `small…` (one line) and `medium…` (about 1 KB) files give observations too short for
+    // fitting to cut.
+    let lines = match path {
+        p if p.starts_with("small") => 1,
+        p if p.starts_with("medium") => 25,
+        _ => 100,
+    };
+    (1..=lines)
         .map(|i| format!("{path} line {i:03}: some words of the file"))
         .collect::<Vec<_>>()
         .join("\n")
@@ -364,7 +371,7 @@ async fn observations_are_cut_then_steps_summarised_and_the_rest_kept_whole() {
 async fn the_turn_budget_shrinks_when_the_history_cannot() {
     // Small observations: nothing to cut; the budget shrinks to what is left, above the floor.
     let t = [
-        "<action>read_file(path=\"a\")</action>",
+        "<action>read_file(path=\"small.txt\")</action>",
         "<final_answer>ok</final_answer>",
     ];
     let first = Windowed::new(&t, Some(1_000_000));
@@ -399,7 +406,7 @@ async fn the_turn_budget_shrinks_when_the_history_cannot() {
 #[tokio::test]
 async fn below_the_floor_one_final_only_turn_then_context_exceeded() {
     let t = [
-        "<action>read_file(path=\"a\")</action>",
+        "<action>read_file(path=\"medium.txt\")</action>",
         "<final_answer>what I know</final_answer>",
     ];
     let probe = Windowed::new(&t, Some(1_000_000));

@@ -1,14 +1,17 @@
 //! The fitting itself, pure: a history in, the history to send and what was left out.
 //!
 //! The history is `[system, task, (turn, observation)*]`. The system prompt (with the role's
-//! schema), the task (with the workflow context) and the last steps are never touched. Of the
+//! schema), the task (with the workflow context) and the last steps' turns are never touched. Of the
 //! steps before them, oldest first, the fitter gives up what loses least, until it has saved the
 //! bytes asked for:
 //!
 //! 1. long observations keep a head and a tail; the middle is replaced by a marker that says
 //!    which lines were cut and how to see them again (`marker.rs`);
 //! 2. then whole steps become one line each: the turn keeps only its `<action>`, the
-//!    observation says how large the result was.
+//!    observation says how large the result was;
+//! 3. then, as a last resort, the last steps' long observations are cut like the old ones in
+//!    pass 1 (their turns stay whole): one file read larger than the window could hold must not
+//!    end the run while the model can read it in parts.
 //!
 //! Text after an observation (a follow-up question a continued run added to the same message)
 //! is kept. What is sent is a copy: the run's own history, and so the transcript, stays whole.
@@ -58,7 +61,8 @@ pub struct Fitted {
 
 /// Shorten `messages` (system, task, then turn and observation pairs) by at least `cut_bytes`
 /// bytes of text if it can, keeping the system prompt, the task and the last `keep_last_steps`
-/// steps (at least one) whole. Pure and linear in the history's size.
+/// steps (at least one) whole unless only cutting their long observations can save enough.
+/// Pure and linear in the history's size.
 pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usize) -> Fitted {
     let mut out = messages.to_vec();
     let mut report = FitReport::default();
@@ -107,6 +111,24 @@ pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usi
             out[i + 1].content = o;
         }
         report.steps_summarised += 1;
+    }
+
+    // Pass 3, the last resort before the turn budget shrinks: the kept steps' long observations
+    // keep their head and tail too. A single file read larger than what the window has left
+    // would otherwise end the run, where the marker lets the model read the rest in parts.
+    for i in end.max(3)..messages.len() {
+        if saved >= cut_bytes {
+            break;
+        }
+        if messages[i].role != Role::User || messages[i - 1].role != Role::Assistant {
+            continue;
+        }
+        let call = StepCall::read(&messages[i - 1].content);
+        if let Some(short) = shorten(&messages[i].content, &call) {
+            saved += messages[i].content.len() - short.len();
+            out[i].content = short;
+            report.observations_cut += 1;
+        }
     }
     Fitted {
         messages: out,

@@ -96,7 +96,8 @@ fn steps_are_summarised_oldest_first_after_every_observation_is_cut() {
         (r#"read_file(path="c")"#, lines(100)),
     ]);
     let f = fit_messages(&h, usize::MAX, 1);
-    assert_eq!(f.report.observations_cut, 2);
+    // Two old observations cut, both old steps summarised, then the last one's observation cut.
+    assert_eq!(f.report.observations_cut, 3);
     assert_eq!(f.report.steps_summarised, 2);
     assert_eq!(
         f.messages[2].content,
@@ -108,7 +109,14 @@ fn steps_are_summarised_oldest_first_after_every_observation_is_cut() {
         "{obs}"
     );
     assert!(obs.contains("call read_file again"));
-    assert_eq!(f.messages[6..], h[6..], "the last step is whole");
+    assert_eq!(f.messages[6], h[6], "the last turn is whole");
+    assert!(
+        f.messages[7]
+            .content
+            .contains(r#"To see them: read_file(path="c", start_line="#),
+        "the last observation, cut last: {}",
+        f.messages[7].content
+    );
     assert!(f.saved < usize::MAX);
 }
 
@@ -135,14 +143,40 @@ fn kept_steps_and_text_after_an_observation_stay() {
     let f = fit_messages(&h, usize::MAX, 2);
     assert_eq!(f.report.steps_summarised, 1);
     assert!(f.messages[3].content.ends_with("\n\nA FOLLOW-UP QUESTION"));
-    assert_eq!(f.messages[4..], h[4..]);
+    assert_eq!(
+        (&f.messages[4], &f.messages[6]),
+        (&h[4], &h[6]),
+        "kept turns"
+    );
 }
 
 #[test]
-fn a_history_of_one_step_cannot_shrink() {
+fn the_kept_steps_observations_are_cut_only_when_nothing_else_is_left() {
+    let h = history(&[
+        (r#"read_file(path="a")"#, lines(100)),
+        (r#"read_file(path="b")"#, lines(100)),
+    ]);
+    // Enough for the old step's cut and summary: the last step stays whole.
+    let f = fit_messages(&h, 1000, 1);
+    assert_eq!(f.messages[4..], h[4..]);
+    // More than the old step can give: the last observation is cut too, its turn kept.
+    // (The old step can give at most its own bytes.)
+    let old = bytes(&h[2..4]);
+    let f = fit_messages(&h, old + 1000, 1);
+    assert_eq!(f.messages[4], h[4]);
+    assert!(f.messages[5].content.len() < h[5].content.len());
+    assert!(f.saved >= old + 1000, "{} < {}", f.saved, old + 1000);
+}
+
+#[test]
+fn a_single_step_keeps_its_turn_and_gives_up_only_its_long_observation() {
     let h = history(&[(r#"read_file(path="a")"#, lines(500))]);
     let f = fit_messages(&h, usize::MAX, 1);
-    assert_eq!((f.messages, f.saved), (h, 0));
+    assert_eq!(f.messages[..3], h[..3]);
+    assert_eq!(f.report.observations_cut, 1);
+    let short = history(&[(r#"read_file(path="a")"#, lines(5))]);
+    let f = fit_messages(&short, usize::MAX, 1);
+    assert_eq!((f.messages, f.saved), (short, 0), "nothing short is cut");
 }
 
 #[test]

@@ -42,11 +42,15 @@
 //! | `tokenizer` | answer `POST /tokenize` (and `/apply-template`) as llama.cpp does, or as vLLM does when `owned_by` is `vllm` (1 token per 4 bytes; a chat's template is `<\|role\|>\ncontent\n` per message, then `<\|assistant\|>\n`) |
 //! | `context_error` | refuse every completion request as this server refuses a prompt over its window ([`ContextShape`]) |
 //! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
+//! | `enforce_window` | refuse, with llama.cpp's 400 (`exceed_context_size_error`), a completion request whose prompt ([`FakeServer::prompt_tokens`]: the fake tokenizer's count of the chat template or the completions text) plus `max_tokens` exceeds `props_n_ctx`; answers report that count as `prompt_tokens` |
+//! | `tokenize_percent` | `/tokenize` answers this percentage of the true count (default 100; below: a tokenizer, and so an estimate, that is off) |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
 //! Requests to the root's own endpoints (`/tokenize`, `/apply-template`, `/api/*`) are kept apart
 //! in `root_requests()`; `probes()` counts `/props`, `/v1/models` and Ollama's `/api/ps`, `/api/show`.
+//! `sequence()` lists the paths of completion and root requests in the order they came, and
+//! `refused()` the requests `enforce_window` refused.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -204,6 +208,12 @@ pub struct FakeConfig {
     /// tool's result, a word of the question), not how many requests came before or in what
     /// words the proxy framed them.
     pub by_content: Vec<(String, String)>,
+    /// Refuse a completion request whose prompt tokens ([`FakeServer::prompt_tokens`]) plus its
+    /// `max_tokens` exceed `props_n_ctx`, with llama.cpp's 400 and its numbers; answers report
+    /// the same count as `prompt_tokens` (as llama.cpp does).
+    pub enforce_window: bool,
+    /// `/tokenize` answers this percentage of the count `enforce_window` uses (100: the same).
+    pub tokenize_percent: u64,
 }
 
 impl Default for FakeConfig {
@@ -242,6 +252,8 @@ impl Default for FakeConfig {
             tokenizer: false,
             context_error: None,
             by_content: Vec::new(),
+            enforce_window: false,
+            tokenize_percent: 100,
         }
     }
 }
@@ -301,6 +313,10 @@ struct Inner {
     probes: AtomicUsize,
     model_lists: Mutex<Vec<Option<String>>>,
     root_requests: Mutex<Vec<RecordedRequest>>,
+    /// Paths of completion and root requests, in arrival order.
+    sequence: Mutex<Vec<String>>,
+    /// Requests refused by `enforce_window`.
+    refused: AtomicUsize,
 }
 
 /// A running fake server; stops when dropped.
@@ -329,6 +345,8 @@ impl FakeServer {
             probes: AtomicUsize::new(0),
             model_lists: Mutex::new(Vec::new()),
             root_requests: Mutex::new(Vec::new()),
+            sequence: Mutex::new(Vec::new()),
+            refused: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
@@ -410,11 +428,44 @@ impl FakeServer {
             .map(|r| r.clone())
             .unwrap_or_default()
     }
+
+    /// The paths of every completion request and root request (`/v1/chat/completions`,
+    /// `/tokenize`, …), in the order they arrived: which requests a count came before.
+    pub fn sequence(&self) -> Vec<String> {
+        self.inner
+            .sequence
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Completion requests refused by `enforce_window` as over the window.
+    pub fn refused(&self) -> usize {
+        self.inner.refused.load(Ordering::SeqCst)
+    }
+
+    /// The fake's true count of a completion request's prompt: [`fake_tokens`] of its chat
+    /// template (`messages`) or of its completions text (`prompt`). What `enforce_window`
+    /// enforces, and what `/tokenize` answers (at `tokenize_percent`).
+    pub fn prompt_tokens(body: &Value) -> u64 {
+        match body["prompt"].as_str() {
+            Some(text) => fake_tokens(text),
+            None => fake_tokens(&fake_template(&body["messages"])),
+        }
+    }
+}
+
+/// Note a request's path in the arrival order.
+fn record_sequence(inner: &Inner, path: &str) {
+    if let Ok(mut seq) = inner.sequence.lock() {
+        seq.push(path.to_owned());
+    }
 }
 
 /// Keep a request to one of the root's own endpoints; its JSON body (`Null` if none).
 fn record_root(inner: &Inner, path: &str, headers: &HeaderMap, body: &Bytes) -> Value {
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    record_sequence(inner, path);
     if let Ok(mut reqs) = inner.root_requests.lock() {
         reqs.push(RecordedRequest {
             path: path.to_owned(),
@@ -455,7 +506,7 @@ async fn tokenize(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Byt
         (Value::String(c), _) | (_, Value::String(c)) => c.clone(),
         _ => fake_template(&body["messages"]),
     };
-    let n = fake_tokens(&text);
+    let n = fake_tokens(&text) * inner.cfg.tokenize_percent / 100;
     let ids: Vec<u64> = (0..n).map(|i| 1000 + i % 50_000).collect();
     let answer = if inner.cfg.owned_by.as_deref() == Some("vllm") {
         json!({"count": n, "max_model_len": inner.cfg.max_model_len, "tokens": ids})
@@ -583,6 +634,7 @@ async fn handle(
         });
         reqs.len() - 1
     };
+    record_sequence(&inner, &path);
     let chat = path.ends_with("/chat/completions");
     if let Some((status, bytes)) = cfg.huge_body {
         return huge_body(&inner, status, bytes);
@@ -634,6 +686,19 @@ async fn handle(
                 .unwrap_or_default();
         }
         return json_response(StatusCode::BAD_REQUEST, shape.error().to_string());
+    }
+    let max_tokens = body["max_tokens"]
+        .as_u64()
+        .or_else(|| body["max_completion_tokens"].as_u64());
+    let true_tokens = FakeServer::prompt_tokens(&body);
+    if cfg.enforce_window && true_tokens + max_tokens.unwrap_or(0) > cfg.props_n_ctx {
+        // llama.cpp's words and fields (server-common: `exceed_context_size_error`).
+        inner.refused.fetch_add(1, Ordering::SeqCst);
+        let n_ctx = cfg.props_n_ctx;
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"code": 400, "message": format!("request ({true_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"), "type": "exceed_context_size_error", "n_prompt_tokens": true_tokens, "n_ctx": n_ctx}}).to_string(),
+        );
     }
     let stops: Vec<String> = match &body["stop"] {
         Value::String(s) => vec![s.clone()],
@@ -693,9 +758,6 @@ async fn handle(
             .unwrap_or_else(|| cfg.default_reply.clone())
     });
     let (mut content, mut finish, fired) = apply_stops(&text, &stops, cfg.stop_mode);
-    let max_tokens = body["max_tokens"]
-        .as_u64()
-        .or_else(|| body["max_completion_tokens"].as_u64());
     if let Some(max) = max_tokens.filter(|_| !cfg.ignore_max_tokens) {
         let limit = (max as usize).saturating_mul(4);
         if content.len() > limit {
@@ -707,9 +769,12 @@ async fn handle(
             finish = "length";
         }
     }
-    let prompt_tokens = (body["messages"].to_string().len()
-        + body["prompt"].as_str().map_or(0, str::len)) as u64
-        / 4;
+    let prompt_tokens = if cfg.enforce_window {
+        true_tokens
+    } else {
+        (body["messages"].to_string().len() + body["prompt"].as_str().map_or(0, str::len)) as u64
+            / 4
+    };
     let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": content.len() as u64 / 4 + 1, "total_tokens": prompt_tokens + content.len() as u64 / 4 + 1});
     let stop_reason = if cfg.stop_reason {
         fired.map(Value::String).unwrap_or(Value::Null)

@@ -12,7 +12,7 @@ use super::final_turn::{self, FINAL_NOTE};
 use super::fit::fit_messages;
 
 /// What a run knows of its context between requests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ContextState {
     /// The model's window in tokens, learned after `prepare`; `None`: nothing is fitted.
     pub(crate) window: Option<u64>,
@@ -20,6 +20,27 @@ pub(crate) struct ContextState {
     pub(crate) estimator: TokenEstimator,
     /// The window left room for one final-answer-only turn: this is it.
     pub(crate) final_only: bool,
+    /// The server's count of the last request sent, as the run figured it, when it was the
+    /// server's own count (`/tokenize`): what a refusal's count is compared with.
+    pub(crate) sent_count: Option<u64>,
+    /// How much more the server counts when it serves a prompt than its tokenizer said (1 until
+    /// a refusal showed otherwise). A tokenizer endpoint can disagree with what the server
+    /// enforces (its chat template applied differently, say); once a refusal has shown by how
+    /// much, every later count is raised by that much, so that the run is not refused again
+    /// on every later turn.
+    pub(crate) count_scale: f64,
+}
+
+impl Default for ContextState {
+    fn default() -> Self {
+        ContextState {
+            window: None,
+            estimator: TokenEstimator::default(),
+            final_only: false,
+            sent_count: None,
+            count_scale: 1.0,
+        }
+    }
 }
 
 /// A request that fits.
@@ -62,6 +83,15 @@ impl Run<'_> {
             // The server said its window: the rest of the run fits to it.
             self.context.window = Some(self.context.window.map_or(named, |w| w.min(named)));
         }
+        if let (Some(r), Some(sent)) = (overflow.and_then(|o| o.requested), self.context.sent_count)
+            && r > sent
+        {
+            // The server counted more than its tokenizer said of the same prompt: trust its
+            // tokenizer only that much from now on.
+            let scale = r as f64 / sent.max(1) as f64;
+            self.context.count_scale = self.context.count_scale.max(scale);
+        }
+        self.context.sent_count = None;
         let window = self.context.window.filter(|_| policy.fits());
         let Some(window) = window else {
             return match overflow {
@@ -104,6 +134,7 @@ impl Run<'_> {
                 .tokens_of(FINAL_NOTE.len() as u64 + 2);
         }
         if tokens + budget + margin <= window && !note {
+            self.context.sent_count = counted.then_some(tokens);
             return Fit::Send(Send {
                 prompt: None,
                 max_tokens: asked,
@@ -175,6 +206,7 @@ impl Run<'_> {
             final_only: note,
             after_refusal: overflow.is_some(),
         });
+        self.context.sent_count = counted.then_some(after);
         let untouched = report.is_empty() && !note;
         Fit::Send(Send {
             prompt: (!untouched).then_some(prompt),
@@ -182,11 +214,13 @@ impl Run<'_> {
         })
     }
 
-    /// The server's count of `prompt` (`bytes` in size), when it can tell; it calibrates the
-    /// estimate too. A server that cannot, or fails to, leaves the estimate in charge.
+    /// The server's count of `prompt` (`bytes` in size), when it can tell, raised by
+    /// [`ContextState::count_scale`]; it calibrates the estimate too. A server that cannot, or
+    /// fails to, leaves the estimate in charge.
     async fn count(&mut self, prompt: &Prompt, bytes: u64) -> Option<u64> {
         match self.agent.model.count_tokens(prompt).await {
             Ok(Some(n)) => {
+                let n = (n as f64 * self.context.count_scale).ceil() as u64;
                 self.context.estimator.observe(bytes, n);
                 Some(n)
             }

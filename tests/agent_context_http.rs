@@ -52,6 +52,12 @@ fn workspace() -> tempfile::TempDir {
         );
         std::fs::write(dir.path().join(path), text).unwrap();
     }
+    // About 1 KB: an observation too short for fitting to cut, even the last step's.
+    std::fs::write(
+        dir.path().join("notes/short.md"),
+        file_text("notes/short.md", 20),
+    )
+    .unwrap();
     dir
 }
 
@@ -353,13 +359,14 @@ async fn fitting_over_http_completions_whole() {
     fitting_starts_exactly_where_the_window_ends(Api::Completions, false).await;
 }
 
-/// Room for a final answer (128 tokens) but not for a turn (256): one final-answer-only turn,
-/// then `context_exceeded`, and no request refused.
+/// Room for a final answer (128 tokens) but not for a turn (256), with nothing left to cut
+/// (the one observation is short): one final-answer-only turn, then `context_exceeded`, and no
+/// request refused.
 #[tokio::test]
 async fn a_nearly_full_window_gets_one_final_only_turn_over_http() {
     for api in [Api::Chat, Api::Completions] {
         let t = [
-            "<action>read_file(path=\"notes/may.md\")</action>".to_owned(),
+            "<action>read_file(path=\"notes/short.md\")</action>".to_owned(),
             "<final_answer>what I know</final_answer>".to_owned(),
         ];
         let free = run_with(llama(1_000_000, &t), api, true, |c| {

@@ -435,7 +435,7 @@ async fn context_in_tagloop_toml_is_read_and_checked() {
             server.base_url
         )
     };
-    std::fs::write(env.path("tagloop.toml"), toml("context = 512")).unwrap();
+    std::fs::write(env.path("tagloop.toml"), toml("context = 16384")).unwrap();
     let run = |env: &Env| {
         let mut cmd = env.cmd();
         cmd.args(["run", "--model", "small", "--grammar", "off", "t"]);

@@ -27,6 +27,10 @@ const FORBIDDEN: [&str; 7] = [
     "</think",
 ];
 
+/// What a free-text final answer may not contain beyond [`FORBIDDEN`]: the tags of the next
+/// step a model invents when it does not stop (matched without regard to case).
+const ANSWER_FORBIDDEN: [&str; 3] = ["<action", "<thought", "</thought"];
+
 /// A tool as the grammar sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolShape<'a> {
@@ -215,7 +219,13 @@ fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
             Expr::seq([ws.clone(), Expr::rule("answer"), ws])
         }
         None => {
-            let rest = excluding(values.g, "text", &forbidden, &[], None, false);
+            // A free answer may not spell the protocol's own tags either: a model that writes
+            // `</thought>\n<action>…` inside its answer (gemma does, after a loop) is inventing
+            // a next step, and no stop string would ever end it. Held back there, it reaches
+            // `</final_answer>` instead.
+            let mut answer_forbidden = forbidden.clone();
+            answer_forbidden.extend(ANSWER_FORBIDDEN.iter().map(|w| w.to_string()));
+            let rest = excluding(values.g, "answer-text", &answer_forbidden, &[], None, false);
             let first = chars(
                 true,
                 &[

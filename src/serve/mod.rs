@@ -37,6 +37,7 @@ mod error;
 mod event;
 mod grammar;
 mod http;
+mod live;
 mod read;
 mod request;
 mod response;

@@ -146,8 +146,7 @@ fn certain(answer: &str) -> &str {
         end = lt;
     }
     // Backticks at the end: maybe the closing fence of a fenced turn, which the reader drops.
-    let kept = answer[..end].trim_end_matches('`').trim_end();
-    kept
+    answer[..end].trim_end_matches('`').trim_end()
 }
 
 #[cfg(test)]

@@ -291,13 +291,15 @@ async fn a_streamed_request_that_fails_before_any_text_gets_its_http_error() {
 
 /// An upstream of the test's own: one streamed chat turn, its answer in two halves, the second
 /// sent only once `gate` is opened (or after a long safety delay, so that a failing test ends).
-/// `finished` is set just before the second half is sent.
-fn gated_upstream(gate: Arc<Notify>, finished: Arc<AtomicBool>) -> Router {
+/// `finished` is set just before the second half is sent; `dropped` is notified when the
+/// answer's body is dropped (sent whole, or its connection closed).
+fn gated_upstream(gate: Arc<Notify>, finished: Arc<AtomicBool>, dropped: Arc<Notify>) -> Router {
     Router::new().route(
         "/v1/chat/completions",
         routing::post(move || {
             let gate = gate.clone();
             let finished = finished.clone();
+            let dropped = dropped.clone();
             async move {
                 let chunk = |text: &str| {
                     let c = json!({"id": "x", "object": "chat.completion.chunk", "created": 1,
@@ -314,6 +316,7 @@ fn gated_upstream(gate: Arc<Notify>, finished: Arc<AtomicBool>) -> Router {
                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
                 let end = format!("data: {end}\n\ndata: [DONE]\n\n");
                 let body = async_stream::stream! {
+                    let _guard = OnDrop(dropped);
                     yield Ok::<_, std::io::Error>(first);
                     // The safety delay only ends a test that already failed (the proxy held
                     // the first half back); a passing test opens the gate.
@@ -331,11 +334,21 @@ fn gated_upstream(gate: Arc<Notify>, finished: Arc<AtomicBool>) -> Router {
     )
 }
 
+/// Notifies its `Notify` when dropped.
+struct OnDrop(Arc<Notify>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
 #[tokio::test]
 async fn the_first_content_chunk_arrives_before_the_upstream_finished() {
     let gate = Arc::new(Notify::new());
     let finished = Arc::new(AtomicBool::new(false));
-    let upstream = spawn(gated_upstream(gate.clone(), finished.clone())).await;
+    let dropped = Arc::new(Notify::new());
+    let upstream = spawn(gated_upstream(gate.clone(), finished.clone(), dropped)).await;
     let base = proxy(&format!("{upstream}/v1")).await;
     let r = post(&base, &ask(true)).await;
     assert_eq!(r.status(), 200);
@@ -361,4 +374,31 @@ async fn the_first_content_chunk_arrives_before_the_upstream_finished() {
         "The first half of the answer, long enough to be sent, and the second half."
     );
     assert_eq!(r.finish, "stop");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_mid_answer_stops_the_upstream_request() {
+    let gate = Arc::new(Notify::new());
+    let finished = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(Notify::new());
+    let upstream = spawn(gated_upstream(gate, finished.clone(), dropped.clone())).await;
+    let base = proxy(&format!("{upstream}/v1")).await;
+    let r = post(&base, &ask(true)).await;
+    let mut bytes = r.bytes_stream();
+    let mut body = String::new();
+    while let Some(b) = bytes.next().await {
+        body.push_str(std::str::from_utf8(&b.expect("bytes")).expect("utf-8"));
+        if body.contains(r#""content":"#) {
+            break;
+        }
+    }
+    drop(bytes);
+    // The gate is never opened: the upstream's answer ends only by its connection closing
+    // (or, were the proxy to keep reading, by the upstream's safety delay, which sets
+    // `finished` first).
+    dropped.notified().await;
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the proxy kept the upstream request after its client went away"
+    );
 }

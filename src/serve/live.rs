@@ -62,6 +62,8 @@ pub(crate) struct Live<'a> {
     text: String,
     /// `text.len()` at the last reading.
     read_at: usize,
+    /// Bytes read so far over every reading (the work, bounded by about `9n`).
+    read_total: usize,
     /// Set once the turn is committed.
     sent: Option<Sent>,
 }
@@ -79,6 +81,7 @@ impl<'a> Live<'a> {
             view,
             text: String::new(),
             read_at: 0,
+            read_total: 0,
             sent: None,
         }
     }
@@ -99,6 +102,7 @@ impl<'a> Live<'a> {
             return;
         }
         self.read_at = self.text.len();
+        self.read_total += self.read_at;
         let turn = protocol::read_turn_with(&(self.view)(&self.text), self.names);
         if turn.kind != TurnKind::Final {
             return;
@@ -163,8 +167,8 @@ mod tests {
         assert_eq!(certain("<![CDATA[x"), "");
     }
 
-    /// Feed `turn` in `step`-byte deltas; the events sent.
-    fn feed(turn: &str, step: usize) -> Vec<ServeEvent> {
+    /// Feed `turn` in `step`-byte deltas; the events sent and the bytes read.
+    fn feed_counting(turn: &str, step: usize) -> (Vec<ServeEvent>, usize) {
         let names = ["get_weather"];
         let view = |g: &str| g.to_string();
         let mut live = Live::new(true, &names, &view);
@@ -178,7 +182,33 @@ mod tests {
             live.push(&turn[i..j], &mut |e| events.push(e));
             i = j;
         }
-        events
+        (events, live.read_total)
+    }
+
+    fn feed(turn: &str, step: usize) -> Vec<ServeEvent> {
+        feed_counting(turn, step).0
+    }
+
+    #[test]
+    fn a_long_answer_in_tiny_deltas_is_read_a_bounded_number_of_times() {
+        let answer = "word ".repeat(40_000);
+        let turn = format!("<thought>Long.</thought><final_answer>{answer}");
+        let (events, read) = feed_counting(&turn, 2);
+        // Every reading at least an eighth longer than the last: about 9 times the turn in
+        // all, where one reading per delta would be 100 000 readings of up to 200 kB.
+        assert!(
+            read <= 10 * turn.len(),
+            "{read} bytes read for {}",
+            turn.len()
+        );
+        let content: usize = events
+            .iter()
+            .map(|e| match e {
+                ServeEvent::Content(c) => c.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(content > answer.len() * 8 / 10, "{content}");
     }
 
     #[test]

@@ -6,15 +6,22 @@
 //! upstream, continuing the same conversation with tagloop's correction as the observation,
 //! at most `repairs` times; nothing reaches the client before a turn is usable, and after the
 //! budget the client gets a 502 `upstream_error` naming the last reason. Events are emitted
-//! only once the answer is decided: the reasoning, then each tool call (or the answer's text),
-//! then `Done` with the usage of every upstream request made.
+//! once the answer is decided: the reasoning, then each tool call (or the answer's text), then
+//! `Done` with the usage of every upstream request made.
+//!
+//! An answer that no correction can replace is decided before its turn ends: `live.rs` watches
+//! the turn as it streams, and once it commits the turn the thought and the answer's text go
+//! out as they arrive; the core then sends only what the whole reading adds to them, so the
+//! streamed and the collected answer are the same text. The whole (non-streamed) answer is
+//! these same events, collected.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
-use super::read::{Decision, read};
+use super::live::{Live, Sent, answer_may_stream};
+use super::read::{Decision, Read, Refusal, read};
 use super::request::Ask;
 use super::{conversation, grammar};
 use crate::llm::{Api, Model, TurnRequest, Usage};
@@ -35,6 +42,9 @@ pub(crate) struct Trace {
     pub usage: Usage,
     /// The turns the upstream wrote, in order, and the correction each refused one got.
     pub turns: Vec<(String, Option<String>)>,
+    /// The request's log line is written elsewhere (a streamed answer's task writes it when
+    /// the stream ends).
+    pub logged: bool,
 }
 
 /// What the core needs besides the request.
@@ -91,18 +101,28 @@ pub(crate) async fn answer(
         ..TurnRequest::default()
     };
     let mut last_reason = String::new();
+    let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
+    let may_stream = answer_may_stream(ask, &role);
     for attempt in 0..=core.repairs {
         request.prompt = history.prompt();
         trace.requests += 1;
-        let result =
-            core.model
-                .turn(&request, &mut |_| {})
-                .await
-                .map_err(|e| ServeError::Upstream {
-                    reason: format!("the upstream failed: {e}"),
-                })?;
+        let view = |generated: &str| history.turn_text(generated);
+        let mut live = Live::new(may_stream, &names, &view);
+        let result = core
+            .model
+            .turn(&request, &mut |delta| live.push(delta, &mut *emit))
+            .await
+            .map_err(|e| ServeError::Upstream {
+                reason: format!("the upstream failed: {e}"),
+            })?;
         trace.usage.add(result.usage);
         let text = history.turn_text(&result.text);
+        if let Some(sent) = live.sent() {
+            let read = read(&text, &result.finish, ask, &role);
+            trace.turns.push((text, None));
+            finish_committed(read, sent, result.reasoning, trace.usage, emit);
+            return Ok(());
+        }
         match read(&text, &result.finish, ask, &role) {
             Ok(read) => {
                 trace.turns.push((text, None));
@@ -124,6 +144,73 @@ pub(crate) async fn answer(
             trace.requests,
             if trace.requests == 1 { "" } else { "s" }
         ),
+    })
+}
+
+/// The rest of an answer whose turn was committed while it streamed (`sent` is out already):
+/// what the whole reading adds to the reasoning and to the text, the server's separate
+/// reasoning (known only now) after the turn's own, then `Done`.
+///
+/// A committed turn is not corrected: the client has part of it. The one refusal a committed
+/// plain answer can still get is a repetition cut by the degeneration guard; the answer then
+/// ends as sent, with `finish_reason: "length"`.
+fn finish_committed(
+    read: Result<Read, Refusal>,
+    sent: &Sent,
+    server_reasoning: Option<String>,
+    usage: Usage,
+    emit: &mut (dyn FnMut(ServeEvent) + Send),
+) {
+    let (thought, answer) = match read {
+        Ok(Read {
+            thought,
+            decision: Decision::Answer { text, cut },
+        }) => (thought.unwrap_or_default(), Some((text, cut))),
+        Ok(Read { thought, .. }) => (thought.unwrap_or_default(), None),
+        Err(refusal) => {
+            tracing::warn!(reason = %refusal.message, "a committed answer's whole turn was refused; it ends as sent");
+            (sent.reasoning.clone(), None)
+        }
+    };
+    let mut reasoning = rest_of(&thought, &sent.reasoning, "reasoning").to_string();
+    if let Some(r) = server_reasoning.filter(|r| !r.trim().is_empty()) {
+        if !(sent.reasoning.is_empty() && reasoning.is_empty()) {
+            reasoning.push_str("\n\n");
+        }
+        reasoning.push_str(&r);
+    }
+    if !reasoning.is_empty() {
+        emit(ServeEvent::Reasoning(reasoning));
+    }
+    let finish_reason = match answer {
+        Some((text, cut)) => {
+            let more = rest_of(&text, &sent.content, "answer");
+            if !more.is_empty() {
+                emit(ServeEvent::Content(more.to_string()));
+            }
+            if cut {
+                FinishReason::Length
+            } else {
+                FinishReason::Stop
+            }
+        }
+        None => FinishReason::Length,
+    };
+    emit(ServeEvent::Done {
+        finish_reason,
+        usage,
+    });
+}
+
+/// What `whole` adds to `sent`. `live.rs` sends only prefixes of the whole reading; should that
+/// ever fail, nothing more is sent (the client keeps a consistent text) and it is logged.
+fn rest_of<'w>(whole: &'w str, sent: &str, what: &str) -> &'w str {
+    whole.strip_prefix(sent).unwrap_or_else(|| {
+        tracing::warn!(
+            what,
+            "the streamed text is not a prefix of the whole turn's; nothing more is sent"
+        );
+        ""
     })
 }
 
@@ -173,6 +260,63 @@ fn emit_answer(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn finish(read: Result<Read, Refusal>, server: Option<&str>) -> Vec<ServeEvent> {
+        let sent = Sent {
+            reasoning: "Known.".into(),
+            content: "Hello".into(),
+        };
+        let mut events = Vec::new();
+        finish_committed(
+            read,
+            &sent,
+            server.map(str::to_owned),
+            Usage::default(),
+            &mut |e| events.push(e),
+        );
+        events
+    }
+
+    #[test]
+    fn a_committed_answer_gets_only_what_the_whole_reading_adds() {
+        let read = Ok(Read {
+            thought: Some("Known.".into()),
+            decision: Decision::Answer {
+                text: "Hello world".into(),
+                cut: false,
+            },
+        });
+        assert_eq!(
+            finish(read, Some("Server side.")),
+            vec![
+                ServeEvent::Reasoning("\n\nServer side.".into()),
+                ServeEvent::Content(" world".into()),
+                ServeEvent::Done {
+                    finish_reason: FinishReason::Stop,
+                    usage: Usage::default()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_committed_answer_refused_whole_ends_as_sent() {
+        // A repetition cut by the guard: the client has part of the answer; it is not
+        // corrected but ended, as cut.
+        let refused = Err(Refusal {
+            message: "You repeated yourself.".into(),
+            kept: String::new(),
+        });
+        assert_eq!(
+            finish(refused, None),
+            vec![ServeEvent::Done {
+                finish_reason: FinishReason::Length,
+                usage: Usage::default()
+            }]
+        );
+    }
+
     #[test]
     fn call_ids_differ() {
         let a = super::call_id();

@@ -12,8 +12,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde_json::json;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
 
 use super::answer::{Core, Trace, answer, call_id};
@@ -105,7 +106,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let mut trace = Trace::default();
-    let response = match handle(&shared, &headers, body, &mut trace).await {
+    let response = match handle(&shared, &headers, body, &mut trace, started).await {
         Ok(r) => r,
         Err(e) => e.into_openai(),
     };
@@ -115,10 +116,17 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body)
 
 /// The one log line of a request: never a key, never a prompt.
 fn log_line(method: &str, path: &str, response: &Response, started: Instant, trace: &Trace) {
+    if !trace.logged {
+        log_status(method, path, response.status().as_u16(), started, trace);
+    }
+}
+
+/// [`log_line`] for a status known without the response (a streamed answer's, at its end).
+fn log_status(method: &str, path: &str, status: u16, started: Instant, trace: &Trace) {
     info!(
         method,
         path,
-        status = response.status().as_u16(),
+        status,
         ms = started.elapsed().as_millis() as u64,
         upstream_requests = trace.requests,
         prompt_tokens = trace.usage.prompt_tokens,
@@ -128,10 +136,11 @@ fn log_line(method: &str, path: &str, response: &Response, started: Instant, tra
 }
 
 async fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: Body,
     trace: &mut Trace,
+    started: Instant,
 ) -> Result<Response, ServeError> {
     if !authorised(shared, headers) {
         return Err(ServeError::Unauthorized);
@@ -148,7 +157,7 @@ async fn handle(
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| ServeError::TooLarge { limit })?;
-    let _slot = shared
+    let slot = shared
         .slots
         .clone()
         .try_acquire_owned()
@@ -156,16 +165,22 @@ async fn handle(
             limit: shared.cfg.concurrency,
         })?;
     let secs = shared.cfg.timeout.as_secs();
-    let work = async {
+    let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
+    let work = async move {
         let value = parse_json(&bytes)?;
         if !wants_core(&value) {
             trace.requests = 1;
             return Ok(shared.upstream.pass_through(bytes.clone()).await);
         }
         let ask = Ask::read(&value)?;
-        core_answer(shared, ask, trace).await
+        let live = Live {
+            deadline,
+            slot,
+            started,
+        };
+        core_answer(shared, ask, trace, live).await
     };
-    tokio::time::timeout(shared.cfg.timeout, work)
+    tokio::time::timeout_at(deadline, work)
         .await
         .unwrap_or(Err(ServeError::Timeout { secs }))
 }
@@ -204,17 +219,9 @@ fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel
     Ok(model)
 }
 
-async fn core_answer(shared: &Shared, ask: Ask, trace: &mut Trace) -> Result<Response, ServeError> {
-    let model = model_for(shared, ask.model.as_deref())?;
-    let core = Core {
-        model: model.as_ref() as &dyn Model,
-        api: shared.cfg.api,
-        templates: &shared.templates,
-        repairs: shared.cfg.repairs,
-    };
-    let mut events: Vec<ServeEvent> = Vec::new();
-    let result = answer(&core, &ask, &mut |e| events.push(e), trace).await;
-    let meta = AnswerMeta {
+/// The answer's identity: a new id, the model name given back, the time.
+fn answer_meta(shared: &Shared, ask: &Ask) -> AnswerMeta {
+    AnswerMeta {
         id: format!("chatcmpl-{}", &call_id()[5..]),
         model: ask
             .model
@@ -225,24 +232,135 @@ async fn core_answer(shared: &Shared, ask: Ask, trace: &mut Trace) -> Result<Res
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+    }
+}
+
+/// A request for the core: the whole answer (events collected), or the streamed one.
+async fn core_answer(
+    shared: &Arc<Shared>,
+    ask: Ask,
+    trace: &mut Trace,
+    live: Live,
+) -> Result<Response, ServeError> {
+    let model = model_for(shared, ask.model.as_deref())?;
+    if ask.stream {
+        return stream_answer(shared.clone(), model, ask, trace, live).await;
+    }
+    let core = Core {
+        model: model.as_ref() as &dyn Model,
+        api: shared.cfg.api,
+        templates: &shared.templates,
+        repairs: shared.cfg.repairs,
     };
+    let mut events: Vec<ServeEvent> = Vec::new();
+    let result = answer(&core, &ask, &mut |e| events.push(e), trace).await;
+    let meta = answer_meta(shared, &ask);
     if let Some(dir) = &shared.cfg.session_dir {
         write_transcript(dir, &meta, &events, trace, result.as_ref().err()).await;
     }
     result?;
-    if ask.stream {
-        let chunk = ChunkMeta {
-            id: meta.id,
-            model: meta.model,
-            created: meta.created,
-        };
-        return Ok(sse_response(
-            chunk,
-            ask.include_usage,
-            futures::stream::iter(events),
-        ));
-    }
     Ok((StatusCode::OK, axum::Json(completion(&meta, &events))).into_response())
+}
+
+/// What a streamed answer's task takes over from the request: its deadline, its concurrency
+/// slot, and when the request began (for its log line).
+pub(crate) struct Live {
+    deadline: tokio::time::Instant,
+    slot: OwnedSemaphorePermit,
+    started: Instant,
+}
+
+/// A streamed answer: the core runs in its own task and each event goes to the client as the
+/// core emits it (an answer's text while the upstream still writes it, see `live.rs`).
+///
+/// The response waits for the first event: a core that fails before it (no usable turn within
+/// the repairs, an upstream that fails) still gets its HTTP error, as a whole answer would.
+/// After it, the status is sent; a failure then ends the stream with OpenAI's error event
+/// (`chunks.rs`). The task keeps the request's concurrency slot and deadline, writes the
+/// transcript and the request's log line when it ends, and stops (dropping the upstream
+/// request) as soon as the client goes away.
+async fn stream_answer(
+    shared: Arc<Shared>,
+    model: Arc<OpenAiModel>,
+    ask: Ask,
+    trace: &mut Trace,
+    live: Live,
+) -> Result<Response, ServeError> {
+    let meta = answer_meta(&shared, &ask);
+    let chunk_meta = ChunkMeta {
+        id: meta.id.clone(),
+        model: meta.model.clone(),
+        created: meta.created,
+    };
+    let include_usage = ask.include_usage;
+    // Unbounded, yet bounded by the answer: the events of one answer hold its turn's text once.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ServeEvent>();
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<(ServeError, Trace)>();
+    tokio::spawn(async move {
+        let Live {
+            deadline,
+            slot,
+            started,
+        } = live;
+        let _slot = slot;
+        let core = Core {
+            model: model.as_ref() as &dyn Model,
+            api: shared.cfg.api,
+            templates: &shared.templates,
+            repairs: shared.cfg.repairs,
+        };
+        let keep = shared.cfg.session_dir.is_some();
+        let mut kept: Vec<ServeEvent> = Vec::new();
+        let mut sent = 0usize;
+        let mut trace = Trace::default();
+        let result = {
+            let mut emit = |e: ServeEvent| {
+                if keep {
+                    kept.push(e.clone());
+                }
+                sent += 1;
+                let _ = tx.send(e);
+            };
+            let work = answer(&core, &ask, &mut emit, &mut trace);
+            tokio::select! {
+                r = tokio::time::timeout_at(deadline, work) => r.unwrap_or(Err(ServeError::Timeout {
+                    secs: shared.cfg.timeout.as_secs(),
+                })),
+                () = tx.closed() => Err(ServeError::Upstream { reason: "the client went away".into() }),
+            }
+        };
+        if let Some(dir) = &shared.cfg.session_dir {
+            write_transcript(dir, &meta, &kept, &trace, result.as_ref().err()).await;
+        }
+        match result {
+            Err(e) if sent == 0 => {
+                // The handler answers with the error and logs the request.
+                let _ = failed_tx.send((e, trace));
+            }
+            result => {
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "a streamed answer was broken off");
+                }
+                log_status("POST", "/v1/chat/completions", 200, started, &trace);
+            }
+        }
+    });
+    let Some(first) = rx.recv().await else {
+        return Err(match failed_rx.await {
+            Ok((e, t)) => {
+                *trace = t;
+                e
+            }
+            Err(_) => ServeError::Upstream {
+                reason: "the answer's task ended without an answer".into(),
+            },
+        });
+    };
+    trace.logged = true;
+    let rest =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+    let events = futures::stream::once(async move { first }).chain(rest);
+    Ok(sse_response(chunk_meta, include_usage, events))
 }
 
 /// One JSON file per answered request in `dir`: the upstream's turns, the corrections, the

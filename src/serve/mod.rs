@@ -20,6 +20,8 @@
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
+//! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
+//!   goes out while the upstream still writes it.
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through.
 //!
@@ -37,6 +39,7 @@ mod error;
 mod event;
 mod grammar;
 mod http;
+mod live;
 mod read;
 mod request;
 mod response;

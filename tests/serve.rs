@@ -559,3 +559,47 @@ async fn the_upstream_key_is_in_no_answer_and_no_log_line() {
     assert!(!log.contains(KEY), "{log}");
     assert!(out.status.success(), "{log}");
 }
+
+#[tokio::test]
+async fn completions_requests_pass_through_the_real_router() {
+    let fake = FakeServer::start(FakeConfig::turns(["once upon a time"])).await;
+    let base = proxy(&fake, |c| c.api_key = Some(Secret::new("proxy-key"))).await;
+    let body = json!({"model": "m", "prompt": "Tell me a story:", "max_tokens": 8});
+    let send = |key: Option<&'static str>| {
+        let mut req = reqwest::Client::new()
+            .post(format!("{base}/completions"))
+            .json(&body);
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        req.send()
+    };
+    assert_eq!(send(None).await.unwrap().status().as_u16(), 401);
+    let r = send(Some("proxy-key")).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["choices"][0]["text"], "once upon a time", "{v}");
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body["prompt"], "Tell me a story:");
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_that_names_no_address() {
+    // Port 9 (discard) on loopback: nothing listens there.
+    let mut cfg = ServeConfig::new("http://127.0.0.1:9/v1".to_string());
+    cfg.model = Some("m".into());
+    cfg.grammar = GrammarMode::Off;
+    let app = router(cfg).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let (status, v) = post(&format!("http://{addr}/v1"), &ask(json!({}))).await;
+    assert_eq!(status, 502, "{v}");
+    assert_eq!(v["error"]["type"], "upstream_error");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be reached"), "{message}");
+    assert!(!message.contains("127.0.0.1") && !message.contains(":9"), "{message}");
+}

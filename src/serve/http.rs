@@ -57,6 +57,7 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
     });
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .fallback(not_found)
         .with_state(shared))
@@ -114,6 +115,64 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body)
     response
 }
 
+/// `POST /v1/completions`: passed through to the upstream unchanged (no tools to answer), under
+/// the same key, body and concurrency limits as a chat request.
+async fn completions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let mut trace = Trace::default();
+    let response = match relay_completions(&shared, &headers, body, &mut trace).await {
+        Ok(r) => r,
+        Err(e) => e.into_openai(),
+    };
+    log_line("POST", "/v1/completions", &response, started, &trace);
+    response
+}
+
+async fn relay_completions(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    body: Body,
+    trace: &mut Trace,
+) -> Result<Response, ServeError> {
+    if !authorised(shared, headers) {
+        return Err(ServeError::Unauthorized);
+    }
+    let bytes = read_body(shared, headers, body).await?;
+    let _slot = shared
+        .slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ServeError::Busy {
+            limit: shared.cfg.concurrency,
+        })?;
+    trace.requests = 1;
+    Ok(shared.upstream.pass_through_completions(bytes).await)
+}
+
+/// The request body, at most `--max-body` bytes whatever the headers say (a chunked body has no
+/// length): 413 beyond.
+async fn read_body(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<axum::body::Bytes, ServeError> {
+    let limit = shared.cfg.max_body;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ServeError::TooLarge { limit });
+    }
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ServeError::TooLarge { limit })
+}
+
 /// The one log line of a request: never a key, never a prompt.
 fn log_line(method: &str, path: &str, response: &Response, started: Instant, trace: &Trace) {
     if !trace.logged {
@@ -145,18 +204,7 @@ async fn handle(
     if !authorised(shared, headers) {
         return Err(ServeError::Unauthorized);
     }
-    let limit = shared.cfg.max_body;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ServeError::TooLarge { limit });
-    }
-    // Read at most `limit` bytes whatever the headers say (a chunked body has no length).
-    let bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ServeError::TooLarge { limit })?;
+    let bytes = read_body(shared, headers, body).await?;
     let slot = shared
         .slots
         .clone()

@@ -601,5 +601,8 @@ async fn an_unreachable_upstream_is_a_502_that_names_no_address() {
     assert_eq!(v["error"]["type"], "upstream_error");
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("could not be reached"), "{message}");
-    assert!(!message.contains("127.0.0.1") && !message.contains(":9"), "{message}");
+    assert!(
+        !message.contains("127.0.0.1") && !message.contains(":9"),
+        "{message}"
+    );
 }

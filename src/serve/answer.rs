@@ -261,6 +261,29 @@ fn emit_answer(
     });
 }
 
+/// What a client is told of an upstream failure: what kind of failure, never the upstream's
+/// address or the transport's words (the log line has those).
+fn client_reason(e: &crate::llm::LlmError) -> String {
+    if let crate::llm::LlmError::GaveUp { last, .. } = e {
+        return client_reason(last);
+    }
+    if let Some(o) = e.context_overflow() {
+        return match (o.requested, o.window) {
+            (Some(r), Some(w)) => format!(
+                "the conversation does not fit the upstream model's context window ({r} tokens asked of {w})"
+            ),
+            _ => "the conversation does not fit the upstream model's context window".into(),
+        };
+    }
+    match e.status() {
+        Some(status) => format!("the upstream failed: it answered HTTP {status}"),
+        None if e.is_retryable() => {
+            "the upstream failed: it could not be reached, or did not answer in time".into()
+        }
+        None => "the upstream failed: its answer could not be used".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,28 +349,5 @@ mod tests {
         let b = super::call_id();
         assert!(a.starts_with("call_") && a.len() == 5 + 24, "{a}");
         assert_ne!(a, b);
-    }
-}
-
-/// What a client is told of an upstream failure: what kind of failure, never the upstream's
-/// address or the transport's words (the log line has those).
-fn client_reason(e: &crate::llm::LlmError) -> String {
-    if let crate::llm::LlmError::GaveUp { last, .. } = e {
-        return client_reason(last);
-    }
-    if let Some(o) = e.context_overflow() {
-        return match (o.requested, o.window) {
-            (Some(r), Some(w)) => format!(
-                "the conversation does not fit the upstream model's context window ({r} tokens asked of {w})"
-            ),
-            _ => "the conversation does not fit the upstream model's context window".into(),
-        };
-    }
-    match e.status() {
-        Some(status) => format!("the upstream failed: it answered HTTP {status}"),
-        None if e.is_retryable() => {
-            "the upstream failed: it could not be reached, or did not answer in time".into()
-        }
-        None => "the upstream failed: its answer could not be used".into(),
     }
 }

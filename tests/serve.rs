@@ -245,6 +245,26 @@ async fn parallel_calls_come_from_one_turn() {
 }
 
 #[tokio::test]
+async fn a_call_repeated_in_one_turn_reaches_the_client_once() {
+    // SmolLM2 over BFCL wrote its one call two or three times in a row; a different call in
+    // the same turn is kept.
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>Paris.</thought>\n<action>weather(city=\"Paris\")</action>\n<action>weather(city=\"Paris\")</action>\n<action>weather(city=\"Oslo\")</action>\n<action>weather(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![
+            ("weather".into(), json!({"city": "Paris"})),
+            ("weather".into(), json!({"city": "Oslo"}))
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_bad_call_is_repaired_before_the_client_sees_it_and_usage_sums_both() {
     // Neither turn holds a stop string, so the fake's completion tokens are len/4 + 1 each.
     let bad = "<thought>Go.</thought><action>weather(days=0)";

@@ -245,6 +245,48 @@ async fn parallel_calls_come_from_one_turn() {
 }
 
 #[tokio::test]
+async fn a_call_repeated_in_one_turn_reaches_the_client_once() {
+    // SmolLM2 over BFCL wrote its one call two or three times in a row; a different call in
+    // the same turn is kept.
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>Paris.</thought>\n<action>weather(city=\"Paris\")</action>\n<action>weather(city=\"Paris\")</action>\n<action>weather(city=\"Oslo\")</action>\n<action>weather(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![
+            ("weather".into(), json!({"city": "Paris"})),
+            ("weather".into(), json!({"city": "Oslo"}))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn calls_before_one_cut_by_the_token_limit_are_kept() {
+    // gemma-3-270m over BFCL wrote closed calls until max_tokens cut the next one in its
+    // arguments; the whole turn was refused and repaired (a second request, same result). The
+    // complete calls stand on their own; the cut one is dropped.
+    let turn = "<thought>Both.</thought>\n<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>\n<action>weather(city=\"Oslo, the capital of Norway, far north";
+    let fake = FakeServer::start(FakeConfig::turns([turn])).await;
+    let base = proxy(&fake, |_| {}).await;
+    // The fake keeps 4 bytes a token and cuts only a longer turn: cut inside the last string.
+    let max_tokens = (turn.len() - 3) / 4;
+    let (status, v) = post(&base, &ask(json!({"max_tokens": max_tokens}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(fake.request_count(), 1, "no repair: {v}");
+    assert_eq!(
+        calls(&v),
+        vec![
+            ("weather".into(), json!({"city": "Paris"})),
+            ("time".into(), json!({"city": "Paris"}))
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_bad_call_is_repaired_before_the_client_sees_it_and_usage_sums_both() {
     // Neither turn holds a stop string, so the fake's completion tokens are len/4 + 1 each.
     let bad = "<thought>Go.</thought><action>weather(days=0)";

@@ -250,7 +250,10 @@ impl Templates {
         )
     }
 
-    fn from_sources(
+    /// Templates from their sources (system, question, completion), as [`Templates::load`]
+    /// compiles files: `tagloop serve` uses its own system and completion templates this way.
+    /// A source that does not compile is a [`PromptError::Template`].
+    pub fn from_sources(
         system: String,
         question: String,
         completion: String,

@@ -22,7 +22,25 @@ pub(crate) const RESULT_LIMIT: usize = 16 * 1024;
 /// prompt needs a number).
 const STATED_STEPS: u32 = 10;
 /// Said to the model when a turn may hold several calls.
-const PARALLEL_NOTE: &str = "When the task needs several independent tool calls, you may write several <action> blocks in one turn, one after another, then stop.";
+const PARALLEL_NOTE: &str = "When the task needs several independent tool calls, write one <action> block per call in one turn, one after another, then stop. Never write the same call twice.";
+
+/// `tagloop serve`'s system prompt: the run's, without its one-call-per-turn rule (see the
+/// template's header).
+const SYSTEM_TEMPLATE: &str = include_str!("../../prompts/serve_system.j2");
+/// `tagloop serve`'s completions document: every task lists its tools, and the worked tasks
+/// show both a call and a direct answer with one made-up tool (see the template's header).
+const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/serve_completion.j2");
+
+/// The templates serve renders requests with: its own system and completion templates, the
+/// run's question template. `tagloop run` keeps the built-in ones unchanged.
+pub(crate) fn templates() -> Result<Templates, ServeError> {
+    Templates::from_sources(
+        SYSTEM_TEMPLATE.into(),
+        crate::prompt::QUESTION_TEMPLATE.into(),
+        COMPLETION_TEMPLATE.into(),
+    )
+    .map_err(|e| ServeError::Config(format!("serve's templates: {e}")))
+}
 
 /// The role the request implies: the client's instructions, and its `response_format` schema.
 pub(crate) fn role(ask: &Ask) -> Result<Role, ServeError> {
@@ -165,6 +183,11 @@ mod tests {
         let schema = serde_json::json!({"type": "object", "properties": {
             "city": {"type": "string"}, "days": {"type": "integer"}, "tags": {"type": "array"}}});
         assert_eq!(protocol::bind(&call.args, &schema).unwrap(), args);
+    }
+
+    #[test]
+    fn serve_templates_compile() {
+        templates().unwrap();
     }
 
     #[test]

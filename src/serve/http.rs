@@ -50,7 +50,7 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
     let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
     let shared = Arc::new(Shared {
         slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
-        templates: Templates::builtin(),
+        templates: super::conversation::templates()?,
         upstream,
         models: Mutex::new(HashMap::new()),
         cfg,

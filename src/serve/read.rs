@@ -5,7 +5,9 @@
 //!
 //! Several calls in one turn (`parallel_tool_calls`) are read one after another: the turn reader
 //! decides on the first `<action>`, and the text after it is read again as long as it starts with
-//! another `<action>` block, up to [`MAX_PARALLEL_CALLS`].
+//! another `<action>` block, up to [`MAX_PARALLEL_CALLS`]. A call identical to one already
+//! read in the turn (same tool, same arguments) is dropped, and so is a last block that the
+//! token limit cut before its call was whole, when complete calls come before it.
 
 use serde_json::{Map, Value};
 
@@ -86,12 +88,28 @@ pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Resul
             }
             let mut calls = vec![one_call(&turn, finish, ask).map_err(&refuse)?];
             let mut rest = &text[turn.history_end.min(text.len())..];
-            while ask.parallel && calls.len() < MAX_PARALLEL_CALLS && opens_action(rest) {
+            // Blocks, not kept calls, are counted: dropped repeats use up the limit too.
+            let mut blocks = 1;
+            while ask.parallel && blocks < MAX_PARALLEL_CALLS && opens_action(rest) {
+                blocks += 1;
                 let next = protocol::read_turn_with(rest, &names);
                 if next.kind != TurnKind::Action {
                     break;
                 }
-                calls.push(one_call(&next, finish, ask).map_err(&refuse)?);
+                let call = match one_call(&next, finish, ask) {
+                    Ok(call) => call,
+                    // The last block, cut by the token limit inside its call (an unclosed
+                    // block can only be the last): the calls before it are complete and
+                    // usable on their own, so the turn is not refused for it; it is dropped.
+                    Err(_) if *finish == Finish::Length && !next.deciding_closed => break,
+                    Err(message) => return Err(refuse(message)),
+                };
+                // A call written again with the same arguments in the same turn is the model
+                // repeating itself (small models loop on the block they just wrote), not a
+                // second request: the client would run the same thing twice.
+                if !calls.contains(&call) {
+                    calls.push(call);
+                }
                 rest = &rest[next.history_end.min(rest.len())..];
             }
             Decision::Calls(calls)

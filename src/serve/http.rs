@@ -138,19 +138,30 @@ async fn relay_completions(
     body: Body,
     trace: &mut Trace,
 ) -> Result<Response, ServeError> {
+    let (bytes, _slot) = admit(shared, headers, body).await?;
+    trace.requests = 1;
+    Ok(shared.upstream.pass_through_completions(bytes).await)
+}
+
+/// What every request goes through before any work: the proxy's key (401), the body within
+/// `--max-body` (413), a free slot of `--concurrency` (429). The slot is held while it lives.
+async fn admit(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit), ServeError> {
     if !authorised(shared, headers) {
         return Err(ServeError::Unauthorized);
     }
     let bytes = read_body(shared, headers, body).await?;
-    let _slot = shared
+    let slot = shared
         .slots
         .clone()
         .try_acquire_owned()
         .map_err(|_| ServeError::Busy {
             limit: shared.cfg.concurrency,
         })?;
-    trace.requests = 1;
-    Ok(shared.upstream.pass_through_completions(bytes).await)
+    Ok((bytes, slot))
 }
 
 /// The request body, at most `--max-body` bytes whatever the headers say (a chunked body has no
@@ -201,17 +212,7 @@ async fn handle(
     trace: &mut Trace,
     started: Instant,
 ) -> Result<Response, ServeError> {
-    if !authorised(shared, headers) {
-        return Err(ServeError::Unauthorized);
-    }
-    let bytes = read_body(shared, headers, body).await?;
-    let slot = shared
-        .slots
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| ServeError::Busy {
-            limit: shared.cfg.concurrency,
-        })?;
+    let (bytes, slot) = admit(shared, headers, body).await?;
     let secs = shared.cfg.timeout.as_secs();
     let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
     let work = async move {

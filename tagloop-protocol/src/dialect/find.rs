@@ -56,6 +56,29 @@ fn block(text: &str, start: usize, open: &str, close: &str) -> (usize, usize, us
     }
 }
 
+/// [`block`] for an element named after a tool, whose arguments may carry the same name
+/// (`<n><n>1</n></n>`): the close that balances the opening tag, or — when none balances (an
+/// outer close lost to a stop string) — the first close, as [`block`] would.
+fn nested_block(text: &str, start: usize, open: &str, close: &str) -> (usize, usize, usize, bool) {
+    let body = start + open.len();
+    let mut depth = 1usize;
+    let mut at = body;
+    let mut next_open = find_ci(text, open, body);
+    while let Some(c) = find_ci(text, close, at) {
+        // Every opening of the same name before this close goes one level deeper.
+        while let Some(o) = next_open.filter(|&o| o < c) {
+            depth += 1;
+            next_open = find_ci(text, open, o + open.len());
+        }
+        depth -= 1;
+        if depth == 0 {
+            return (body, c, c + close.len(), true);
+        }
+        at = c + close.len();
+    }
+    block(text, start, open, close)
+}
+
 /// Read the body of tagloop's own `<action>` block when it is not in tagloop's syntax: JSON,
 /// or an XML element (any name: the loop reports an unknown tool), or a whole `<tool_call>` or
 /// `<function_calls>` block, or an `<invoke name=…>` element alone (the `function_calls`
@@ -158,7 +181,7 @@ pub fn find_known(
     }
     let (start, tool) = best?;
     let close = format!("</{tool}>");
-    let (_, _, end, closed) = block(text, start, &format!("<{tool}>"), &close);
+    let (_, _, end, closed) = nested_block(text, start, &format!("<{tool}>"), &close);
     let call = if closed {
         xml_tool_call(&text[start..end])
     } else {
@@ -170,4 +193,25 @@ pub fn find_known(
         start,
         end,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_argument_named_like_its_tool_does_not_close_the_call() {
+        let text = "<n><n>1</n><a>2</a></n> after";
+        let read = find_known(text, &|_| true, &["n"]).expect("a call");
+        assert_eq!(&text[read.start..read.end], "<n><n>1</n><a>2</a></n>");
+        let call = read.call.expect("well formed");
+        assert_eq!(call.args.len(), 2);
+    }
+
+    #[test]
+    fn an_unbalanced_call_still_closes_at_its_first_close() {
+        let text = "<n><n>1</n><a>2</a>";
+        let read = find_known(text, &|_| true, &["n"]).expect("a call");
+        assert_eq!(&text[read.start..read.end], "<n><n>1</n>");
+    }
 }

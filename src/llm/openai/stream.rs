@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
+use reqwest::header::CONNECTION;
 
 use super::state::TurnState;
 use super::transport::{Fault, read_failure};
@@ -37,10 +38,18 @@ impl OpenAiModel {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",
         };
-        let response = self
+        let mut request = self
             .http
             .post(format!("{}{path}", self.base_url))
-            .headers(self.headers.clone())
+            .headers(self.headers.clone());
+        // llama-server closes a connection after a streamed answer without saying so, and the
+        // next request sent on it fails and waits for a retry (a third of the lab's turns did).
+        // Over plain HTTP (a local server) a new connection costs next to nothing: ask for the
+        // close, so the connection is never reused. Over TLS the connection is kept.
+        if self.base_url.starts_with("http://") {
+            request = request.header(CONNECTION, "close");
+        }
+        let response = request
             .body(body)
             .send()
             .await

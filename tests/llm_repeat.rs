@@ -147,3 +147,52 @@ fn a_loop_needs_enough_whole_units() {
         (para.len(), 8, 0, para.len())
     );
 }
+
+fn strict_guard(until: &[&str]) -> RepeatGuard {
+    let req = tagloop::llm::TurnRequest {
+        strict_repeats_until: until.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    RepeatGuard::for_request(&req).expect("a guard")
+}
+
+/// A grammar-held thought is one line: a sentence said three times there is a loop, cut after
+/// its first copy long before the ordinary thresholds.
+#[test]
+fn a_thought_is_cut_after_three_copies_until_the_decision_starts() {
+    let sentence = "I need the population of Paris. ";
+    let pieces = || {
+        std::iter::once("<thought>".to_string())
+            .chain(std::iter::repeat_n(sentence.to_string(), 40))
+    };
+    let (text, r) = feed(&mut strict_guard(&["<action>"]), pieces()).expect("cut in the thought");
+    assert!(text.len() < 9 + sentence.len() * 7, "{}", text.len());
+    assert_eq!(text[..r.cut].matches("Paris").count(), 1);
+    // The ordinary guard lets the same 40 copies run for far longer.
+    let (text, _) = feed(&mut RepeatGuard::default(), pieces()).expect("cut at last");
+    assert!(text.len() > 512, "{}", text.len());
+    // Once the decision's tag has come (even split across two pieces), the strict thresholds
+    // are gone: an action's content may repeat as much as the ordinary guard allows.
+    let after = [
+        "<thought>ok</thought>\n<act".to_string(),
+        "ion>write(text=\"".to_string(),
+    ]
+    .into_iter()
+    .chain(std::iter::repeat_n(sentence.to_string(), 12));
+    assert_eq!(feed(&mut strict_guard(&["<action>"]), after), None);
+    // No strings: the ordinary guard, whatever was asked.
+    assert_eq!(
+        feed(
+            &mut strict_guard(&[]),
+            std::iter::repeat_n(sentence.to_string(), 12)
+        ),
+        None
+    );
+    // keep_repetitions turns every guard off.
+    let req = tagloop::llm::TurnRequest {
+        keep_repetitions: true,
+        strict_repeats_until: vec!["<action>".into()],
+        ..Default::default()
+    };
+    assert!(RepeatGuard::for_request(&req).is_none());
+}

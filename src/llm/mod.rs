@@ -106,6 +106,11 @@ pub struct TurnRequest {
     /// Turn the degeneration guard off: by default a turn whose tail repeats itself (see
     /// [`RepeatGuard`]) is cut at once and ends as [`Finish::Repeated`].
     pub keep_repetitions: bool,
+    /// While none of these strings has appeared in the turn, the degeneration guard is strict
+    /// (a unit said three times over 96 bytes ends the turn; see [`RepeatGuard`]). The agent
+    /// sets the decision's tags when its grammar holds the thought to one line, where nothing
+    /// repeats legitimately. Empty: the ordinary guard throughout.
+    pub strict_repeats_until: Vec<String>,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
     /// The grammar of the turn, for clients that can have the server constrain sampling to it

@@ -18,6 +18,12 @@
 //! 80 bytes 8 times. Rows that differ only in their numbers and carry words (`12,apples,3`) are
 //! //! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`.
 //!
+//! A grammar-held thought is one line in which nothing repeats legitimately: while none of the
+//! request's [`TurnRequest::strict_repeats_until`](super::TurnRequest::strict_repeats_until)
+//! strings (the decision's tags) has appeared, a unit repeated [`STRICT_REPEATS`] times over
+//! [`STRICT_SPAN`] bytes is enough (a sentence said three times), so a small model looping in its
+//! thought is cut after a few dozen tokens instead of a few hundred.
+//!
 //! Checking is cheap: it runs only when 64 more bytes have arrived, on the last 4 KiB, for
 //! ordinary text each candidate period fails at its first comparison, and the digits-as-one
 //! reading reuses the guard's buffers (see `benches/llm.rs`, `repeat_guard`).
@@ -33,7 +39,16 @@ pub struct RepeatGuard {
     min_span: usize,
     min_repeats: usize,
     max_period: usize,
+    /// While none of these has appeared in the text, the strict thresholds apply.
+    strict_until: Vec<String>,
+    /// Bytes of the text already searched for `strict_until`.
+    strict_seen: usize,
 }
+
+/// The strict guard's smallest repeating span, in bytes (see the module docs).
+pub const STRICT_SPAN: usize = 96;
+/// The strict guard's fewest whole units.
+pub const STRICT_REPEATS: usize = 3;
 
 /// A repetition found at the end of the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +85,18 @@ impl RepeatGuard {
             min_span: min_span.max(1),
             min_repeats: min_repeats.max(2),
             max_period: max_period.clamp(1, WINDOW / 2),
+            strict_until: Vec::new(),
+            strict_seen: 0,
         }
+    }
+
+    /// The guard a request asks for: none with `keep_repetitions`, else the default one, strict
+    /// until one of the request's `strict_repeats_until` strings appears.
+    pub fn for_request(req: &super::TurnRequest) -> Option<Self> {
+        (!req.keep_repetitions).then(|| RepeatGuard {
+            strict_until: req.strict_repeats_until.clone(),
+            ..RepeatGuard::default()
+        })
     }
 
     /// The smallest repeating span, in bytes, that fires the guard.
@@ -94,7 +120,27 @@ impl RepeatGuard {
             std::mem::take(&mut self.norm),
             std::mem::take(&mut self.origin),
         );
-        let found = self.find_with(text, &mut norm, &mut origin);
+        // The strict phase ends for good at the first of its strings (looked for in what arrived
+        // since the last check, and the few bytes before it a string may straddle).
+        if !self.strict_until.is_empty() {
+            let back = self.strict_until.iter().map(String::len).max().unwrap_or(0);
+            let from = self.strict_seen.saturating_sub(back).min(text.len());
+            let new = &text.as_bytes()[from..];
+            if self
+                .strict_until
+                .iter()
+                .any(|u| memchr::memmem::find(new, u.as_bytes()).is_some())
+            {
+                self.strict_until.clear();
+            }
+            self.strict_seen = text.len();
+        }
+        let found = if self.strict_until.is_empty() {
+            self.find_with(text, &mut norm, &mut origin)
+        } else {
+            let strict = RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period);
+            strict.find_with(text, &mut norm, &mut origin)
+        };
         (self.norm, self.origin) = (norm, origin);
         found
     }

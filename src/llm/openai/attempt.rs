@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::state::TurnState;
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
+use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Api, Constraint, DeltaSink, TurnRequest, TurnResult};
 
 impl OpenAiModel {
@@ -24,7 +25,7 @@ impl OpenAiModel {
             self.use_lark(&mut fields, grammar, constraint).await;
         }
         let cap = TurnState::cap_for(req.max_tokens);
-        let mut state = TurnState::new(&req.stop, started, !req.keep_repetitions, cap);
+        let mut state = TurnState::new(&req.stop, started, RepeatGuard::for_request(req), cap);
         if stream {
             let body = self.body_bytes(req, &fields)?;
             self.stream(body, &mut state, &mut *on_delta).await?;

@@ -63,12 +63,17 @@ impl TurnState {
         }
     }
 
-    pub(super) fn new(stops: &[String], started: Instant, guard: bool, cap: usize) -> Self {
+    pub(super) fn new(
+        stops: &[String],
+        started: Instant,
+        guard: Option<RepeatGuard>,
+        cap: usize,
+    ) -> Self {
         TurnState {
             cap,
             kept: 0,
             capped: false,
-            guard: guard.then(RepeatGuard::default),
+            guard,
             repeated: None,
             scanner: StopScanner::new(stops),
             reasoning: String::new(),

@@ -95,7 +95,8 @@ pub struct RunOpts {
     /// Wall-clock limit for one model turn, in seconds [default: 600]
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<u64>,
-    /// Continue chat turns with assistant prefill (for servers that support it, e.g. llama.cpp, vLLM)
+    /// Continue chat turns with assistant prefill (llama.cpp, once detected, needs no flag; vLLM
+    /// also needs --extra '{"continue_final_message": true, "add_generation_prompt": false}')
     #[arg(long)]
     pub prefill: bool,
     /// Constrain each turn with a grammar of the protocol over the real tools: auto (on llama.cpp,

@@ -146,7 +146,8 @@ pub struct OpenAiConfig {
     pub send_stop: bool,
     /// Ask for usage in the stream (`stream_options.include_usage`); some proxies reject it.
     pub include_usage: bool,
-    /// Chat prompts that end with an assistant message are continued by the server.
+    /// Chat prompts that end with an assistant message are continued by the server. llama.cpp
+    /// (stated, or detected by the grammar's probe) is taken to continue them without it.
     pub prefill: bool,
     /// Body field for the token limit (`max_tokens`, or `max_completion_tokens`).
     pub token_field: String,
@@ -294,7 +295,14 @@ impl Model for OpenAiModel {
     }
 
     fn supports_prefill(&self) -> bool {
-        self.cfg.prefill && self.cfg.api == Api::Chat
+        // llama.cpp continues a conversation that ends in an assistant message (its
+        // `--no-prefill-assistant` turns that off): known once the server was stated or probed.
+        let llama_cpp = || {
+            (self.cfg.server)
+                .or_else(|| self.server.get().map(|d| d.kind))
+                .is_some_and(|k| k == ServerKind::LlamaCpp)
+        };
+        self.cfg.api == Api::Chat && (self.cfg.prefill || llama_cpp())
     }
 
     fn describe(&self) -> String {

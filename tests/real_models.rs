@@ -335,6 +335,22 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
                 "{what}: a constrained turn did not read: {r}"
             );
         }
+        // A turn cut inside its thought is continued under the decision's grammar (over chat
+        // too: llama.cpp continues an assistant message by itself): the continuation llama.cpp
+        // samples starts with the action or the answer.
+        for (i, r) in records.iter().enumerate() {
+            if r["type"] == "notice" && r["kind"] == "thought_cut" {
+                let next = records[i..]
+                    .iter()
+                    .find(|r| r["type"] == "turn_finished")
+                    .unwrap_or_else(|| panic!("{what}: no continuation after {r}"));
+                let text = next["text"].as_str().unwrap_or("");
+                assert!(
+                    text.starts_with("<action>") || text.starts_with("<final_answer>"),
+                    "{what}: the continuation was not held to the decision: {next}"
+                );
+            }
+        }
         // Usage came from the server and adds up over the turns.
         let turns: u64 = records
             .iter()

@@ -43,13 +43,16 @@ pub(crate) struct Grammars {
     paths: Option<Arc<PathSource>>,
 }
 
-/// The four variants, and the paths they were built with.
+/// The four variants, the decision alone, and the paths they were built with.
 #[derive(Debug, Clone, Default)]
 struct Built {
     /// `[step, last]` for a model that answers straight away.
     plain: Option<[Arc<TurnGrammar>; 2]>,
     /// `[step, last]` for a model that reasons first.
     reasoning: Option<[Arc<TurnGrammar>; 2]>,
+    /// `[step, last]`: the action or the final answer alone, from its opening tag on, for a turn
+    /// that is continued after it never left its thought (`think.rs`).
+    decision: Option<[Arc<TurnGrammar>; 2]>,
     known: KnownPaths,
 }
 
@@ -77,15 +80,7 @@ impl GrammarInputs<'_> {
             .and_then(list_paths)
             .unwrap_or_default();
         let schemas = annotated(self.tools);
-        let shape = shape(
-            &schemas,
-            self.tools,
-            self.role.output_schema(),
-            self.api,
-            final_only,
-            think,
-        );
-        turn_grammar_with(&shape, &known)
+        turn_grammar_with(&self.source().shape(&schemas, final_only, think), &known)
     }
 
     fn source(&self) -> Source<'_> {
@@ -130,50 +125,49 @@ fn annotated(tools: &Registry) -> Vec<Value> {
         .collect()
 }
 
-fn shape<'s>(
-    schemas: &'s [Value],
-    tools: &'s Registry,
-    output_schema: Option<&'s Value>,
-    api: Api,
-    final_only: bool,
-    think: bool,
-) -> TurnShape<'s> {
-    TurnShape {
-        tools: tools
-            .iter()
-            .zip(schemas)
-            .map(|(t, parameters)| ToolShape {
-                name: t.name(),
-                parameters,
-            })
-            .collect(),
-        output_schema,
-        final_only,
-        opened_thought: api == Api::Completions,
-        think,
-    }
-}
-
 impl Source<'_> {
-    /// One variant, checked.
+    /// What one turn may hold, over `schemas` (the tools' parameters, annotated).
+    fn shape<'s>(&'s self, schemas: &'s [Value], final_only: bool, think: bool) -> TurnShape<'s> {
+        TurnShape {
+            tools: (self.tools.iter().zip(schemas))
+                .map(|(t, parameters)| ToolShape {
+                    name: t.name(),
+                    parameters,
+                })
+                .collect(),
+            output_schema: self.output_schema,
+            final_only,
+            opened_thought: self.api == Api::Completions,
+            think,
+        }
+    }
+
+    /// The decision alone (no thought before it), checked: a grammar that does not read back
+    /// is never sent (llama.cpp may sample freely with it).
+    fn decision(&self, schemas: &[Value], known: &KnownPaths, last: bool) -> Option<TurnGrammar> {
+        let grammar = decision_grammar_with(&self.shape(schemas, last, false), known);
+        let gbnf = grammar.to_gbnf();
+        if let Err(e) = parse_gbnf(&gbnf) {
+            warn!(error = %e, "the decision grammar failed its own check; turns are not constrained");
+            return None;
+        }
+        Some(TurnGrammar {
+            gbnf,
+            lark: Some(grammar.to_lark()),
+            lazy: None,
+        })
+    }
+
+    /// One variant, checked; `decision` is the same turn's decision alone (a reasoning model's
+    /// lazy grammar).
     fn build(
         &self,
         schemas: &[Value],
         known: &KnownPaths,
-        final_only: bool,
-        reasoning: bool,
-    ) -> Option<Arc<TurnGrammar>> {
-        let shape = |think| {
-            shape(
-                schemas,
-                self.tools,
-                self.output_schema,
-                self.api,
-                final_only,
-                think,
-            )
-        };
-        let grammar = turn_grammar_with(&shape(reasoning), known);
+        (final_only, reasoning): (bool, bool),
+        decision: &TurnGrammar,
+    ) -> Option<TurnGrammar> {
+        let grammar = turn_grammar_with(&self.shape(schemas, final_only, reasoning), known);
         // Every variant follows the same schemas: say it once, from the ordinary step's
         // grammar (the one that holds the tools' parameters as well as the output schema).
         if !final_only && !reasoning {
@@ -182,47 +176,45 @@ impl Source<'_> {
                     "{part}; the model is sampled less strictly there, and its answer is still validated");
             }
         }
-        let full = grammar.to_gbnf();
-        let lark = grammar.to_lark();
-        let lazy = if reasoning {
-            let g = decision_grammar_with(&shape(false), known).to_gbnf();
-            Some(LazyGrammar {
-                gbnf: g,
-                triggers: if final_only {
-                    vec![LAZY_TRIGGERS[1].to_string()]
-                } else {
-                    LAZY_TRIGGERS.iter().map(|t| t.to_string()).collect()
-                },
-            })
-        } else {
-            None
-        };
-        // A grammar that does not read back is never sent (llama.cpp may sample freely with it).
-        for text in std::iter::once(&full).chain(lazy.as_ref().map(|l| &l.gbnf)) {
-            if let Err(e) = parse_gbnf(text) {
-                warn!(error = %e, "the turn grammar failed its own check; turns are not constrained");
-                return None;
-            }
+        let gbnf = grammar.to_gbnf();
+        if let Err(e) = parse_gbnf(&gbnf) {
+            warn!(error = %e, "the turn grammar failed its own check; turns are not constrained");
+            return None;
         }
-        Some(Arc::new(TurnGrammar {
-            gbnf: full,
-            lark: Some(lark),
-            lazy,
-        }))
+        let triggers = if final_only {
+            &LAZY_TRIGGERS[1..]
+        } else {
+            &LAZY_TRIGGERS[..]
+        };
+        Some(TurnGrammar {
+            gbnf,
+            lark: Some(grammar.to_lark()),
+            lazy: reasoning.then(|| LazyGrammar {
+                gbnf: decision.gbnf.clone(),
+                triggers: triggers.iter().map(|t| t.to_string()).collect(),
+            }),
+        })
     }
 
     /// Every variant, with these paths.
     fn build_all(&self, known: KnownPaths) -> Built {
         let schemas = annotated(self.tools);
-        let pair = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
-            Some([
-                self.build(&schemas, &known, false, reasoning)?,
-                self.build(&schemas, &known, true, reasoning)?,
-            ])
+        let decision = [false, true].map(|last| self.decision(&schemas, &known, last));
+        let variants = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
+            let one = |last: bool| {
+                let decision = decision[usize::from(last)].as_ref()?;
+                self.build(&schemas, &known, (last, reasoning), decision)
+                    .map(Arc::new)
+            };
+            Some([one(false)?, one(true)?])
         };
         Built {
-            plain: pair(false),
-            reasoning: pair(true),
+            plain: variants(false),
+            reasoning: variants(true),
+            decision: match decision {
+                [Some(step), Some(last)] => Some([Arc::new(step), Arc::new(last)]),
+                _ => None,
+            },
             known,
         }
     }
@@ -253,6 +245,27 @@ impl Grammars {
     /// The grammar for a turn, rebuilt first when the workspace's paths changed since the
     /// last one.
     pub(crate) fn pick(&self, final_only: bool, reasoning: bool) -> Option<Arc<TurnGrammar>> {
+        let built = self.current();
+        let set = if reasoning {
+            &built.reasoning
+        } else {
+            &built.plain
+        };
+        set.as_ref().map(|s| s[usize::from(final_only)].clone())
+    }
+
+    /// The grammar of the decision alone (an action or the final answer, from its opening tag),
+    /// for a turn continued after its thought (see `think.rs`).
+    pub(crate) fn pick_decision(&self, final_only: bool) -> Option<Arc<TurnGrammar>> {
+        let built = self.current();
+        built
+            .decision
+            .as_ref()
+            .map(|s| s[usize::from(final_only)].clone())
+    }
+
+    /// The grammars, rebuilt first when the workspace's paths changed since the last turn.
+    fn current(&self) -> std::sync::MutexGuard<'_, Built> {
         // A poisoned lock still holds grammars that were whole when they were built.
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = &self.paths {
@@ -266,11 +279,6 @@ impl Grammars {
                 *built = source.build_all(known);
             }
         }
-        let set = if reasoning {
-            &built.reasoning
-        } else {
-            &built.plain
-        };
-        set.as_ref().map(|s| s[usize::from(final_only)].clone())
+        built
     }
 }

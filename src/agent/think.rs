@@ -13,7 +13,7 @@ use std::time::Instant;
 use tracing::debug;
 
 use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
-use crate::protocol::{self, Inside, STOP_SEQUENCES};
+use crate::protocol::{self, Inside, STOP_SEQUENCES, Tag, TurnKind};
 
 use super::Api;
 use super::context::{Fit, Send, prompt_bytes};
@@ -56,6 +56,8 @@ impl Run<'_> {
         let mut reasoned = false;
         let mut next = Some(first);
         let mut refused = false;
+        // The turn is being continued after its thought, under the decision's grammar.
+        let mut deciding = false;
         self.progress.llm_calls += 1;
         loop {
             let send = match next.take() {
@@ -88,6 +90,28 @@ impl Run<'_> {
                 stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
             }
             let (notices, kept) = self.notice_sink();
+            // A continuation starts inside the turn: the grammar of a whole turn does not fit.
+            // Right after the loop guard refused a repeated call, the turn gets the last
+            // turn's grammar (the model was just shown the result it keeps asking for).
+            let last = plan.final_only || plan.after_refused_call;
+            let grammar = if generated.is_empty() {
+                agent.grammars().pick(last, plan.reasoning)
+            } else if deciding {
+                agent.grammars().pick_decision(last)
+            } else {
+                None
+            };
+            // The whole-turn grammar holds the thought to one line: a sentence said three times
+            // there is a loop (see `RepeatGuard`). Reasoning in `<think>` stays free.
+            let strict_repeats_until =
+                if generated.is_empty() && grammar.is_some() && !plan.reasoning {
+                    protocol::LAZY_TRIGGERS
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
             let request = TurnRequest {
                 prompt,
                 stop,
@@ -95,17 +119,9 @@ impl Run<'_> {
                 max_tokens: send.max_tokens,
                 seed: agent.config.seed,
                 keep_repetitions: agent.config.keep_repetitions,
+                strict_repeats_until,
                 extra: agent.config.extra.clone(),
-                // A continuation starts inside the turn: the grammar of a whole turn does not fit.
-                // Right after the loop guard refused a repeated call, the turn gets the last
-                // turn's grammar (the model was just shown the result it keeps asking for).
-                grammar: if generated.is_empty() {
-                    self.agent
-                        .grammars()
-                        .pick(plan.final_only || plan.after_refused_call, plan.reasoning)
-                } else {
-                    None
-                },
+                grammar,
                 notices: Some(notices),
             };
             let sink = self.options.events.clone();
@@ -116,6 +132,7 @@ impl Run<'_> {
                     });
                 }
             };
+            let constrained = request.grammar.is_some();
             let started = Instant::now();
             let result = agent.model.turn(&request, &mut on_delta).await;
             let TurnRequest { prompt, stop, .. } = request;
@@ -178,6 +195,22 @@ impl Run<'_> {
             }
             reasoned |= shows_reasoning(&result);
             let text = self.history.turn_text(&generated);
+            if constrained
+                && !deciding
+                && can_continue
+                && let Some(ending) = thought_end(&text, &result.finish)
+            {
+                self.notice(Notice::new(
+                    NoticeKind::ThoughtCut,
+                    "the turn never left its thought: closed there, the action or the answer is asked for alone",
+                ));
+                let kept = generated.trim_end().len();
+                generated.truncate(kept);
+                generated.push_str(ending);
+                on_delta(ending);
+                deciding = true;
+                continue;
+            }
             if let Finish::Stop(stop) = &result.finish
                 && can_continue
                 && continuations < agent.config.max_continuations
@@ -209,4 +242,25 @@ fn shows_reasoning(result: &TurnResult) -> bool {
         .is_some_and(|r| !r.trim().is_empty());
     let head = result.text.trim_start().as_bytes();
     separate || head.len() >= 7 && head[..7].eq_ignore_ascii_case(b"<think>")
+}
+
+/// A constrained turn that never left its thought: the degeneration guard cut it, or its token
+/// budget ran out, before any `<action>` or `<final_answer>`. Small models do this when the
+/// likeliest next token (end of text) is masked; the turn is then continued from the cut with
+/// the decision's grammar, so it ends in a decision instead of being lost (docs/protocol.md
+/// §1.7). Returns what closes the thought before the decision.
+fn thought_end(text: &str, finish: &Finish) -> Option<&'static str> {
+    if !matches!(finish, Finish::Repeated | Finish::Length) {
+        return None;
+    }
+    let turn = protocol::read_turn(text);
+    let last = turn.blocks.last()?;
+    let in_thought = turn.kind == TurnKind::None
+        && last.tag == Tag::Thought
+        && turn.blocks.iter().all(|b| b.tag != Tag::Think || b.closed);
+    match in_thought {
+        true if last.closed => Some("\n"),
+        true => Some("\n</thought>\n"),
+        false => None,
+    }
 }

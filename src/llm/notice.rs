@@ -45,6 +45,9 @@ pub enum NoticeKind {
     RepetitionCut,
     /// The transcript could not be written; the run goes on without it.
     TranscriptFailed,
+    /// A constrained turn never left its thought (cut as repeating, or out of tokens): the
+    /// thought was closed there and the turn continued with the action or the answer alone.
+    ThoughtCut,
 }
 
 impl NoticeKind {
@@ -56,6 +59,7 @@ impl NoticeKind {
             NoticeKind::StopRejected => "stop_rejected",
             NoticeKind::RepetitionCut => "repetition_cut",
             NoticeKind::TranscriptFailed => "transcript_failed",
+            NoticeKind::ThoughtCut => "thought_cut",
         }
     }
 }

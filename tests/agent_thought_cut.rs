@@ -190,8 +190,9 @@ async fn a_thought_out_of_tokens_is_continued_once() {
         (Api::Completions, None),
         vec![
             "I am thinking about what to do here, and it is taking a long time to decide".into(),
-            // The continuation runs out too: no second continuation, the turn is unreadable.
-            "<action>population(city=\"Paris\", and many more words than the budget holds".into(),
+            // The continuation runs out too, still with no decision (the fake ignores the
+            // grammar): the turn is not continued a second time.
+            "more words than the budget holds, and more words than the budget holds".into(),
             "<final_answer>2102650</final_answer>".into(),
         ],
         false,
@@ -298,5 +299,62 @@ async fn a_chat_server_without_prefill_gets_the_correction() {
         !ran.notices
             .iter()
             .any(|k| k == NoticeKind::ThoughtCut.as_str())
+    );
+}
+
+/// A chat server that refuses to continue the assistant's turn (llama.cpp before its prefill
+/// support, under a thinking template, answers 400): the cut turn ends where it was and is
+/// corrected, no turn is continued again, and the run goes on.
+#[tokio::test]
+async fn a_server_that_refuses_the_prefill_gets_the_correction_and_the_run_goes_on() {
+    let mut cfg = FakeConfig::turns([
+        looping_thought(false),
+        looping_thought(false),
+        "<thought>Again.</thought>\n<final_answer>2102650</final_answer>".into(),
+    ]);
+    cfg.props = true;
+    cfg.reject_prefill = true;
+    let server = FakeServer::start(cfg).await;
+    let mc = OpenAiConfig::new(server.base_url.clone(), "fake-model");
+    let model = Arc::new(OpenAiModel::new(mc).unwrap());
+    let agent = Agent::builder(model).tools(tools()).build().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let options = RunOptions {
+        events: Some(Arc::new(move |e: &Event| {
+            if let Event::Notice { kind, .. } = e {
+                sink.lock().unwrap().push(kind.clone());
+            }
+        })),
+        ..Default::default()
+    };
+    let outcome = agent
+        .run_with("How many people live in Paris?", options)
+        .await;
+    assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
+    let kinds = seen.lock().unwrap().clone();
+    let count = |k: NoticeKind| kinds.iter().filter(|s| *s == k.as_str()).count();
+    assert_eq!(count(NoticeKind::PrefillRejected), 1, "{kinds:?}");
+    // Only the first cut thought was tried as a continuation; the second was corrected at once.
+    assert_eq!(count(NoticeKind::ThoughtCut), 1, "{kinds:?}");
+    let reqs = server.requests();
+    // cut, refused continuation, cut again (corrected, not continued), the answer.
+    assert_eq!(
+        reqs.len(),
+        4,
+        "{:?}",
+        reqs.iter()
+            .map(|r| r.body["messages"].as_array().map(|m| m.len()))
+            .collect::<Vec<_>>()
+    );
+    let last =
+        |i: usize| reqs[i].body["messages"].as_array().unwrap().last().unwrap()["role"].clone();
+    assert_eq!(last(1), "assistant");
+    assert_eq!(last(2), "user");
+    assert!(
+        reqs[2].body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("kept repeating")
     );
 }

@@ -744,29 +744,3 @@ fn secret_is_never_printed() {
     assert!(!format!("{model:?}").contains("sk-very"));
     assert!(!tagloop::llm::Model::describe(&model).contains("sk-very"));
 }
-
-/// llama-server closes a connection after a streamed answer without a `Connection: close`, and
-/// a request sent on it later fails (and waits for a retry). Over plain HTTP a streamed turn
-/// asks for the close itself, so its connection is never reused; whole answers keep theirs.
-#[tokio::test]
-async fn streamed_turns_over_plain_http_ask_for_the_connection_to_close() {
-    for stream in [true, false] {
-        let server =
-            FakeServer::start(FakeConfig::turns(["<final_answer>a</final_answer>"; 3])).await;
-        let model = OpenAiModel::new(config(&server, Api::Chat, stream)).expect("model");
-        for _ in 0..3 {
-            let (r, d) = turn(&model, Api::Chat).await;
-            ok(r, &d, "turn");
-        }
-        let reqs = server.requests();
-        assert_eq!(reqs.len(), 3, "no retry");
-        for r in &reqs {
-            assert_eq!(
-                r.header_names.iter().any(|h| h == "connection"),
-                stream,
-                "stream={stream}: {:?}",
-                r.header_names
-            );
-        }
-    }
-}

@@ -153,7 +153,7 @@ fn strict_guard(until: &[&str]) -> RepeatGuard {
         strict_repeats_until: until.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };
-    RepeatGuard::for_request(&req).expect("a guard")
+    RepeatGuard::for_request(&req, true).expect("a guard")
 }
 
 /// A grammar-held thought is one line: a sentence said three times there is a loop, cut after
@@ -173,12 +173,16 @@ fn a_thought_is_cut_after_three_copies_until_the_decision_starts() {
     assert!(text.len() > 512, "{}", text.len());
     // Once the decision's tag has come (even split across two pieces), the strict thresholds
     // are gone: an action's content may repeat as much as the ordinary guard allows.
-    let after = [
-        "<thought>ok</thought>\n<act".to_string(),
-        "ion>write(text=\"".to_string(),
-    ]
-    .into_iter()
-    .chain(std::iter::repeat_n(sentence.to_string(), 12));
+    // (The first piece is longer than the guard's check interval, so the tag really is split
+    // between two checks.)
+    let head = format!(
+        "<thought>{}</thought>\n<act",
+        "one short thought; ".repeat(3)
+    );
+    assert!(head.len() > 64);
+    let after = [head, "ion>write(text=\"".to_string()]
+        .into_iter()
+        .chain(std::iter::repeat_n(sentence.to_string(), 12));
     assert_eq!(feed(&mut strict_guard(&["<action>"]), after), None);
     // No strings: the ordinary guard, whatever was asked.
     assert_eq!(
@@ -188,11 +192,22 @@ fn a_thought_is_cut_after_three_copies_until_the_decision_starts() {
         ),
         None
     );
+    // A turn whose grammar was not sent (the server refused it) is not held to one line: the
+    // ordinary guard.
+    let req = tagloop::llm::TurnRequest {
+        strict_repeats_until: vec!["<action>".into()],
+        ..Default::default()
+    };
+    let mut free = RepeatGuard::for_request(&req, false).expect("a guard");
+    assert_eq!(
+        feed(&mut free, std::iter::repeat_n(sentence.to_string(), 12)),
+        None
+    );
     // keep_repetitions turns every guard off.
     let req = tagloop::llm::TurnRequest {
         keep_repetitions: true,
         strict_repeats_until: vec!["<action>".into()],
         ..Default::default()
     };
-    assert!(RepeatGuard::for_request(&req).is_none());
+    assert!(RepeatGuard::for_request(&req, true).is_none());
 }

@@ -116,7 +116,7 @@ pub enum Event {
     /// itself, a transcript that could not be written (see [`crate::llm::Notice`]).
     Notice {
         /// What happened: `retry`, `grammar_rejected`, `stop_rejected`, `repetition_cut`,
-        /// `thought_cut`, `transcript_failed` (more may come).
+        /// `thought_cut`, `prefill_rejected`, `transcript_failed` (more may come).
         kind: String,
         /// One sentence for a person (may quote a server's error: untrusted text).
         message: String,

@@ -43,6 +43,7 @@ mod role_errors;
 mod run;
 mod schema_fit;
 mod think;
+mod thought_cut;
 mod wrap;
 
 use std::sync::Arc;

@@ -1,9 +1,13 @@
-//! Think: one model turn, continued while a stop string fired where it cannot have ended it.
+//! Think: one model turn, continued while a stop string fired where it cannot have ended it,
+//! or once when a constrained turn was cut inside its thought.
 //!
 //! A turn is one request, unless the server stopped inside an open string of the action or an
 //! open `<think>` block (see [`protocol::stopped_inside`]); then, where the API can continue an
 //! unfinished turn (completions, or chat with prefill), the stop string is put back and the
-//! model is asked to go on, up to `max_continuations` times.
+//! model is asked to go on, up to `max_continuations` times. A constrained turn that the
+//! degeneration guard or its budget cut inside its thought is closed there and continued once
+//! with the decision's grammar (`thought_cut.rs`). A chat server that refuses to continue (a 400
+//! to the prefill) ends the turn where it was, as if it had never been continued.
 //!
 //! Every request is fitted into the model's context window first (`context/`); a server that
 //! still refuses one as too long gets it once more, fitted harder.
@@ -13,12 +17,13 @@ use std::time::Instant;
 use tracing::debug;
 
 use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
-use crate::protocol::{self, Inside, STOP_SEQUENCES, Tag, TurnKind};
+use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
 use super::context::{Fit, Send, prompt_bytes};
 use super::events::Event;
 use super::run::{Run, TurnPlan};
+use super::thought_cut::thought_end;
 
 /// What one model turn gave, continuations joined.
 pub(crate) struct ModelTurn {
@@ -56,8 +61,11 @@ impl Run<'_> {
         let mut reasoned = false;
         let mut next = Some(first);
         let mut refused = false;
-        // The turn is being continued after its thought, under the decision's grammar.
-        let mut deciding = false;
+        // The turn was continued after its thought (once per turn); the next request is that
+        // continuation, asked under the decision's grammar.
+        let (mut decided, mut decide_next) = (false, false);
+        // Before the last continuation: the turn's length, how it had ended, and `action_start`.
+        let mut before: Option<(usize, Finish, Option<usize>)> = None;
         self.progress.llm_calls += 1;
         loop {
             let send = match next.take() {
@@ -96,7 +104,7 @@ impl Run<'_> {
             let last = plan.final_only || plan.after_refused_call;
             let grammar = if generated.is_empty() {
                 agent.grammars().pick(last, plan.reasoning)
-            } else if deciding {
+            } else if std::mem::take(&mut decide_next) {
                 agent.grammars().pick_decision(last)
             } else {
                 None
@@ -132,7 +140,6 @@ impl Run<'_> {
                     });
                 }
             };
-            let constrained = request.grammar.is_some();
             let started = Instant::now();
             let result = agent.model.turn(&request, &mut on_delta).await;
             let TurnRequest { prompt, stop, .. } = request;
@@ -171,7 +178,22 @@ impl Run<'_> {
                             ),
                         });
                     }
-                    _ => return Err(Stop::Model(e)),
+                    // A chat server that will not continue the turn (the client turned prefill
+                    // off for good): the turn ends where it was before the continuation.
+                    _ => match before.take() {
+                        Some((len, finish, start))
+                            if agent.config.api == Api::Chat && !agent.model.supports_prefill() =>
+                        {
+                            generated.truncate(len);
+                            return Ok(ModelTurn {
+                                text: self.history.turn_text(&generated),
+                                finish,
+                                action_start: start,
+                                shows_reasoning: reasoned,
+                            });
+                        }
+                        _ => return Err(Stop::Model(e)),
+                    },
                 },
             };
             self.context
@@ -195,20 +217,22 @@ impl Run<'_> {
             }
             reasoned |= shows_reasoning(&result);
             let text = self.history.turn_text(&generated);
-            if constrained
-                && !deciding
+            // What the server actually sent (a grammar it refused is not sent again).
+            if result.constraint.is_constrained()
+                && !decided
                 && can_continue
                 && let Some(ending) = thought_end(&text, &result.finish)
             {
                 self.notice(Notice::new(
                     NoticeKind::ThoughtCut,
-                    "the turn never left its thought: closed there, the action or the answer is asked for alone",
+                    format!("the turn never left its thought: closed there with {ending:?}, the action or the answer is asked for alone"),
                 ));
+                before = Some((generated.len(), result.finish.clone(), action_start));
                 let kept = generated.trim_end().len();
                 generated.truncate(kept);
                 generated.push_str(ending);
                 on_delta(ending);
-                deciding = true;
+                (decided, decide_next) = (true, true);
                 continue;
             }
             if let Finish::Stop(stop) = &result.finish
@@ -217,6 +241,7 @@ impl Run<'_> {
                 && let Some(inside) = protocol::stopped_inside(&text, action_start)
             {
                 debug!(stop = %stop, "stop string inside an open string or <think>: continuing the turn");
+                before = Some((generated.len(), result.finish.clone(), action_start));
                 if let Inside::ActionString(start) = inside {
                     action_start = Some(start);
                 }
@@ -242,25 +267,4 @@ fn shows_reasoning(result: &TurnResult) -> bool {
         .is_some_and(|r| !r.trim().is_empty());
     let head = result.text.trim_start().as_bytes();
     separate || head.len() >= 7 && head[..7].eq_ignore_ascii_case(b"<think>")
-}
-
-/// A constrained turn that never left its thought: the degeneration guard cut it, or its token
-/// budget ran out, before any `<action>` or `<final_answer>`. Small models do this when the
-/// likeliest next token (end of text) is masked; the turn is then continued from the cut with
-/// the decision's grammar, so it ends in a decision instead of being lost (docs/protocol.md
-/// §1.7). Returns what closes the thought before the decision.
-fn thought_end(text: &str, finish: &Finish) -> Option<&'static str> {
-    if !matches!(finish, Finish::Repeated | Finish::Length) {
-        return None;
-    }
-    let turn = protocol::read_turn(text);
-    let last = turn.blocks.last()?;
-    let in_thought = turn.kind == TurnKind::None
-        && last.tag == Tag::Thought
-        && turn.blocks.iter().all(|b| b.tag != Tag::Think || b.closed);
-    match in_thought {
-        true if last.closed => Some("\n"),
-        true => Some("\n</thought>\n"),
-        false => None,
-    }
 }

@@ -341,11 +341,16 @@ async fn run_checked(
         constrained.clone(),
         fits.clone(),
     );
+    // A turn continued under a grammar (a thought cut) is several constrained requests, one turn.
+    let counted = std::sync::atomic::AtomicBool::new(false);
     let sink: EventSink = Arc::new(move |e: &Event| match e {
         Event::TurnStarted { .. } => {
             t.fetch_add(1, Ordering::Relaxed);
+            counted.store(false, Ordering::Relaxed);
         }
-        Event::TurnFinished { constraint, .. } if constraint.is_constrained() => {
+        Event::TurnFinished { constraint, .. }
+            if constraint.is_constrained() && !counted.swap(true, Ordering::Relaxed) =>
+        {
             c.fetch_add(1, Ordering::Relaxed);
         }
         Event::Correction { kind, .. } if FORMAT_CORRECTIONS.contains(&kind.as_str()) => {

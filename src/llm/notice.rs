@@ -48,6 +48,9 @@ pub enum NoticeKind {
     /// A constrained turn never left its thought (cut as repeating, or out of tokens): the
     /// thought was closed there and the turn continued with the action or the answer alone.
     ThoughtCut,
+    /// The server refused to continue the assistant's own turn (prefill): that turn ends where
+    /// it was, and no turn is continued over chat from then on.
+    PrefillRejected,
 }
 
 impl NoticeKind {
@@ -60,6 +63,7 @@ impl NoticeKind {
             NoticeKind::RepetitionCut => "repetition_cut",
             NoticeKind::TranscriptFailed => "transcript_failed",
             NoticeKind::ThoughtCut => "thought_cut",
+            NoticeKind::PrefillRejected => "prefill_rejected",
         }
     }
 }

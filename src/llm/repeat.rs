@@ -16,7 +16,7 @@
 //! Legitimate text repeats too (a separator line, table rows in a file being written), so the
 //! thresholds are generous: a unit of 4 bytes must repeat over 512 bytes (128 times), a line of
 //! 80 bytes 8 times. Rows that differ only in their numbers and carry words (`12,apples,3`) are
-//! //! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`.
+//! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`.
 //!
 //! A grammar-held thought is one line in which nothing repeats legitimately: while none of the
 //! request's [`TurnRequest::strict_repeats_until`](super::TurnRequest::strict_repeats_until)
@@ -46,9 +46,9 @@ pub struct RepeatGuard {
 }
 
 /// The strict guard's smallest repeating span, in bytes (see the module docs).
-pub const STRICT_SPAN: usize = 96;
+pub(crate) const STRICT_SPAN: usize = 96;
 /// The strict guard's fewest whole units.
-pub const STRICT_REPEATS: usize = 3;
+pub(crate) const STRICT_REPEATS: usize = 3;
 
 /// A repetition found at the end of the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +90,16 @@ impl RepeatGuard {
         }
     }
 
-    /// The guard a request asks for: none with `keep_repetitions`, else the default one, strict
-    /// until one of the request's `strict_repeats_until` strings appears.
-    pub fn for_request(req: &super::TurnRequest) -> Option<Self> {
+    /// The guard a request asks for: none with `keep_repetitions`, else the default one —
+    /// strict until one of the request's `strict_repeats_until` strings appears when the turn is
+    /// `constrained` (its grammar was sent; a free turn's thought is not held to one line).
+    pub fn for_request(req: &super::TurnRequest, constrained: bool) -> Option<Self> {
         (!req.keep_repetitions).then(|| RepeatGuard {
-            strict_until: req.strict_repeats_until.clone(),
+            strict_until: if constrained {
+                req.strict_repeats_until.clone()
+            } else {
+                Vec::new()
+            },
             ..RepeatGuard::default()
         })
     }

@@ -228,7 +228,7 @@ impl ScriptedModel {
             (cut, idx.and_then(|i| req.stop.get(i)).cloned())
         };
         let mut scanner = StopScanner::new(&req.stop);
-        let mut guard = RepeatGuard::for_request(req);
+        let mut guard = RepeatGuard::for_request(req, req.grammar.is_some());
         let mut repeated = None;
         let mut first_token: Option<Duration> = None;
         let mut rest = sent;

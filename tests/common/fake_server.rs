@@ -33,6 +33,7 @@
 //! | `owned_by` | answer `GET /v1/models` with this `owned_by` (vLLM, SGLang, Ollama's `library`) |
 //! | `served_models` | the ids `GET /v1/models` lists (default: `fake-model`) |
 //! | `reject_grammar` | `400` naming the field when a request carries a grammar |
+//! | `reject_prefill` | `400` to a chat that ends in an assistant message (an older llama.cpp under a thinking template) |
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
 //! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
@@ -184,6 +185,8 @@ pub struct FakeConfig {
     /// Refuse a request with a grammar (`grammar`, `structured_outputs`, `ebnf`) with a 400
     /// naming the field.
     pub reject_grammar: bool,
+    /// Refuse a chat whose last message is the assistant's (prefill) with llama.cpp's 400.
+    pub reject_prefill: bool,
     /// Send the whole turn whatever `max_tokens` says.
     pub ignore_max_tokens: bool,
     /// Bytes of padding in the `/props` answer (with `props`).
@@ -243,6 +246,7 @@ impl Default for FakeConfig {
             owned_by: None,
             served_models: None,
             reject_grammar: false,
+            reject_prefill: false,
             ignore_max_tokens: false,
             props_padding: 0,
             huge_body: None,
@@ -716,6 +720,16 @@ async fn handle(
         return json_response(
             StatusCode::BAD_REQUEST,
             json!({"error": {"message": format!("Unrecognized request argument supplied: {field}"), "type": "invalid_request_error", "param": field}}).to_string(),
+        );
+    }
+    let last_role = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["role"].clone());
+    if cfg.reject_prefill && last_role.is_some_and(|r| r == "assistant") {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"code": 400, "message": "Assistant response prefill is incompatible with enable_thinking.", "type": "invalid_request_error"}}).to_string(),
         );
     }
     if cfg.stop_mode == StopMode::Reject && !stops.is_empty() {

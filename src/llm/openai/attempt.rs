@@ -25,7 +25,9 @@ impl OpenAiModel {
             self.use_lark(&mut fields, grammar, constraint).await;
         }
         let cap = TurnState::cap_for(req.max_tokens);
-        let mut state = TurnState::new(&req.stop, started, RepeatGuard::for_request(req), cap);
+        // The strict phase is for a thought the grammar holds to one line: none if none is sent.
+        let guard = RepeatGuard::for_request(req, constraint.is_constrained());
+        let mut state = TurnState::new(&req.stop, started, guard, cap);
         if stream {
             let body = self.body_bytes(req, &fields)?;
             self.stream(body, &mut state, &mut *on_delta).await?;

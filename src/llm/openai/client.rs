@@ -64,6 +64,7 @@ impl OpenAiModel {
             stop_rejected: AtomicBool::new(false),
             grammar_rejected: AtomicBool::new(false),
             lark_rejected: AtomicBool::new(false),
+            prefill_rejected: AtomicBool::new(false),
             server: tokio::sync::OnceCell::new(),
             window: tokio::sync::OnceCell::new(),
             no_tokenizer: AtomicBool::new(false),

@@ -234,6 +234,9 @@ pub struct OpenAiModel {
     grammar_rejected: AtomicBool,
     /// The server refused a grammar in llguidance's form: GBNF from then on.
     lark_rejected: AtomicBool,
+    /// The server answered 400 to a chat that ends in the assistant's message: no prefill from
+    /// then on.
+    prefill_rejected: AtomicBool,
     /// What the server-kind detection learned (its kind, and its window when the same answers
     /// said it).
     server: tokio::sync::OnceCell<server::Detected>,
@@ -302,7 +305,9 @@ impl Model for OpenAiModel {
                 .or_else(|| self.server.get().map(|d| d.kind))
                 .is_some_and(|k| k == ServerKind::LlamaCpp)
         };
-        self.cfg.api == Api::Chat && (self.cfg.prefill || llama_cpp())
+        self.cfg.api == Api::Chat
+            && !self.prefill_rejected.load(Ordering::Relaxed)
+            && (self.cfg.prefill || llama_cpp())
     }
 
     fn describe(&self) -> String {

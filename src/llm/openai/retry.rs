@@ -10,10 +10,30 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use super::{AttemptError, OpenAiModel};
 use crate::llm::notice::quote;
 use crate::llm::{
-    DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, TurnRequest, TurnResult,
+    Api, DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, Prompt, Role, TurnRequest,
+    TurnResult,
 };
 
 impl OpenAiModel {
+    /// Whether `err` is a server refusing to continue the assistant's own message (prefill: a
+    /// llama.cpp too old for it under a thinking template, a server that takes no such chat).
+    /// Prefill is then off for good; the caller ends the turn where it was.
+    fn refuses_prefill(&self, req: &TurnRequest, err: &LlmError) -> bool {
+        let continued = matches!(&req.prompt, Prompt::Chat(m) if m.last().is_some_and(|m| m.role == Role::Assistant));
+        let refused = self.cfg.api == Api::Chat
+            && continued
+            && err.status() == Some(400)
+            && err.context_overflow().is_none();
+        if refused && !self.prefill_rejected.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server refused to continue the assistant's turn; no prefill from now on");
+            req.notify(Notice::new(
+                NoticeKind::PrefillRejected,
+                format!("the server refused to continue the turn ({}): the turn ends where it was, and turns are not continued from now on", quote(&err)),
+            ));
+        }
+        refused
+    }
+
     /// The turn, retried while the failure is transient and no text was passed on (a retry
     /// never repeats deltas).
     pub(super) async fn run_turn(
@@ -84,7 +104,7 @@ impl OpenAiModel {
                     attempts -= 1;
                 }
                 Err(AttemptError { err, emitted, .. }) => {
-                    if emitted || !err.is_retryable() {
+                    if self.refuses_prefill(req, &err) || emitted || !err.is_retryable() {
                         return Err(err);
                     }
                     let Some(delay) = backoff.next() else {

@@ -48,14 +48,18 @@ struct Ran {
     notices: Vec<String>,
 }
 
+/// The fake server's configuration with these replies.
+fn script(turns: Vec<String>) -> FakeConfig {
+    FakeConfig::turns(turns)
+}
+
 /// A run against the fake llama.cpp (or a server stated as `server`), three steps.
 async fn run(
     (api, server): (Api, Option<ServerKind>),
-    turns: Vec<String>,
+    mut cfg: FakeConfig,
     prefill: bool,
     max_tokens: Option<u32>,
 ) -> Ran {
-    let mut cfg = FakeConfig::turns(turns);
     cfg.props = server.is_none();
     let fake = FakeServer::start(cfg).await;
     let mut mc = OpenAiConfig::new(fake.base_url.clone(), "fake-model");
@@ -108,11 +112,11 @@ async fn a_thought_cut_as_repeating_is_continued_to_its_decision() {
         let opened = api == Api::Completions;
         let ran = run(
             (api, None),
-            vec![
+            script(vec![
                 looping_thought(opened),
                 "<action>population(city=\"Paris\")</action>".into(),
                 "<thought>I know it.</thought>\n<final_answer>2102650</final_answer>".into(),
-            ],
+            ]),
             prefill,
             None,
         )
@@ -188,13 +192,13 @@ async fn a_thought_out_of_tokens_is_continued_once() {
     // The fake honours max_tokens by cutting the reply (3 characters per token).
     let ran = run(
         (Api::Completions, None),
-        vec![
+        script(vec![
             "I am thinking about what to do here, and it is taking a long time to decide".into(),
             // The continuation runs out too, still with no decision (the fake ignores the
             // grammar): the turn is not continued a second time.
             "more words than the budget holds, and more words than the budget holds".into(),
             "<final_answer>2102650</final_answer>".into(),
-        ],
+        ]),
         false,
         Some(8),
     )
@@ -267,10 +271,10 @@ async fn free_turns_are_not_continued() {
 async fn a_chat_server_without_prefill_gets_the_correction() {
     let ran = run(
         (Api::Chat, Some(ServerKind::Vllm)),
-        vec![
+        script(vec![
             looping_thought(false),
             "<thought>Again.</thought>\n<final_answer>2102650</final_answer>".into(),
-        ],
+        ]),
         false,
         None,
     )
@@ -312,27 +316,14 @@ async fn a_server_that_refuses_the_prefill_gets_the_correction_and_the_run_goes_
         looping_thought(false),
         "<thought>Again.</thought>\n<final_answer>2102650</final_answer>".into(),
     ]);
-    cfg.props = true;
     cfg.reject_prefill = true;
-    let server = FakeServer::start(cfg).await;
-    let mc = OpenAiConfig::new(server.base_url.clone(), "fake-model");
-    let model = Arc::new(OpenAiModel::new(mc).unwrap());
-    let agent = Agent::builder(model).tools(tools()).build().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let options = RunOptions {
-        events: Some(Arc::new(move |e: &Event| {
-            if let Event::Notice { kind, .. } = e {
-                sink.lock().unwrap().push(kind.clone());
-            }
-        })),
-        ..Default::default()
-    };
-    let outcome = agent
-        .run_with("How many people live in Paris?", options)
-        .await;
+    let Ran {
+        outcome,
+        server,
+        notices: kinds,
+        ..
+    } = run((Api::Chat, None), cfg, false, None).await;
     assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
-    let kinds = seen.lock().unwrap().clone();
     let count = |k: NoticeKind| kinds.iter().filter(|s| *s == k.as_str()).count();
     assert_eq!(count(NoticeKind::PrefillRejected), 1, "{kinds:?}");
     // Only the first cut thought was tried as a continuation; the second was corrected at once.

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The pattern's `N` is replaced by each property's number, so that no two are alike; `bounded`
-//! compiles with `tagloop::schema::compile`, `default` with `jsonschema::validator_for`. Prints
+//! compiles with `tagloop::schema::compile`, `default` with `jsonschema::validator_for`,
+//! `regex:BYTES` with the linear-time engine and that size limit (to choose the bound). Prints
 //! the outcome, the seconds and the process's peak resident memory (`VmHWM`), one line.
 
 use std::time::Instant;
@@ -30,7 +31,7 @@ fn main() {
     let (mode, count, pattern) = match args.as_slice() {
         [m, c, p] => (m.clone(), c.parse::<usize>().unwrap_or(0), p.clone()),
         _ => {
-            eprintln!("usage: schema_memory bounded|default COUNT PATTERN");
+            eprintln!("usage: schema_memory bounded|default|regex:BYTES COUNT PATTERN");
             std::process::exit(2);
         }
     };
@@ -46,6 +47,18 @@ fn main() {
     let started = Instant::now();
     let outcome = if mode == "default" {
         jsonschema::validator_for(&schema)
+            .map(|_| "compiled".to_string())
+            .unwrap_or_else(|e| format!("refused: {e}"))
+    } else if let Some(limit) = mode.strip_prefix("regex:") {
+        // The linear-time engine with another size limit, to choose the bound.
+        let limit: usize = limit.parse().unwrap_or(0);
+        jsonschema::options()
+            .with_pattern_options(
+                jsonschema::PatternOptions::regex()
+                    .size_limit(limit)
+                    .dfa_size_limit(limit),
+            )
+            .build(&schema)
             .map(|_| "compiled".to_string())
             .unwrap_or_else(|e| format!("refused: {e}"))
     } else {

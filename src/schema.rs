@@ -19,9 +19,9 @@ use serde_json::Value;
 
 /// Most regular expressions (`pattern` values and `patternProperties` keys) compiled for one
 /// schema, or one `tagloop serve` request.
-pub const MAX_PATTERNS: usize = 64;
+pub const MAX_PATTERNS: usize = 32;
 /// Largest compiled program of one pattern, in bytes (the regex crate's `size_limit`).
-pub const PATTERN_SIZE_LIMIT: usize = 256 * 1024;
+pub const PATTERN_SIZE_LIMIT: usize = 1024 * 1024;
 /// Largest lazy-DFA cache of one pattern, in bytes (the regex crate's `dfa_size_limit`).
 pub const PATTERN_DFA_LIMIT: usize = 256 * 1024;
 

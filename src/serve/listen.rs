@@ -99,22 +99,29 @@ pub async fn serve(
 /// descriptor, and each request in flight may hold one more to the upstream.
 fn connection_cap(config: &ServeConfig) -> usize {
     let wanted = config.max_connections.max(1);
-    let Some(files) = open_file_limit() else {
-        return wanted;
-    };
-    let room = files
-        .saturating_sub(config.concurrency as u64 + SPARE_FILES)
-        .max(1);
-    if wanted as u64 > room {
+    let files = open_file_limit();
+    let cap = cap_within(wanted, config.concurrency, files);
+    if cap < wanted {
         tracing::warn!(
             max_connections = wanted,
             open_file_limit = files,
-            cap = room,
+            cap,
             "the connection cap is lowered to fit the open-file limit"
         );
-        return room as usize;
     }
-    wanted
+    cap
+}
+
+/// `wanted` connections, or fewer to leave `concurrency` upstream connections and
+/// [`SPARE_FILES`] free under an open-file limit of `files`; at least one.
+fn cap_within(wanted: usize, concurrency: usize, files: Option<u64>) -> usize {
+    let Some(files) = files else {
+        return wanted;
+    };
+    let room = files
+        .saturating_sub(concurrency as u64 + SPARE_FILES)
+        .max(1);
+    usize::try_from(room).map_or(wanted, |room| wanted.min(room))
 }
 
 /// The process's soft limit on open files, if it has one.
@@ -126,4 +133,18 @@ fn open_file_limit() -> Option<u64> {
     // SAFETY: getrlimit only writes the one `rlimit` it is given, which lives on this stack.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
     (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_stays_under_the_open_file_limit() {
+        // The 1,024 descriptors: 1,024 − 16 upstream − 64 spare.
+        assert_eq!(cap_within(2000, 16, Some(1024)), 944);
+        assert_eq!(cap_within(512, 16, Some(1024)), 512);
+        assert_eq!(cap_within(512, 16, None), 512);
+        assert_eq!(cap_within(512, 16, Some(50)), 1);
+    }
 }

@@ -175,8 +175,7 @@ fn take_slot(shared: &Shared) -> Result<OwnedSemaphorePermit, ServeError> {
 
 /// A streamed answer (`text/event-stream`) with `slot` held until its body has gone out or the
 /// client went away: a passed-through stream counts against `--concurrency` while it streams.
-/// A whole answer is returned as it is (its bytes are read already; the slot goes with this
-/// function's caller).
+/// A whole answer is returned as it is: its bytes are read already, and its slot is let go here.
 fn hold_while_streaming(response: Response, slot: OwnedSemaphorePermit) -> Response {
     let streamed = response
         .headers()

@@ -32,6 +32,7 @@ pub mod llm;
 pub mod prompt;
 #[cfg(feature = "cli")]
 pub mod queue;
+pub mod schema;
 pub mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;

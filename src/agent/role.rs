@@ -102,12 +102,23 @@ impl Role {
 
     /// Require the final answer to be JSON that validates against `schema`.
     pub fn with_output_schema(mut self, schema: Value) -> Result<Self, RoleError> {
-        let validator = jsonschema::validator_for(&schema).map_err(|e| RoleError::Schema {
+        let validator = crate::schema::compile(&schema).map_err(|e| RoleError::Schema {
             role: self.name.clone(),
             detail: e.to_string(),
         })?;
         self.schema = Some((schema, Arc::new(validator)));
         Ok(self)
+    }
+
+    /// [`Role::with_output_schema`] with the schema already compiled (by
+    /// [`crate::schema::compile`], e.g. off the async threads).
+    pub(crate) fn with_compiled_output_schema(
+        mut self,
+        schema: Value,
+        validator: Arc<jsonschema::Validator>,
+    ) -> Self {
+        self.schema = Some((schema, validator));
+        self
     }
 
     /// A role whose output schema is derived from a Rust type.

@@ -220,7 +220,7 @@ fn parse_check(v: &Value) -> Result<Check> {
             Check::Regex(regex::Regex::new(&text(arg)?).context("`regex` is not a valid regex")?)
         }
         "json_schema" => {
-            Check::JsonSchema(Box::new(jsonschema::validator_for(arg).map_err(|e| {
+            Check::JsonSchema(Box::new(tagloop::schema::compile(arg).map_err(|e| {
                 anyhow::anyhow!("`json_schema` is not a valid schema: {e}")
             })?))
         }

@@ -11,7 +11,7 @@ use clap::Args;
 
 use tagloop::llm::{Api, GrammarMode};
 use tagloop::secret::Secret;
-use tagloop::serve::{ServeConfig, router};
+use tagloop::serve::ServeConfig;
 
 use super::options::{UsageError, usage};
 
@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// Requests answered at once (429 with Retry-After beyond)
     #[arg(long, value_name = "N", default_value_t = 16)]
     concurrency: usize,
+    /// Connections open at once (lowered to fit the open-file limit); more wait until one
+    /// closes
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    max_connections: usize,
 }
 
 /// A key from the environment variable `name`; a named variable that is unset or empty is a
@@ -103,7 +107,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.max_body = args.max_body;
     cfg.timeout = Duration::from_secs(args.timeout.max(1));
     cfg.concurrency = args.concurrency.max(1);
-    let app = router(cfg).map_err(usage)?;
+    cfg.max_connections = args.max_connections.max(1);
+    // A bad upstream URL is the user's to fix, and is said before listening.
+    let _checked = tagloop::serve::router(cfg.clone()).map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -113,14 +119,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "tagloop serve: listening on http://{addr}")?;
         out.flush()?;
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    tagloop::serve::serve(listener, cfg, shutdown_signal())
         .await
         .context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Resolves at the first SIGINT or SIGTERM: axum then stops accepting and lets the requests in
+/// Resolves at the first SIGINT or SIGTERM: the server then stops accepting and lets the requests in
 /// flight finish.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};

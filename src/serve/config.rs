@@ -34,12 +34,24 @@ pub struct ServeConfig {
     /// Time limit per request (default 300 s): 504 beyond.
     pub timeout: Duration,
     /// Requests answered at once (default 16): further ones get 429 with `Retry-After: 1`.
+    /// `GET /v1/models` takes a slot too, and a request takes its slot before its body is read.
     pub concurrency: usize,
+    /// Time a client has to send a request's headers, and that a kept-alive connection may sit
+    /// idle between requests (default 15 s); the connection is closed after it. Applies where
+    /// the endpoint is served by [`serve`](super::serve).
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's whole body (default 60 s): 408 beyond.
+    pub body_timeout: Duration,
+    /// Most connections open at once (default 512, and lowered to fit under the process's
+    /// open-file limit); further ones wait in the listen queue until one closes. Applies where
+    /// the endpoint is served by [`serve`](super::serve).
+    pub max_connections: usize,
 }
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
-    /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once.
+    /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once, 15 s for headers
+    /// (and idle connections), 60 s for a body, 512 connections.
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -53,6 +65,9 @@ impl ServeConfig {
             max_body: 4 * 1024 * 1024,
             timeout: Duration::from_secs(300),
             concurrency: 16,
+            header_timeout: Duration::from_secs(15),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 512,
         }
     }
 }

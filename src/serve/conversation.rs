@@ -52,11 +52,14 @@ pub(crate) fn role(ask: &Ask) -> Result<Role, ServeError> {
         instructions.push_str(PARALLEL_NOTE);
     }
     let role = Role::new("a helpful assistant", instructions);
-    match &ask.output_schema {
-        Some(schema) => role.with_output_schema(schema.clone()).map_err(|e| {
+    match (&ask.output_schema, &ask.output_validator) {
+        (Some(schema), Some(validator)) => {
+            Ok(role.with_compiled_output_schema(schema.clone(), validator.clone()))
+        }
+        (Some(schema), None) => role.with_output_schema(schema.clone()).map_err(|e| {
             ServeError::bad_request(e.to_string(), "response_format.json_schema.schema")
         }),
-        None => Ok(role),
+        (None, _) => Ok(role),
     }
 }
 

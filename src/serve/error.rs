@@ -37,6 +37,13 @@ pub enum ServeError {
         /// How many requests may run at once.
         limit: usize,
     },
+    /// The client did not send the whole body within the body time limit: HTTP 408 (the
+    /// request is not answered, the connection closed).
+    #[error("the request body did not arrive within {secs} s")]
+    SlowBody {
+        /// The limit, in seconds.
+        secs: u64,
+    },
     /// The request took longer than the configured time limit: HTTP 504.
     #[error("the request took longer than {secs} s")]
     Timeout {
@@ -83,6 +90,7 @@ impl ServeError {
             ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
             ServeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServeError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServeError::SlowBody { .. } => StatusCode::REQUEST_TIMEOUT,
             ServeError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ServeError::Upstream { .. } => StatusCode::BAD_GATEWAY,
             ServeError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -99,6 +107,7 @@ impl ServeError {
             ServeError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
             ServeError::TooLarge { .. } => ("invalid_request_error", Some("request_too_large")),
             ServeError::Busy { .. } => ("rate_limit_error", Some("rate_limit_exceeded")),
+            ServeError::SlowBody { .. } => ("invalid_request_error", Some("request_timeout")),
             ServeError::Timeout { .. } => ("timeout_error", Some("timeout")),
             ServeError::Upstream { .. } => ("upstream_error", None),
             ServeError::Config(_) => ("server_error", None),

@@ -2,8 +2,7 @@
 //! limit, one log line per request and optional transcripts. The answer itself is the core's
 //! (`answer.rs`); requests without tools go to the upstream unchanged (`upstream.rs`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -19,17 +18,15 @@ use tracing::info;
 
 use super::answer::{Core, Trace, answer, call_id};
 use super::chunks::{ChunkMeta, sse_response};
+use super::clients::Clients;
 use super::config::ServeConfig;
 use super::request::{Ask, parse_json, wants_core};
 use super::response::{AnswerMeta, completion};
 use super::upstream::Upstream;
 use super::{ServeError, ServeEvent};
 use crate::llm::Model;
-use crate::llm::openai::{OpenAiConfig, OpenAiModel};
+use crate::llm::openai::OpenAiModel;
 use crate::prompt::Templates;
-
-/// Most distinct model names (without `--model`) a proxy keeps a client for.
-const MAX_MODELS: usize = 32;
 /// The name sent upstream when neither the configuration nor the request names a model.
 const DEFAULT_MODEL: &str = "default";
 
@@ -40,7 +37,7 @@ pub(crate) struct Shared {
     upstream: Upstream,
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
-    models: Mutex<HashMap<String, Arc<OpenAiModel>>>,
+    models: Clients,
 }
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
@@ -52,7 +49,7 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
         templates: super::conversation::templates()?,
         upstream,
-        models: Mutex::new(HashMap::new()),
+        models: Clients::new(),
         cfg,
     });
     Ok(Router::new()
@@ -94,10 +91,13 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
-    let response = if authorised(&shared, &headers) {
-        shared.upstream.models().await
-    } else {
+    let response = if !authorised(&shared, &headers) {
         ServeError::Unauthorized.into_openai()
+    } else {
+        match take_slot(&shared) {
+            Ok(_slot) => shared.upstream.models().await,
+            Err(e) => e.into_openai(),
+        }
     };
     log_line("GET", "/v1/models", &response, started, &Trace::default());
     response
@@ -138,34 +138,63 @@ async fn relay_completions(
     body: Body,
     trace: &mut Trace,
 ) -> Result<Response, ServeError> {
-    let (bytes, _slot) = admit(shared, headers, body).await?;
+    let (bytes, slot) = admit(shared, headers, body).await?;
     trace.requests = 1;
-    Ok(shared.upstream.pass_through_completions(bytes).await)
+    let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
+    let relayed = shared.upstream.pass_through_until(true, bytes, deadline);
+    Ok(hold_while_streaming(relayed.await, slot))
 }
 
-/// What every request goes through before any work: the proxy's key (401), the body within
-/// `--max-body` (413), a free slot of `--concurrency` (429). The slot is held while it lives.
+/// What every request goes through before any work: the proxy's key (401), a free slot of
+/// `--concurrency` (429), then the body within `--max-body` (413) and the body time limit
+/// (408). The slot is taken before the body is read, so that bodies held in memory are bounded
+/// by the slots; it is held while it lives.
 async fn admit(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit), ServeError> {
+) -> Result<(axum::body::Bytes, OwnedSemaphorePermit), ServeError> {
     if !authorised(shared, headers) {
         return Err(ServeError::Unauthorized);
     }
+    let slot = take_slot(shared)?;
     let bytes = read_body(shared, headers, body).await?;
-    let slot = shared
+    Ok((bytes, slot))
+}
+
+/// A free slot of `--concurrency`, or 429.
+fn take_slot(shared: &Shared) -> Result<OwnedSemaphorePermit, ServeError> {
+    shared
         .slots
         .clone()
         .try_acquire_owned()
         .map_err(|_| ServeError::Busy {
             limit: shared.cfg.concurrency,
-        })?;
-    Ok((bytes, slot))
+        })
+}
+
+/// A streamed answer (`text/event-stream`) with `slot` held until its body has gone out or the
+/// client went away: a passed-through stream counts against `--concurrency` while it streams.
+/// A whole answer is returned as it is: its bytes are read already, and its slot is let go here.
+fn hold_while_streaming(response: Response, slot: OwnedSemaphorePermit) -> Response {
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    if !streamed {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let chunks = body.into_data_stream().map(move |chunk| {
+        let _held = &slot;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(chunks))
 }
 
 /// The request body, at most `--max-body` bytes whatever the headers say (a chunked body has no
-/// length): 413 beyond.
+/// length): 413 beyond; all of it within the body time limit: 408 beyond.
 async fn read_body(
     shared: &Shared,
     headers: &HeaderMap,
@@ -179,9 +208,13 @@ async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ServeError::TooLarge { limit });
     }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ServeError::TooLarge { limit })
+    let within = shared.cfg.body_timeout;
+    match tokio::time::timeout(within, axum::body::to_bytes(body, limit)).await {
+        Ok(read) => read.map_err(|_| ServeError::TooLarge { limit }),
+        Err(_) => Err(ServeError::SlowBody {
+            secs: within.as_secs(),
+        }),
+    }
 }
 
 /// The one log line of a request: never a key, never a prompt.
@@ -216,12 +249,12 @@ async fn handle(
     let secs = shared.cfg.timeout.as_secs();
     let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
     let work = async move {
-        let value = parse_json(&bytes)?;
-        if !wants_core(&value) {
+        let (ask, slot) = read_request(bytes.clone(), slot).await?;
+        let Some(ask) = ask else {
             trace.requests = 1;
-            return Ok(shared.upstream.pass_through(bytes.clone()).await);
-        }
-        let ask = Ask::read(&value)?;
+            let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
+            return Ok(hold_while_streaming(relayed.await, slot));
+        };
         let live = Live {
             deadline,
             slot,
@@ -234,6 +267,29 @@ async fn handle(
         .unwrap_or(Err(ServeError::Timeout { secs }))
 }
 
+/// The body read as JSON and, when it asks for the core (`None`: it passes through), checked
+/// with its schemas compiled. On a blocking thread, since compiling a schema's patterns is CPU
+/// work that must not stall other clients' requests; the closure holds the request's slot, so
+/// that no more than `--concurrency` requests compile at once, even past a time limit.
+async fn read_request(
+    bytes: axum::body::Bytes,
+    slot: OwnedSemaphorePermit,
+) -> Result<(Option<Ask>, OwnedSemaphorePermit), ServeError> {
+    let (read, slot) = tokio::task::spawn_blocking(move || {
+        let read = parse_json(&bytes).and_then(|value| {
+            if wants_core(&value) {
+                Ask::read(&value).map(Some)
+            } else {
+                Ok(None)
+            }
+        });
+        (read, slot)
+    })
+    .await
+    .map_err(|_| ServeError::Config("reading the request failed".into()))?;
+    Ok((read?, slot))
+}
+
 /// The upstream client for a request's model name.
 fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel>, ServeError> {
     let name = shared
@@ -241,31 +297,8 @@ fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel
         .model
         .as_deref()
         .or(requested)
-        .unwrap_or(DEFAULT_MODEL)
-        .to_string();
-    let mut models = shared
-        .models
-        .lock()
-        .map_err(|_| ServeError::Config("the model cache is poisoned".into()))?;
-    if let Some(m) = models.get(&name) {
-        return Ok(m.clone());
-    }
-    if models.len() >= MAX_MODELS {
-        return Err(ServeError::bad_request(
-            format!("this proxy serves at most {MAX_MODELS} model names"),
-            "model",
-        ));
-    }
-    let mut cfg = OpenAiConfig::new(shared.cfg.upstream.clone(), name.clone());
-    cfg.api = shared.cfg.api;
-    cfg.api_key = shared.cfg.upstream_key.clone();
-    cfg.grammar = shared.cfg.grammar;
-    // The request's own time limit bounds the turn; the client retries what it wants retried.
-    cfg.turn_timeout = Some(shared.cfg.timeout);
-    cfg.max_retries = 1;
-    let model = Arc::new(OpenAiModel::new(cfg).map_err(|e| ServeError::Config(e.to_string()))?);
-    models.insert(name, model.clone());
-    Ok(model)
+        .unwrap_or(DEFAULT_MODEL);
+    shared.models.get(&shared.cfg, name)
 }
 
 /// The answer's identity: a new id, the model name given back, the time.

@@ -11,6 +11,18 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Mounted this way, the connections are the host application's to bound; [`serve`] serves the
+//! endpoint alone with header, idle and connection limits (`tagloop serve` uses it):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tagloop::serve::{ServeConfig, serve};
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+//! serve(listener, ServeConfig::new("http://127.0.0.1:8080/v1"), std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! A `POST /v1/chat/completions` with `tools` (or `response_format: json_schema`) is answered
 //! by the core; one without is passed to the upstream unchanged. The parts:
 //!
@@ -23,7 +35,8 @@
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
-//! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through.
+//! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
+//!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
 //!
 //! Parallel calls: with `parallel_tool_calls` (OpenAI's default, true) a turn may hold 1 to
 //! [`MAX_PARALLEL_CALLS`] `<action>` blocks, one after another; `</action>` is then not a stop
@@ -33,12 +46,14 @@
 
 mod answer;
 mod chunks;
+mod clients;
 mod config;
 mod conversation;
 mod error;
 mod event;
 mod grammar;
 mod http;
+mod listen;
 mod live;
 mod read;
 mod request;
@@ -48,6 +63,7 @@ mod upstream;
 pub use config::ServeConfig;
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
+pub use listen::serve;
 pub use request::MAX_PARALLEL_CALLS;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`), to serve on

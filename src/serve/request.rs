@@ -75,6 +75,8 @@ pub(crate) struct Ask {
     pub choice: Choice,
     pub parallel: bool,
     pub output_schema: Option<Value>,
+    /// `output_schema` compiled once, off the async threads (with [`Ask::read`]).
+    pub output_validator: Option<Arc<jsonschema::Validator>>,
     pub stream: bool,
     pub include_usage: bool,
     pub temperature: Option<f32>,
@@ -125,9 +127,11 @@ impl Ask {
         {
             return Err(bad("only n = 1 is supported", "n"));
         }
+        check_pattern_count(body)?;
         let tools = read_tools(body.get("tools"))?;
         let choice = read_choice(body.get("tool_choice"), &tools)?;
-        let output_schema = read_response_format(body.get("response_format"))?;
+        let (output_schema, output_validator) =
+            read_response_format(body.get("response_format"))?.unzip();
         let (instructions, conversation) = read_messages(body.get("messages"))?;
         let opt_u32 = |k: &str| body.get(k).and_then(Value::as_u64).map(|v| v as u32);
         Ok(Ask {
@@ -142,6 +146,7 @@ impl Ask {
                 Some(_) => return Err(bad("must be a boolean", "parallel_tool_calls")),
             },
             output_schema,
+            output_validator,
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             include_usage: body
                 .pointer("/stream_options/include_usage")
@@ -212,12 +217,8 @@ fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
                 p("function.parameters"),
             ));
         }
-        let validator = jsonschema::validator_for(&parameters).map_err(|e| {
-            bad(
-                format!("the parameters are not a valid JSON Schema: {e}"),
-                p("function.parameters"),
-            )
-        })?;
+        let validator = crate::schema::compile(&parameters)
+            .map_err(|e| bad(schema_refusal(&e), p("function.parameters")))?;
         out.push(ToolSpec {
             name: name.to_owned(),
             description: f
@@ -273,7 +274,41 @@ fn read_choice(choice: Option<&Value>, tools: &[ToolSpec]) -> Result<Choice, Ser
     Ok(choice)
 }
 
-fn read_response_format(format: Option<&Value>) -> Result<Option<Value>, ServeError> {
+/// The request's regular expressions (in every tool's parameters and in `response_format`)
+/// counted before any is compiled: at most [`crate::schema::MAX_PATTERNS`] for the request.
+fn check_pattern_count(body: &Value) -> Result<(), ServeError> {
+    let count = |key: &str| body.get(key).map_or(0, crate::schema::count_patterns);
+    let (in_tools, in_format) = (count("tools"), count("response_format"));
+    let found = in_tools + in_format;
+    let limit = crate::schema::MAX_PATTERNS;
+    if found <= limit {
+        return Ok(());
+    }
+    let param = if in_tools > 0 {
+        "tools"
+    } else {
+        "response_format.json_schema.schema"
+    };
+    Err(bad(
+        format!(
+            "the request's schemas hold {found} regular expressions (`pattern`, `patternProperties`); at most {limit} are compiled per request"
+        ),
+        param,
+    ))
+}
+
+/// A schema's refusal in words: the validator's message, or the bound it went past.
+fn schema_refusal(e: &crate::schema::SchemaError) -> String {
+    match e {
+        crate::schema::SchemaError::Invalid(_) => format!("not a valid JSON Schema: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// A compiled schema and the schema itself.
+type Compiled = (Value, Arc<jsonschema::Validator>);
+
+fn read_response_format(format: Option<&Value>) -> Result<Option<Compiled>, ServeError> {
     let Some(format) = format.filter(|f| !f.is_null()) else {
         return Ok(None);
     };
@@ -289,15 +324,16 @@ fn read_response_format(format: Option<&Value>) -> Result<Option<Value>, ServeEr
                         "response_format.json_schema.schema",
                     )
                 })?;
-            jsonschema::validator_for(schema).map_err(|e| {
-                bad(
-                    format!("not a valid JSON Schema: {e}"),
-                    "response_format.json_schema.schema",
-                )
-            })?;
-            Ok(Some(schema.clone()))
+            let validator = crate::schema::compile(schema)
+                .map_err(|e| bad(schema_refusal(&e), "response_format.json_schema.schema"))?;
+            Ok(Some((schema.clone(), Arc::new(validator))))
         }
-        Some("json_object") => Ok(Some(serde_json::json!({"type": "object"}))),
+        Some("json_object") => {
+            let schema = serde_json::json!({"type": "object"});
+            let validator = crate::schema::compile(&schema)
+                .map_err(|e| bad(schema_refusal(&e), "response_format"))?;
+            Ok(Some((schema, Arc::new(validator))))
+        }
         _ => Err(bad(
             "expected type text, json_object or json_schema",
             "response_format.type",

@@ -50,6 +50,9 @@ pub struct UpstreamLimits {
     pub max_answer: usize,
     /// The part of a failed answer (non-2xx) that is read and relayed (default 1 MiB).
     pub max_error: usize,
+    /// The largest model list (`GET /models`) that is read and parsed (default 1 MiB, as the
+    /// model client's probes): a larger one is refused with 502.
+    pub max_models: usize,
 }
 
 impl Default for UpstreamLimits {
@@ -60,6 +63,7 @@ impl Default for UpstreamLimits {
             total: Duration::from_secs(600),
             max_answer: 16 << 20,
             max_error: 1 << 20,
+            max_models: 1 << 20,
         }
     }
 }
@@ -144,13 +148,29 @@ impl Upstream {
     /// Relay a `POST /v1/chat/completions` body to `{base}/chat/completions` unchanged, and
     /// its answer back (see the module docs for what is relayed, capped and refused).
     pub async fn pass_through(&self, body: Bytes) -> Response {
-        self.relay("chat/completions", body).await
+        self.relay("chat/completions", body, None).await
     }
 
     /// Relay a `POST /v1/completions` body to `{base}/completions`, as
     /// [`Upstream::pass_through`] does.
     pub async fn pass_through_completions(&self, body: Bytes) -> Response {
-        self.relay("completions", body).await
+        self.relay("completions", body, None).await
+    }
+
+    /// [`Upstream::pass_through`] (`completions`: of a `/completions` body) ending by
+    /// `deadline` at the latest, a streamed answer included: the request's own time limit.
+    pub async fn pass_through_until(
+        &self,
+        completions: bool,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Response {
+        let path = if completions {
+            "completions"
+        } else {
+            "chat/completions"
+        };
+        self.relay(path, body, Some(deadline)).await
     }
 
     /// Answer `GET /v1/models`: the upstream's list when it has one (a 2xx JSON object with a
@@ -163,7 +183,10 @@ impl Upstream {
             request = request.header(header::AUTHORIZATION, auth.clone());
         }
         let answer = match timeout_at(deadline, request.send()).await {
-            Ok(Ok(response)) => self.read_whole(response, deadline).await,
+            Ok(Ok(response)) => {
+                self.read_whole_within(response, deadline, self.limits.max_models)
+                    .await
+            }
             Ok(Err(e)) => Err(unreachable(&e)),
             Err(_) => Err(too_slow(self.limits.total)),
         };
@@ -185,8 +208,9 @@ impl Upstream {
         }
     }
 
-    async fn relay(&self, path: &str, body: Bytes) -> Response {
-        let deadline = Instant::now() + self.limits.total;
+    async fn relay(&self, path: &str, body: Bytes, until: Option<Instant>) -> Response {
+        let total = Instant::now() + self.limits.total;
+        let deadline = until.map_or(total, |until| until.min(total));
         let mut request = self
             .http
             .post(format!("{}/{path}", self.base_url))
@@ -262,8 +286,19 @@ impl Upstream {
     /// Read a whole answer within its cap and `deadline`; redirects become errors.
     async fn read_whole(
         &self,
+        response: reqwest::Response,
+        deadline: Instant,
+    ) -> Result<Whole, ServeError> {
+        self.read_whole_within(response, deadline, self.limits.max_answer)
+            .await
+    }
+
+    /// [`Upstream::read_whole`] with `max_success` as the cap of a successful answer.
+    async fn read_whole_within(
+        &self,
         mut response: reqwest::Response,
         deadline: Instant,
+        max_success: usize,
     ) -> Result<Whole, ServeError> {
         let status = response.status();
         if status.is_redirection() {
@@ -283,7 +318,7 @@ impl Upstream {
         }
         let success = status.is_success();
         let cap = if success {
-            self.limits.max_answer
+            max_success
         } else {
             self.limits.max_error
         };

@@ -36,6 +36,7 @@ pub mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod session;
+pub mod shown;
 pub mod tools;
 
 mod text;

@@ -27,6 +27,7 @@ use super::{conversation, grammar};
 use crate::llm::{Api, Model, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
+use crate::shown::Outside;
 
 /// The turn budget when the client sets none (as `tagloop run`'s default).
 const DEFAULT_MAX_TOKENS: u32 = 1024;
@@ -113,7 +114,7 @@ pub(crate) async fn answer(
             .turn(&request, &mut |delta| live.push(delta, &mut *emit))
             .await
             .map_err(|e| {
-                tracing::warn!(error = %e, "the upstream failed");
+                tracing::warn!(error = %Outside(&e), "the upstream failed");
                 ServeError::Upstream {
                     reason: client_reason(&e),
                 }
@@ -133,7 +134,7 @@ pub(crate) async fn answer(
                 return Ok(());
             }
             Err(refusal) => {
-                tracing::debug!(attempt, reason = %refusal.message, "the upstream's turn is corrected");
+                tracing::debug!(attempt, reason = %Outside(&refusal.message), "the upstream's turn is corrected");
                 trace.turns.push((text, Some(refusal.message.clone())));
                 history.push_turn(&refusal.kept);
                 history.push_user(&render_observation(&refusal.message, CORRECTION_LIMIT));
@@ -171,7 +172,7 @@ fn finish_committed(
         }) => (thought.unwrap_or_default(), Some((text, cut))),
         Ok(Read { thought, .. }) => (thought.unwrap_or_default(), None),
         Err(refusal) => {
-            tracing::warn!(reason = %refusal.message, "a committed answer's whole turn was refused; it ends as sent");
+            tracing::warn!(reason = %Outside(&refusal.message), "a committed answer's whole turn was refused; it ends as sent");
             (sent.reasoning.clone(), None)
         }
     };

@@ -27,6 +27,7 @@ use super::{ServeError, ServeEvent};
 use crate::llm::Model;
 use crate::llm::openai::{OpenAiConfig, OpenAiModel};
 use crate::prompt::Templates;
+use crate::shown::Outside;
 
 /// Most distinct model names (without `--model`) a proxy keeps a client for.
 const MAX_MODELS: usize = 32;
@@ -388,7 +389,7 @@ async fn stream_answer(
             }
             result => {
                 if let Err(e) = &result {
-                    tracing::warn!(error = %e, "a streamed answer was broken off");
+                    tracing::warn!(error = %Outside(e), "a streamed answer was broken off");
                 }
                 log_status("POST", "/v1/chat/completions", 200, started, &trace);
             }
@@ -440,6 +441,6 @@ async fn write_transcript(
         tokio::fs::write(&path, record.to_string()).await
     };
     if let Err(e) = write.await {
-        tracing::warn!(path = %path.display(), error = %e, "cannot write the serve transcript");
+        tracing::warn!(path = %Outside(path.display()), error = %Outside(&e), "cannot write the serve transcript");
     }
 }

@@ -35,6 +35,7 @@ use tokio::time::{Instant, timeout_at};
 use super::error::{ErrorBody, ServeError};
 use crate::llm::openai::normalize_base_url;
 use crate::secret::{Redactor, Secret};
+use crate::shown::Outside;
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]
@@ -236,7 +237,7 @@ impl Upstream {
                 }
                 Ok(None) => return None,
                 Ok(Some(Err(e))) => {
-                    tracing::warn!(error = %e, "the upstream's stream broke off");
+                    tracing::warn!(error = %Outside(&e), "the upstream's stream broke off");
                     "the upstream's stream broke off"
                 }
                 Err(_) => {
@@ -272,7 +273,7 @@ impl Upstream {
                 .get(header::LOCATION)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            tracing::warn!(status = status.as_u16(), location = %self.redactor.redact(to), "the upstream answered with a redirect, not followed");
+            tracing::warn!(status = status.as_u16(), location = %Outside(self.redactor.redact(to)), "the upstream answered with a redirect, not followed");
             return Err(ServeError::Relay {
                 status: 502,
                 message: format!(
@@ -388,7 +389,7 @@ fn is_model_list(body: &[u8]) -> bool {
 
 /// A request that failed below HTTP (connecting, sending, reading, an idle limit).
 fn unreachable(e: &reqwest::Error) -> ServeError {
-    tracing::warn!(error = %e, "the upstream could not be reached");
+    tracing::warn!(error = %Outside(e), "the upstream could not be reached");
     let (status, message) = if e.is_timeout() {
         (504, "the upstream server did not answer in time")
     } else {

@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 
+use memchr::memmem;
 use serde_json::Value;
 
 /// What a secret is replaced with.
@@ -140,21 +141,47 @@ impl Redactor {
 
     /// Whether `text` holds any secret or derived form.
     pub fn finds(&self, text: &str) -> bool {
-        self.needles.iter().any(|n| text.contains(n.as_str()))
+        self.finds_bytes(text.as_bytes())
+    }
+
+    /// Whether `bytes` (UTF-8 or not) hold any secret or derived form.
+    pub fn finds_bytes(&self, bytes: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .any(|n| memmem::find(bytes, n.as_bytes()).is_some())
     }
 
     /// `text` with every secret and derived form replaced by [`REDACTED`].
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        if !self.finds(text) {
-            return Cow::Borrowed(text);
+        match self.redact_bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // A needle is valid UTF-8, so it starts and ends on character boundaries of valid
+            // UTF-8 text, and replacing it keeps the text valid; the lossy branch never runs.
+            Cow::Owned(bytes) => Cow::Owned(
+                String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
         }
-        let mut out = text.to_owned();
+    }
+
+    /// `bytes` with every secret and derived form replaced by [`REDACTED`], searched byte for
+    /// byte: the same as [`Redactor::redact`] on UTF-8, and it also finds the key in text that is
+    /// not UTF-8 (a Latin-1 error page that echoes `Bearer KEY`).
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.finds_bytes(bytes) {
+            return Cow::Borrowed(bytes);
+        }
+        let mut out = bytes.to_vec();
+        // Longest first, so that a longer form wins over a part of it.
         for n in &self.needles {
-            if out.contains(n.as_str()) {
-                out = out.replace(n.as_str(), REDACTED);
-            }
+            out = replace_all(out, n.as_bytes());
         }
         Cow::Owned(out)
+    }
+
+    /// The length in bytes of the longest form searched for (0 when there is none).
+    fn longest(&self) -> usize {
+        self.needles.first().map_or(0, String::len)
     }
 
     /// [`Redactor::redact`] into an owned string.
@@ -184,6 +211,91 @@ impl Redactor {
             }
             _ => {}
         }
+    }
+}
+
+/// `haystack` with every occurrence of `needle` replaced by [`REDACTED`].
+fn replace_all(haystack: Vec<u8>, needle: &[u8]) -> Vec<u8> {
+    let finder = memmem::Finder::new(needle);
+    let mut at = 0;
+    let mut out: Option<Vec<u8>> = None;
+    for start in finder.find_iter(&haystack) {
+        let o = out.get_or_insert_with(|| Vec::with_capacity(haystack.len()));
+        o.extend_from_slice(&haystack[at..start]);
+        o.extend_from_slice(REDACTED.as_bytes());
+        at = start + needle.len();
+    }
+    match out {
+        None => haystack,
+        Some(mut o) => {
+            o.extend_from_slice(&haystack[at..]);
+            o
+        }
+    }
+}
+
+/// A [`Redactor`] for text that arrives in pieces (a streamed answer), where a secret may be
+/// split between two pieces.
+///
+/// [`StreamRedactor::push`] gives back the redacted text that is safe to pass on and holds
+/// back the rest: the last `longest form - 1` bytes, moved back to the start of any form that
+/// crosses that point, since the next piece may complete a form that begins there.
+/// [`StreamRedactor::finish`] gives back what is held at the end. What is passed on, in all,
+/// is what [`Redactor::redact`] makes of the whole text; only the moment each part goes out
+/// changes (by at most the longest form's length).
+#[derive(Debug, Clone, Default)]
+pub struct StreamRedactor {
+    redactor: Redactor,
+    held: String,
+}
+
+impl StreamRedactor {
+    /// A stream redactor for the secrets `redactor` holds.
+    pub fn new(redactor: Redactor) -> Self {
+        StreamRedactor {
+            redactor,
+            held: String::new(),
+        }
+    }
+
+    /// Take `piece`; give back the redacted text that can go out now (maybe empty).
+    pub fn push(&mut self, piece: &str) -> String {
+        self.held.push_str(piece);
+        let longest = self.redactor.longest();
+        if longest == 0 {
+            return std::mem::take(&mut self.held);
+        }
+        let mut cut = self.held.len().saturating_sub(longest - 1);
+        while !self.held.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // Never cut inside a form: move back to its start (a form starts on a character
+        // boundary, being UTF-8 itself), and again if that lands inside another.
+        loop {
+            let crossing = self
+                .redactor
+                .needles
+                .iter()
+                .flat_map(|n| {
+                    memmem::find_iter(self.held.as_bytes(), n.as_bytes())
+                        .map(move |s| (s, s + n.len()))
+                })
+                .filter(|&(s, e)| s < cut && e > cut)
+                .map(|(s, _)| s)
+                .min();
+            match crossing {
+                Some(s) => cut = s,
+                None => break,
+            }
+        }
+        let rest = self.held.split_off(cut);
+        let out = std::mem::replace(&mut self.held, rest);
+        self.redactor.redact_string(out)
+    }
+
+    /// The redacted text still held back (the end of the stream).
+    pub fn finish(&mut self) -> String {
+        self.redactor.redact_string(std::mem::take(&mut self.held))
     }
 }
 
@@ -298,5 +410,73 @@ mod tests {
         let text = v.to_string();
         assert!(!text.contains(KEY), "{text}");
         assert!(text.contains(REDACTED));
+    }
+
+    #[test]
+    fn redacts_bytes_that_are_not_utf8() {
+        let r = Redactor::with([KEY]);
+        // A Latin-1 page: `é` is the lone byte 0xE9, which is not UTF-8.
+        let page = [
+            b"Cl\xe9 refus\xe9e : Bearer ".as_slice(),
+            KEY.as_bytes(),
+            b"\xff",
+        ]
+        .concat();
+        assert!(std::str::from_utf8(&page).is_err());
+        let out = r.redact_bytes(&page);
+        assert_eq!(
+            out.as_ref(),
+            [b"Cl\xe9 refus\xe9e : Bearer [redacted]\xff".as_slice()].concat()
+        );
+        let b64 = base64(format!("Bearer {KEY}").as_bytes(), STANDARD);
+        let page = [b"\xfe".as_slice(), b64.as_bytes()].concat();
+        assert!(
+            !r.redact_bytes(&page)
+                .windows(b64.len() - 2)
+                .any(|w| b64.as_bytes().starts_with(w))
+        );
+        assert!(matches!(r.redact_bytes(b"\xff clean"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_stream_split_anywhere_is_redacted_as_the_whole_text() {
+        let r = Redactor::with([KEY]);
+        let reversed: String = KEY.chars().rev().collect();
+        let b64 = base64(format!("Bearer {KEY}").as_bytes(), URL_SAFE);
+        let text = format!("héllo {KEY} and {reversed}, ünï {b64}{KEY}{KEY} end");
+        let whole = r.redact(&text).into_owned();
+        let bounds: Vec<usize> = (0..=text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .collect();
+        // Every cut into two pieces, and every cut into three.
+        for (n, &a) in bounds.iter().enumerate() {
+            for &b in &bounds[n..] {
+                let mut s = StreamRedactor::new(r.clone());
+                let mut out = String::new();
+                for piece in [&text[..a], &text[a..b], &text[b..]] {
+                    let got = s.push(piece);
+                    assert!(
+                        !got.contains(KEY) && !got.contains(&reversed),
+                        "{a} {b}: {got}"
+                    );
+                    out.push_str(&got);
+                }
+                out.push_str(&s.finish());
+                assert_eq!(out, whole, "cut at {a} and {b}");
+            }
+        }
+        // One character at a time: at most the longest form is held.
+        let mut s = StreamRedactor::new(r.clone());
+        let mut out = String::new();
+        for c in text.chars() {
+            out.push_str(&s.push(&c.to_string()));
+            assert!(s.held.len() < 2 * r.longest(), "{}", s.held.len());
+        }
+        out.push_str(&s.finish());
+        assert_eq!(out, whole);
+        // With no secret, nothing is held.
+        let mut s = StreamRedactor::new(Redactor::new());
+        assert_eq!(s.push("abc"), "abc");
+        assert_eq!(s.finish(), "");
     }
 }

@@ -22,6 +22,7 @@
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
+//! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through.
 //!
@@ -41,6 +42,7 @@ mod grammar;
 mod http;
 mod live;
 mod read;
+mod redact;
 mod request;
 mod response;
 mod upstream;

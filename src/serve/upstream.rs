@@ -15,7 +15,8 @@
 //! * **A whole answer** (anything else) is read up to its cap (16 MiB for a success, like the
 //!   model client; the first MiB of a failure) and relayed with its status and content type,
 //!   the upstream key and its cheap encodings replaced by `[redacted]` (some servers echo the
-//!   key they were sent in an error message). An answer over the cap is refused with 502 and
+//!   key they were sent in an error message), searched as bytes so that an answer that is not
+//!   UTF-8 is no exception. An answer over the cap is refused with 502 and
 //!   the upstream connection dropped unread.
 //! * **A redirect is never followed** (it would carry the upstream key to wherever it points)
 //!   nor relayed (the client would carry the proxy's key there): the client gets 502.
@@ -140,6 +141,11 @@ impl Upstream {
             redactor: Redactor::with([api_key.expose()]),
             limits,
         })
+    }
+
+    /// The redactor of the upstream key and its cheap forms (for the core's answers too).
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// Relay a `POST /v1/chat/completions` body to `{base}/chat/completions` unchanged, and
@@ -317,9 +323,10 @@ impl Upstream {
             }
             body.extend_from_slice(&chunk);
         }
-        let body = match String::from_utf8(body) {
-            Ok(text) => Bytes::from(self.redactor.redact_string(text)),
-            Err(e) => Bytes::from(e.into_bytes()),
+        // Searched as bytes: an answer that is not UTF-8 (a Latin-1 page) is redacted too.
+        let body = match self.redactor.redact_bytes(&body) {
+            std::borrow::Cow::Borrowed(_) => Bytes::from(body),
+            std::borrow::Cow::Owned(redacted) => Bytes::from(redacted),
         };
         Ok(Whole {
             status,

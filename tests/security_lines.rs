@@ -26,8 +26,7 @@ async fn forging_upstream() -> String {
             .status(StatusCode::BAD_REQUEST)
             .header("content-type", "application/json")
             .body(Body::from(
-                json!({"error": {"message": message, "type": "invalid_request_error"}})
-                    .to_string(),
+                json!({"error": {"message": message, "type": "invalid_request_error"}}).to_string(),
             ))
             .expect("response")
     });
@@ -72,7 +71,10 @@ async fn an_upstream_error_cannot_forge_a_line_of_serves_log() {
     assert!(log.contains(r"\n\u{1b}[2J"), "{log}");
     // ... and starts no line of its own, nor reaches the terminal as an escape.
     for line in log.lines() {
-        assert!(!line.contains(FORGED) || line.contains("WARN"), "forged: {line}");
+        assert!(
+            !line.contains(FORGED) || line.contains("WARN"),
+            "forged: {line}"
+        );
         assert!(!line.starts_with("2026-01-01"), "forged: {line}");
     }
     assert!(!log.contains('\x1b'), "{log:?}");

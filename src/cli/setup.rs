@@ -15,8 +15,8 @@ use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::prompt::{ContextItem, Templates};
 use tagloop::secret::Redactor;
-use tagloop::shown::one_line;
 use tagloop::secret::Secret;
+use tagloop::shown::one_line;
 use tagloop::tools::ChildEnv;
 use tagloop::tools::Registry;
 use tagloop::tools::{

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use super::OpenAiModel;
 use super::transport::{MAX_ANSWER_BODY, MAX_PROBE_BODY};
 use crate::llm::{LlmError, Message, Prompt, Role, ServerKind};
-use crate::text::clip_bytes;
 use crate::shown::Outside;
+use crate::text::clip_bytes;
 
 /// Longest a count may take (tokenising is fast: it waits for no slot).
 const COUNT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -55,8 +55,8 @@ mod start;
 mod tests;
 mod tool;
 
-use command_line::CommandLineError;
 use crate::shown::Outside;
+use command_line::CommandLineError;
 
 /// How many lines of the server's stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
@@ -285,7 +285,9 @@ impl McpSource {
                 Ok(None) => {
                     tracing::warn!(server = %self.conn.server, "MCP server did not close in time")
                 }
-                Err(e) => tracing::warn!(server = %self.conn.server, "MCP close failed: {}", Outside(&e)),
+                Err(e) => {
+                    tracing::warn!(server = %self.conn.server, "MCP close failed: {}", Outside(&e))
+                }
             }
         }
     }

@@ -21,8 +21,8 @@ use super::{Conn, McpAccess, McpError, McpOptions, McpSource, STDERR_TAIL_LINES,
 use crate::tools::Tool;
 use crate::tools::children::Job;
 
-use rmcp::model::Tool as RemoteTool;
 use crate::shown::Outside;
+use rmcp::model::Tool as RemoteTool;
 
 /// A spawned server whose session is not initialised yet.
 struct Spawned {

@@ -215,12 +215,16 @@ impl RunOpts {
         if let Some(url) = &saved.base_url
             && self.base_url.is_none()
         {
-            if is_loopback_url(url) {
+            if session_url_reusable(url) {
                 notices.push(format!(
                     "continuing with the session's server {url}, on this machine; no API key is sent to a server a session file names: restate it with --base-url {url} to send yours"
                 ));
                 self.base_url = Some(url.clone());
                 self.session_base_url = true;
+            } else if is_loopback_url(url) {
+                notices.push(format!(
+                    "the session's server {url} is on this machine, but is not an API root tagloop writes (user info, a query, a fragment or another path than /v1): restate it with --base-url {url} to use it"
+                ));
             } else {
                 notices.push(format!(
                     "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
@@ -387,6 +391,30 @@ pub fn is_loopback_url(url: &str) -> bool {
     }
 }
 
+/// Whether a base URL from a session file may be used again: a loopback one ([`is_loopback_url`])
+/// shaped like the API roots tagloop writes, with no user info, query or fragment, and the path
+/// `/v1` or none (a pasted `/chat/completions` or `/completions` removed, as the client does).
+/// A session can then only reach the OpenAI-compatible API of a local server, never another of
+/// its endpoints (`http://127.0.0.1:11434/api/pull#` would POST the conversation to Ollama's
+/// model download).
+pub fn session_url_reusable(url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    let path = u.path().trim_end_matches('/');
+    let path = ["/chat/completions", "/completions"]
+        .iter()
+        .find_map(|s| path.strip_suffix(s))
+        .unwrap_or(path)
+        .trim_end_matches('/');
+    is_loopback_url(url)
+        && u.username().is_empty()
+        && u.password().is_none()
+        && u.query().is_none()
+        && u.fragment().is_none()
+        && matches!(path, "" | "/v1")
+}
+
 /// `s` as one POSIX shell word: as it is when it holds only characters no shell reads
 /// specially, else in single quotes (a `'` inside written `'\''`).
 pub fn shell_word(s: &str) -> String {
@@ -486,6 +514,29 @@ mod tests {
             "not a url",
         ] {
             assert!(!is_loopback_url(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_a_loopback_api_root_from_a_session_is_reused() {
+        for yes in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1/",
+            "http://[::1]",
+        ] {
+            assert!(session_url_reusable(yes), "{yes}");
+        }
+        for no in [
+            "http://127.0.0.1:11434/api/pull#",
+            "http://127.0.0.1:11434/api/pull?x=/v1",
+            "http://127.0.0.1:8080/v1?",
+            "http://127.0.0.1:8080/v1#x",
+            "http://user:pw@127.0.0.1:8080/v1",
+            "http://127.0.0.1:11434/api/chat",
+            "http://127.0.0.1:8080/v1/../api/pull",
+            "http://evil.example/v1",
+        ] {
+            assert!(!session_url_reusable(no), "{no}");
         }
     }
 

@@ -25,9 +25,10 @@ fn hidden(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// Text from outside made safe to print on a terminal, its lines kept: everything [`hidden`]
-/// but `\n` and `\t` is shown escaped, and `\r` too unless a `\n` follows (a CRLF line end is
-/// harmless). Borrowed when there is nothing to change, which is the common case.
+/// Text from outside made safe to print on a terminal, its lines kept: every control character
+/// but `\n` and `\t`, and the bidirectional overrides, shown escaped; `\r` too unless a `\n`
+/// follows (a CRLF line end is harmless). Borrowed when there is nothing to change, which is the
+/// common case.
 pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     let kept = |i: usize, c: char| match c {
         '\n' | '\t' => true,

@@ -22,6 +22,10 @@ use std::borrow::Cow;
 use memchr::memmem;
 use serde_json::Value;
 
+mod stream;
+
+pub use stream::{ByteStreamRedactor, StreamRedactor};
+
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
@@ -179,11 +183,6 @@ impl Redactor {
         Cow::Owned(out)
     }
 
-    /// The length in bytes of the longest form searched for (0 when there is none).
-    fn longest(&self) -> usize {
-        self.needles.first().map_or(0, String::len)
-    }
-
     /// [`Redactor::redact`] into an owned string.
     pub fn redact_string(&self, text: String) -> String {
         match self.redact(&text) {
@@ -231,71 +230,6 @@ fn replace_all(haystack: Vec<u8>, needle: &[u8]) -> Vec<u8> {
             o.extend_from_slice(&haystack[at..]);
             o
         }
-    }
-}
-
-/// A [`Redactor`] for text that arrives in pieces (a streamed answer), where a secret may be
-/// split between two pieces.
-///
-/// [`StreamRedactor::push`] gives back the redacted text that is safe to pass on and holds
-/// back the rest: the last `longest form - 1` bytes, moved back to the start of any form that
-/// crosses that point, since the next piece may complete a form that begins there.
-/// [`StreamRedactor::finish`] gives back what is held at the end. What is passed on, in all,
-/// is what [`Redactor::redact`] makes of the whole text; only the moment each part goes out
-/// changes (by at most the longest form's length).
-#[derive(Debug, Clone, Default)]
-pub struct StreamRedactor {
-    redactor: Redactor,
-    held: String,
-}
-
-impl StreamRedactor {
-    /// A stream redactor for the secrets `redactor` holds.
-    pub fn new(redactor: Redactor) -> Self {
-        StreamRedactor {
-            redactor,
-            held: String::new(),
-        }
-    }
-
-    /// Take `piece`; give back the redacted text that can go out now (maybe empty).
-    pub fn push(&mut self, piece: &str) -> String {
-        self.held.push_str(piece);
-        let longest = self.redactor.longest();
-        if longest == 0 {
-            return std::mem::take(&mut self.held);
-        }
-        let mut cut = self.held.len().saturating_sub(longest - 1);
-        while !self.held.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        // Never cut inside a form: move back to its start (a form starts on a character
-        // boundary, being UTF-8 itself), and again if that lands inside another.
-        loop {
-            let crossing = self
-                .redactor
-                .needles
-                .iter()
-                .flat_map(|n| {
-                    memmem::find_iter(self.held.as_bytes(), n.as_bytes())
-                        .map(move |s| (s, s + n.len()))
-                })
-                .filter(|&(s, e)| s < cut && e > cut)
-                .map(|(s, _)| s)
-                .min();
-            match crossing {
-                Some(s) => cut = s,
-                None => break,
-            }
-        }
-        let rest = self.held.split_off(cut);
-        let out = std::mem::replace(&mut self.held, rest);
-        self.redactor.redact_string(out)
-    }
-
-    /// The redacted text still held back (the end of the stream).
-    pub fn finish(&mut self) -> String {
-        self.redactor.redact_string(std::mem::take(&mut self.held))
     }
 }
 
@@ -436,47 +370,5 @@ mod tests {
                 .any(|w| b64.as_bytes().starts_with(w))
         );
         assert!(matches!(r.redact_bytes(b"\xff clean"), Cow::Borrowed(_)));
-    }
-
-    #[test]
-    fn a_stream_split_anywhere_is_redacted_as_the_whole_text() {
-        let r = Redactor::with([KEY]);
-        let reversed: String = KEY.chars().rev().collect();
-        let b64 = base64(format!("Bearer {KEY}").as_bytes(), URL_SAFE);
-        let text = format!("héllo {KEY} and {reversed}, ünï {b64}{KEY}{KEY} end");
-        let whole = r.redact(&text).into_owned();
-        let bounds: Vec<usize> = (0..=text.len())
-            .filter(|&i| text.is_char_boundary(i))
-            .collect();
-        // Every cut into two pieces, and every cut into three.
-        for (n, &a) in bounds.iter().enumerate() {
-            for &b in &bounds[n..] {
-                let mut s = StreamRedactor::new(r.clone());
-                let mut out = String::new();
-                for piece in [&text[..a], &text[a..b], &text[b..]] {
-                    let got = s.push(piece);
-                    assert!(
-                        !got.contains(KEY) && !got.contains(&reversed),
-                        "{a} {b}: {got}"
-                    );
-                    out.push_str(&got);
-                }
-                out.push_str(&s.finish());
-                assert_eq!(out, whole, "cut at {a} and {b}");
-            }
-        }
-        // One character at a time: at most the longest form is held.
-        let mut s = StreamRedactor::new(r.clone());
-        let mut out = String::new();
-        for c in text.chars() {
-            out.push_str(&s.push(&c.to_string()));
-            assert!(s.held.len() < 2 * r.longest(), "{}", s.held.len());
-        }
-        out.push_str(&s.finish());
-        assert_eq!(out, whole);
-        // With no secret, nothing is held.
-        let mut s = StreamRedactor::new(Redactor::new());
-        assert_eq!(s.push("abc"), "abc");
-        assert_eq!(s.finish(), "");
     }
 }

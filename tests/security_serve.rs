@@ -12,6 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use common::fake_server::{FakeConfig, FakeServer};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 use tagloop::secret::Secret;
@@ -207,4 +208,40 @@ async fn an_upstream_that_writes_the_key_into_its_turn_does_not_hand_it_to_the_c
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_streamed_pass_through_that_writes_the_key_is_redacted_even_split_across_chunks() {
+    // The key echoed inside one event, cut between chunks (twice), as a relayed stream has it.
+    let event = format!("data: {{\"said\": \"Bearer {KEY}\"}}\n\n");
+    let cuts = [event.len() - 20, event.len() - 9];
+    let pieces = vec![
+        event[..cuts[0]].to_owned(),
+        event[cuts[0]..cuts[1]].to_owned(),
+        event[cuts[1]..].to_owned(),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let app = Router::new().fallback(move || {
+        let pieces = pieces.clone();
+        async move {
+            let chunks = futures::stream::iter(pieces).then(|p| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                Ok::<_, std::io::Error>(Bytes::from(p))
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(chunks))
+                .expect("response")
+        }
+    });
+    let upstream = format!("{}/v1", spawn(app).await);
+    let base = proxy(&upstream, |_| {}).await;
+    let chat =
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, body) = post(&base, &chat).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        "data: {\"said\": \"Bearer [redacted]\"}\n\ndata: [DONE]\n\n"
+    );
 }

@@ -8,7 +8,9 @@
 //!   key is empty): the client's `Authorization`, which holds the proxy's own key, never
 //!   leaves the proxy.
 //! * **A streamed answer** (a 2xx with `text/event-stream`) is passed on chunk by chunk as it
-//!   arrives, nothing kept; within the total time limit and the idle limit. When either runs
+//!   arrives, nothing kept; within the total time limit and the idle limit. The upstream key
+//!   and its cheap encodings are replaced by `[redacted]` there too: bytes that may begin one
+//!   are held back until the next chunk shows whether they do (`secret/stream.rs`). When either runs
 //!   out, or the upstream breaks off, the client gets OpenAI's error event and `[DONE]` if the
 //!   relayed bytes end between two events, else the connection is cut (half an event followed
 //!   by anything would be misread).
@@ -35,7 +37,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::error::{ErrorBody, ServeError};
 use crate::llm::openai::normalize_base_url;
-use crate::secret::{Redactor, Secret};
+use crate::secret::{ByteStreamRedactor, Redactor, Secret};
 use crate::shown::Outside;
 
 /// Time and size limits of the pass-through.
@@ -230,18 +232,24 @@ impl Upstream {
             body: response.bytes_stream().boxed(),
             deadline,
             tail: Vec::new(),
+            redact: ByteStreamRedactor::new(self.redactor.clone()),
             done: false,
         };
+        // Each step gives the pieces to send (none while the redactor holds a piece back).
         let chunks = futures::stream::unfold(relay, |mut relay| async move {
             if relay.done {
                 return None;
             }
             let failure = match timeout_at(relay.deadline, relay.body.next()).await {
                 Ok(Some(Ok(bytes))) => {
-                    relay.remember_tail(&bytes);
-                    return Some((Ok(bytes), relay));
+                    let safe = relay.redact.push(&bytes);
+                    return Some((relay.pass_on(safe).into_iter().collect(), relay));
                 }
-                Ok(None) => return None,
+                Ok(None) => {
+                    relay.done = true;
+                    let rest = relay.redact.finish();
+                    return Some((relay.pass_on(rest).into_iter().collect(), relay));
+                }
                 Ok(Some(Err(e))) => {
                     tracing::warn!(error = %Outside(&e), "the upstream's stream broke off");
                     "the upstream's stream broke off"
@@ -252,9 +260,12 @@ impl Upstream {
                 }
             };
             relay.done = true;
-            let end = relay.failure_end(failure);
-            Some((end, relay))
-        });
+            let rest = relay.redact.finish();
+            let mut pieces: Vec<_> = relay.pass_on(rest).into_iter().collect();
+            pieces.push(relay.failure_end(failure));
+            Some((pieces, relay))
+        })
+        .flat_map(futures::stream::iter);
         let mut builder = Response::builder()
             .status(status)
             .header(header::CACHE_CONTROL, "no-cache");
@@ -361,10 +372,21 @@ struct Relay {
     deadline: Instant,
     /// The last few bytes passed on: whether they end an event.
     tail: Vec<u8>,
+    /// Takes the upstream key out, holding back what may be the start of one.
+    redact: ByteStreamRedactor,
     done: bool,
 }
 
 impl Relay {
+    /// `bytes` as the next piece to send (none when empty), remembering how they end.
+    fn pass_on(&mut self, bytes: Vec<u8>) -> Option<Result<Bytes, std::io::Error>> {
+        if bytes.is_empty() {
+            return None;
+        }
+        self.remember_tail(&bytes);
+        Some(Ok(Bytes::from(bytes)))
+    }
+
     fn remember_tail(&mut self, bytes: &[u8]) {
         self.tail
             .extend_from_slice(&bytes[bytes.len().saturating_sub(4)..]);

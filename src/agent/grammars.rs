@@ -149,7 +149,7 @@ impl Source<'_> {
         let grammar = decision_grammar_with(&self.shape(schemas, last, false), known);
         let gbnf = grammar.to_gbnf();
         if let Err(e) = parse_gbnf(&gbnf) {
-            warn!(error = %e, "the decision grammar failed its own check; turns are not constrained");
+            warn!(error = %Outside(&e), "the decision grammar failed its own check; turns are not constrained");
             return None;
         }
         Some(TurnGrammar {
@@ -179,7 +179,7 @@ impl Source<'_> {
         }
         let gbnf = grammar.to_gbnf();
         if let Err(e) = parse_gbnf(&gbnf) {
-            warn!(error = %e, "the turn grammar failed its own check; turns are not constrained");
+            warn!(error = %Outside(&e), "the turn grammar failed its own check; turns are not constrained");
             return None;
         }
         let triggers = if final_only {

@@ -27,6 +27,7 @@ use super::{conversation, grammar};
 use crate::llm::{Api, Model, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
+use crate::secret::Redactor;
 use crate::shown::Outside;
 
 /// The turn budget when the client sets none (as `tagloop run`'s default).
@@ -54,6 +55,8 @@ pub(crate) struct Core<'a> {
     pub api: Api,
     pub templates: &'a Templates,
     pub repairs: u32,
+    /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
+    pub redactor: &'a Redactor,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -121,13 +124,21 @@ pub(crate) async fn answer(
             })?;
         trace.usage.add(result.usage);
         let text = history.turn_text(&result.text);
+        // A refusal may quote the turn, which may hold the upstream key: redacted before it is
+        // logged, kept, or becomes a 502's message.
+        let read = |text: &str| {
+            read(text, &result.finish, ask, &role).map_err(|mut refusal| {
+                refusal.message = core.redactor.redact_string(refusal.message);
+                refusal
+            })
+        };
         if let Some(sent) = live.sent() {
-            let read = read(&text, &result.finish, ask, &role);
+            let read = read(&text);
             trace.turns.push((text, None));
             finish_committed(read, sent, result.reasoning, trace.usage, emit);
             return Ok(());
         }
-        match read(&text, &result.finish, ask, &role) {
+        match read(&text) {
             Ok(read) => {
                 trace.turns.push((text, None));
                 emit_answer(read, result.reasoning, trace.usage, emit);

@@ -303,6 +303,7 @@ async fn core_answer(
         api: shared.cfg.api,
         templates: &shared.templates,
         repairs: shared.cfg.repairs,
+        redactor: shared.upstream.redactor(),
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -364,6 +365,7 @@ async fn stream_answer(
             api: shared.cfg.api,
             templates: &shared.templates,
             repairs: shared.cfg.repairs,
+            redactor: shared.upstream.redactor(),
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

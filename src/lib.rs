@@ -37,6 +37,7 @@ pub mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod session;
+pub mod shown;
 pub mod tools;
 
 mod text;

@@ -19,7 +19,12 @@
 
 use std::borrow::Cow;
 
+use memchr::memmem;
 use serde_json::Value;
+
+mod stream;
+
+pub use stream::{ByteStreamRedactor, StreamRedactor};
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -140,19 +145,40 @@ impl Redactor {
 
     /// Whether `text` holds any secret or derived form.
     pub fn finds(&self, text: &str) -> bool {
-        self.needles.iter().any(|n| text.contains(n.as_str()))
+        self.finds_bytes(text.as_bytes())
+    }
+
+    /// Whether `bytes` (UTF-8 or not) hold any secret or derived form.
+    pub fn finds_bytes(&self, bytes: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .any(|n| memmem::find(bytes, n.as_bytes()).is_some())
     }
 
     /// `text` with every secret and derived form replaced by [`REDACTED`].
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        if !self.finds(text) {
-            return Cow::Borrowed(text);
+        match self.redact_bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // A needle is valid UTF-8, so it starts and ends on character boundaries of valid
+            // UTF-8 text, and replacing it keeps the text valid; the lossy branch never runs.
+            Cow::Owned(bytes) => Cow::Owned(
+                String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
         }
-        let mut out = text.to_owned();
+    }
+
+    /// `bytes` with every secret and derived form replaced by [`REDACTED`], searched byte for
+    /// byte: the same as [`Redactor::redact`] on UTF-8, and it also finds the key in text that is
+    /// not UTF-8 (a Latin-1 error page that echoes `Bearer KEY`).
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        if !self.finds_bytes(bytes) {
+            return Cow::Borrowed(bytes);
+        }
+        let mut out = bytes.to_vec();
+        // Longest first, so that a longer form wins over a part of it.
         for n in &self.needles {
-            if out.contains(n.as_str()) {
-                out = out.replace(n.as_str(), REDACTED);
-            }
+            out = replace_all(out, n.as_bytes());
         }
         Cow::Owned(out)
     }
@@ -183,6 +209,26 @@ impl Redactor {
                 map.values_mut().for_each(|v| self.redact_json(v));
             }
             _ => {}
+        }
+    }
+}
+
+/// `haystack` with every occurrence of `needle` replaced by [`REDACTED`].
+fn replace_all(haystack: Vec<u8>, needle: &[u8]) -> Vec<u8> {
+    let finder = memmem::Finder::new(needle);
+    let mut at = 0;
+    let mut out: Option<Vec<u8>> = None;
+    for start in finder.find_iter(&haystack) {
+        let o = out.get_or_insert_with(|| Vec::with_capacity(haystack.len()));
+        o.extend_from_slice(&haystack[at..start]);
+        o.extend_from_slice(REDACTED.as_bytes());
+        at = start + needle.len();
+    }
+    match out {
+        None => haystack,
+        Some(mut o) => {
+            o.extend_from_slice(&haystack[at..]);
+            o
         }
     }
 }
@@ -298,5 +344,31 @@ mod tests {
         let text = v.to_string();
         assert!(!text.contains(KEY), "{text}");
         assert!(text.contains(REDACTED));
+    }
+
+    #[test]
+    fn redacts_bytes_that_are_not_utf8() {
+        let r = Redactor::with([KEY]);
+        // A Latin-1 page: `é` is the lone byte 0xE9, which is not UTF-8.
+        let page = [
+            b"Cl\xe9 refus\xe9e : Bearer ".as_slice(),
+            KEY.as_bytes(),
+            b"\xff",
+        ]
+        .concat();
+        assert!(std::str::from_utf8(&page).is_err());
+        let out = r.redact_bytes(&page);
+        assert_eq!(
+            out.as_ref(),
+            [b"Cl\xe9 refus\xe9e : Bearer [redacted]\xff".as_slice()].concat()
+        );
+        let b64 = base64(format!("Bearer {KEY}").as_bytes(), STANDARD);
+        let page = [b"\xfe".as_slice(), b64.as_bytes()].concat();
+        assert!(
+            !r.redact_bytes(&page)
+                .windows(b64.len() - 2)
+                .any(|w| b64.as_bytes().starts_with(w))
+        );
+        assert!(matches!(r.redact_bytes(b"\xff clean"), Cow::Borrowed(_)));
     }
 }

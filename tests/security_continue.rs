@@ -489,3 +489,55 @@ fn a_recorded_url_that_is_not_loopback_is_still_not_used() {
     // One request for each recorded run; none from `continue`.
     assert_eq!(server.requests().len(), 5);
 }
+
+/// Issue 30, item 6: a loopback URL from a session is used again only when it is an API root
+/// tagloop writes. One with a fragment or a query (`/api/pull#`: the client's
+/// `/chat/completions` would land in the fragment, and the conversation would go to Ollama's
+/// model download), user info, or another path is not used: no request reaches it.
+#[test]
+fn a_recorded_loopback_url_that_is_not_an_api_root_is_not_used() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(FakeConfig::turns([
+        "<final_answer>first</final_answer>",
+    ])));
+    // Another local server that counts every request it gets, whatever its path.
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let port = {
+        let hits = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "{}" }
+        });
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        rt.spawn(async move { axum::serve(listener, app).await });
+        port
+    };
+    for url in [
+        format!("http://127.0.0.1:{port}/api/pull#"),
+        format!("http://127.0.0.1:{port}/api/pull?name=evil/model&x="),
+        format!("http://127.0.0.1:{port}/v1?x="),
+        format!("http://user:pw@127.0.0.1:{port}/v1"),
+        format!("http://localhost:{port}/api/chat"),
+    ] {
+        let path = session_against(&env, &server.base_url, |m| {
+            m.insert("base_url".into(), url.clone().into());
+        });
+        let out = env
+            .cmd()
+            .arg("continue")
+            .arg(&path)
+            .arg("and then?")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.contains("needs a server"), "{url}: {stderr}");
+        assert!(stderr.contains("not an API root"), "{url}: {stderr}");
+        std::fs::remove_file(path).unwrap();
+    }
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

@@ -34,6 +34,7 @@ use crate::protocol::{
 use crate::tools::{Registry, Workspace, list_paths};
 
 use super::{Api, Role};
+use crate::shown::Outside;
 
 /// The grammars of one agent (none when its model takes none).
 #[derive(Debug, Clone, Default)]
@@ -148,7 +149,7 @@ impl Source<'_> {
         let grammar = decision_grammar_with(&self.shape(schemas, last, false), known);
         let gbnf = grammar.to_gbnf();
         if let Err(e) = parse_gbnf(&gbnf) {
-            warn!(error = %e, "the decision grammar failed its own check; turns are not constrained");
+            warn!(error = %Outside(&e), "the decision grammar failed its own check; turns are not constrained");
             return None;
         }
         Some(TurnGrammar {
@@ -172,13 +173,13 @@ impl Source<'_> {
         // grammar (the one that holds the tools' parameters as well as the output schema).
         if !final_only && !reasoning {
             for part in grammar.simplified() {
-                warn!(schema = %part.schema, pointer = %part.pointer, parts = part.parts,
+                warn!(schema = %Outside(&part.schema), pointer = %Outside(&part.pointer), parts = part.parts,
                     "{part}; the model is sampled less strictly there, and its answer is still validated");
             }
         }
         let gbnf = grammar.to_gbnf();
         if let Err(e) = parse_gbnf(&gbnf) {
-            warn!(error = %e, "the turn grammar failed its own check; turns are not constrained");
+            warn!(error = %Outside(&e), "the turn grammar failed its own check; turns are not constrained");
             return None;
         }
         let triggers = if final_only {

@@ -16,6 +16,7 @@ use crate::llm::{NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
 
 use super::events::Event;
 use super::run::Run;
+use crate::shown::Outside;
 
 /// The notices a client reported during one turn, waiting for the transcript. Bounded by the
 /// client: one per retry (at most its retry limit) and one per refused field.
@@ -56,7 +57,7 @@ impl Run<'_> {
 
     /// The transcript could not be written: say so once (logs and caller), and stop writing it.
     pub(super) fn transcript_lost(&mut self, e: &dyn Display) {
-        warn!(target: NOTICE_LOG_TARGET, error = %e, "the transcript could not be written; the run goes on without it");
+        warn!(target: NOTICE_LOG_TARGET, error = %Outside(&e), "the transcript could not be written; the run goes on without it");
         self.transcript_failed = true;
         if let Some(events) = &self.options.events {
             events(&event(&Notice::new(

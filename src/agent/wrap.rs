@@ -25,6 +25,7 @@ use crate::tools::{ChildEnv, Registry};
 
 use super::events::Event;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
+use crate::shown::Outside;
 
 /// The program [`Agent::wrap`] runs.
 #[derive(Debug, Clone)]
@@ -86,7 +87,7 @@ fn emit(options: &mut RunOptions, event: Event) {
     if let Some(t) = options.transcript.as_mut()
         && let Err(e) = t.append(&event)
     {
-        tracing::warn!(error = %e, "the transcript could not be written");
+        tracing::warn!(error = %Outside(&e), "the transcript could not be written");
     }
 }
 

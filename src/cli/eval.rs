@@ -28,7 +28,7 @@ use tagloop::agent::{Event, EventSink, RunOptions, Status};
 use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite, select};
-use super::live::terminal_safe;
+use super::live::one_line;
 use super::options::{RunOpts, SessionArgs, usage};
 use super::output::stdout;
 use super::setup::Setup;
@@ -451,7 +451,7 @@ fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
         writeln!(
             out,
             "{:<24} {:>3}  {:<16} {:<6} {:>5} {:>5} {:>4} {:>4} {:>7} {:>7.1}  {}",
-            terminal_safe(&x.id),
+            one_line(&x.id),
             x.run,
             x.status.as_str(),
             if x.passed { "yes" } else { "no" },
@@ -461,7 +461,7 @@ fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
             x.context_fits,
             x.tokens,
             x.seconds,
-            terminal_safe(x.reason.as_deref().unwrap_or(""))
+            one_line(x.reason.as_deref().unwrap_or(""))
         )?;
     }
     let per_run = |v: u64| v as f64 / r.tasks.max(1) as f64;

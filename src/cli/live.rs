@@ -8,7 +8,6 @@
 //! cannot retitle the terminal, write the clipboard (OSC 52), clear the screen or reorder what the
 //! user reads. Machine output (`--json`, `--events`) is exact JSON, where serde escapes controls.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,6 +17,8 @@ use tracing_subscriber::fmt::MakeWriter;
 
 use tagloop::agent::Event;
 use tagloop::llm::Constraint;
+/// Outside text made printable: multi-line ([`terminal_safe`]) or one-line ([`one_line`]).
+pub use tagloop::shown::{one_line, terminal_safe};
 
 const DIM: Style = Style::new().dimmed();
 const ACTION: Style = AnsiColor::Cyan.on_default().bold();
@@ -157,8 +158,8 @@ fn render(
             writeln!(
                 out,
                 "{DIM}model {} · session {}{DIM:#}",
-                terminal_safe(model),
-                terminal_safe(session)
+                one_line(model),
+                one_line(session)
             )?;
         }
         Event::TurnStarted { step, final_only } => {
@@ -191,7 +192,7 @@ fn render(
             writeln!(
                 out,
                 "{ACTION}▶ {}({}){ACTION:#}",
-                terminal_safe(tool),
+                one_line(tool),
                 short_args(args)
             )?;
         }
@@ -204,7 +205,7 @@ fn render(
             writeln!(
                 out,
                 "{style}{mark}{style:#} {} {DIM}({elapsed_ms} ms){DIM:#}",
-                terminal_safe(tool)
+                one_line(tool)
             )?;
         }
         Event::Observation { text } => {
@@ -232,7 +233,7 @@ fn render(
             writeln!(
                 out,
                 "{WARN}⚠ {}: {}{WARN:#}",
-                terminal_safe(kind),
+                one_line(kind),
                 first_line(message, 200)
             )?;
             *state.correction = Some(message.clone());
@@ -241,7 +242,7 @@ fn render(
             writeln!(
                 out,
                 "{NOTE}◆ {}: {}{NOTE:#}",
-                terminal_safe(kind),
+                one_line(kind),
                 first_line(message, 300)
             )?;
         }
@@ -381,34 +382,6 @@ pub fn count(n: u64, noun: &str) -> String {
     }
 }
 
-/// Text from outside tagloop made safe to print on a terminal: control characters (C0 but `\n`
-/// and `\t`, DEL, C1 U+0080–U+009F) and the bidirectional overrides and isolates (U+202A–U+202E,
-/// U+2066–U+2069) are shown visibly as Rust escapes (`\u{1b}`, `\r`), so nothing a model or a
-/// tool writes is interpreted by the terminal. A `\r` right before `\n` is kept (a CRLF line end
-/// is harmless). Borrowed when there is nothing to change, which is the common case.
-pub fn terminal_safe(s: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t' && c != '\r')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    let lone_cr = |i: usize| s.as_bytes().get(i + 1) != Some(&b'\n');
-    if !s
-        .char_indices()
-        .any(|(i, c)| unsafe_char(c) || (c == '\r' && lone_cr(i)))
-    {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for (i, c) in s.char_indices() {
-        if unsafe_char(c) || (c == '\r' && lone_cr(i)) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
 /// `ok · 3 steps · 4 model calls · 1200+80 tokens · session ID` (`1 step`, `1 model call`).
 pub fn summary(outcome: &Value) -> String {
     let status = outcome.get("status").and_then(Value::as_str).unwrap_or("?");
@@ -423,14 +396,14 @@ pub fn summary(outcome: &Value) -> String {
     let style = if status == "ok" { GOOD } else { BAD };
     let mut s = format!(
         "{style}{}{style:#} · {} · {} · {}+{} tokens",
-        terminal_safe(status),
+        one_line(status),
         count(n("steps"), "step"),
         count(n("llm_calls"), "model call"),
         u("prompt_tokens"),
         u("completion_tokens")
     );
     if let Some(id) = outcome.get("session").and_then(Value::as_str) {
-        s.push_str(&format!(" · session {}", terminal_safe(id)));
+        s.push_str(&format!(" · session {}", one_line(id)));
     }
     if let Some(e) = outcome.get("error").and_then(Value::as_str) {
         s.push_str(&format!("\n{style}{}{style:#}", first_line(e, 300)));
@@ -463,16 +436,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn terminal_safe_shows_controls_and_overrides_and_keeps_layout() {
-        assert!(matches!(
-            terminal_safe("plain\ttext\r\nnext"),
-            Cow::Borrowed("plain\ttext\r\nnext")
-        ));
-        assert_eq!(
-            terminal_safe("a\x1b]0;t\x07b\rc\u{9b}d\u{202e}e\u{2066}f\x7f"),
-            r"a\u{1b}]0;t\u{7}b\rc\u{9b}d\u{202e}e\u{2066}f\u{7f}"
-        );
-        // A cut keeps the result safe too.
+    fn a_cut_keeps_the_line_safe() {
         assert_eq!(first_line("x\x1b[2Jy\nmore", 10), r"x\u{1b}[2Jy…");
     }
 

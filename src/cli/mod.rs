@@ -6,6 +6,7 @@ mod eval;
 mod eval_suite;
 mod inspect;
 mod live;
+mod loopback;
 mod options;
 mod output;
 mod parse;

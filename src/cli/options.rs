@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use super::loopback::{is_loopback_url, session_url_reusable};
+
 /// Options of a run. Stored (without the key or MCP command lines) in the session so `continue`
 /// can restore the harmless ones and name the others.
 #[derive(Debug, Clone, Default, Args, Serialize, Deserialize)]
@@ -215,12 +217,16 @@ impl RunOpts {
         if let Some(url) = &saved.base_url
             && self.base_url.is_none()
         {
-            if is_loopback_url(url) {
+            if session_url_reusable(url) {
                 notices.push(format!(
                     "continuing with the session's server {url}, on this machine; no API key is sent to a server a session file names: restate it with --base-url {url} to send yours"
                 ));
                 self.base_url = Some(url.clone());
                 self.session_base_url = true;
+            } else if is_loopback_url(url) {
+                notices.push(format!(
+                    "the session's server {url} is on this machine, but is not an API root tagloop writes (user info, a query, a fragment or another path than /v1): restate it with --base-url {url} to use it"
+                ));
             } else {
                 notices.push(format!(
                     "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
@@ -369,24 +375,6 @@ fn program_name(command: &str) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Whether `url` names a server on this machine: an `http` or `https` URL whose host is in
-/// 127.0.0.0/8, is `::1`, or is `localhost`. Parsed, never matched as text, so
-/// `http://127.0.0.1.evil.example` and `http://127.0.0.1@evil.example` are not.
-pub fn is_loopback_url(url: &str) -> bool {
-    let Ok(u) = url::Url::parse(url) else {
-        return false;
-    };
-    if !matches!(u.scheme(), "http" | "https") {
-        return false;
-    }
-    match u.host() {
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        None => false,
-    }
-}
-
 /// `s` as one POSIX shell word: as it is when it holds only characters no shell reads
 /// specially, else in single quotes (a `'` inside written `'\''`).
 pub fn shell_word(s: &str) -> String {
@@ -461,33 +449,6 @@ impl SessionArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_urls_are_told_apart_from_look_alikes() {
-        for yes in [
-            "http://127.0.0.1:8080/v1",
-            "http://127.9.8.7/v1",
-            "https://[::1]:8443/v1",
-            "http://localhost:11434/v1",
-            "http://LOCALHOST/v1",
-            "http://user:pw@127.0.0.1/v1",
-        ] {
-            assert!(is_loopback_url(yes), "{yes}");
-        }
-        for no in [
-            "http://127.0.0.1.nip.io/v1",
-            "http://localhost.evil.example/v1",
-            "http://127.0.0.1@evil.example/v1",
-            "http://10.0.0.7/v1",
-            "http://[::ffff:7f00:1]/v1",
-            "http://0.0.0.0/v1",
-            "file:///tmp/x",
-            "127.0.0.1:8080",
-            "not a url",
-        ] {
-            assert!(!is_loopback_url(no), "{no}");
-        }
-    }
 
     #[test]
     fn a_loopback_url_is_restored_keyless_and_another_is_named() {

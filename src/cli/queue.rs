@@ -14,7 +14,7 @@ use tagloop::queue::{Queue, QueueError, QueueUrl};
 use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
-use super::live::terminal_safe;
+use super::live::one_line;
 use super::options::usage;
 
 /// The variable a queue password may come from, so it stays off command lines.
@@ -130,11 +130,11 @@ async fn status(args: StatusArgs) -> Result<ExitCode> {
     } else {
         // Worker names are whatever was written to Redis: anyone who can write there could put
         // escape sequences in one. They are shown escaped here and exact in --json.
-        let names: Vec<_> = s.worker_names.iter().map(|n| terminal_safe(n)).collect();
+        let names: Vec<_> = s.worker_names.iter().map(|n| one_line(n)).collect();
         writeln!(
             out,
             "{}: {} queued, {} running, {} done, {} failed; {} workers seen{}",
-            terminal_safe(queue.shown()),
+            one_line(queue.shown()),
             s.queued,
             s.running,
             s.done,

@@ -13,7 +13,7 @@ use tagloop::agent::{Agent, Event, EventSink, Outcome, Resume, RunOptions, Statu
 use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
-use super::live::{Live, terminal_safe};
+use super::live::{Live, one_line, terminal_safe};
 use super::options::{RunOpts, shell_word, usage};
 use super::output::{stdout, unless_reader_gone};
 use super::setup::Setup;
@@ -155,7 +155,7 @@ pub async fn continue_run(args: ContinueArgs) -> Result<ExitCode> {
     {
         return Err(usage(format!(
             "session {} already finished ({}); give a MESSAGE to continue it with a follow-up",
-            terminal_safe(&args.session),
+            one_line(&args.session),
             status.as_str()
         )));
     }

@@ -10,7 +10,7 @@ use clap::Args;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::{self, terminal_safe};
+use super::live::{self, one_line, terminal_safe};
 use super::options::usage;
 use super::output::stdout;
 use super::replay_html::render_html;
@@ -68,9 +68,9 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
             writeln!(
                 out,
                 "{:<28} {:<20} {:<14} {:>5}  {}",
-                terminal_safe(&s.id),
-                terminal_safe(&s.started),
-                terminal_safe(&s.status),
+                one_line(&s.id),
+                one_line(&s.started),
+                one_line(&s.status),
                 s.steps,
                 terminal_safe(&task)
             )?;

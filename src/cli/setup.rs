@@ -16,6 +16,7 @@ use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::prompt::{ContextItem, Templates};
 use tagloop::secret::Redactor;
 use tagloop::secret::Secret;
+use tagloop::shown::one_line;
 use tagloop::tools::ChildEnv;
 use tagloop::tools::Registry;
 use tagloop::tools::{
@@ -511,11 +512,12 @@ fn model_config(
     Ok((target, ModelConfig::Server(Box::new(cfg)), api, keys))
 }
 
-/// A model id from the server, as shown to the user: at most 200 characters, every control or
-/// invisible character (newlines, escapes, bidirectional overrides) escaped, so an id can
-/// neither drive the terminal nor fake a line of tagloop's own output.
+/// A model id from the server, as shown to the user: at most 200 characters, made
+/// [`one_line`] (newlines, escapes, bidirectional overrides escaped), so an id can neither
+/// drive the terminal nor fake a line of tagloop's own output. The run's header shows the id
+/// picked the same way (`live.rs`).
 fn shown_id(id: &str) -> String {
-    id.chars().take(200).flat_map(char::escape_debug).collect()
+    one_line(&id.chars().take(200).collect::<String>()).into_owned()
 }
 
 /// The ids shown when a server serves several models, at most.

@@ -27,6 +27,8 @@ use super::{conversation, grammar};
 use crate::llm::{Api, Model, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
+use crate::secret::Redactor;
+use crate::shown::Outside;
 
 /// The turn budget when the client sets none (as `tagloop run`'s default).
 const DEFAULT_MAX_TOKENS: u32 = 1024;
@@ -53,6 +55,8 @@ pub(crate) struct Core<'a> {
     pub api: Api,
     pub templates: &'a Templates,
     pub repairs: u32,
+    /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
+    pub redactor: &'a Redactor,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -113,27 +117,35 @@ pub(crate) async fn answer(
             .turn(&request, &mut |delta| live.push(delta, &mut *emit))
             .await
             .map_err(|e| {
-                tracing::warn!(error = %e, "the upstream failed");
+                tracing::warn!(error = %Outside(&e), "the upstream failed");
                 ServeError::Upstream {
                     reason: client_reason(&e),
                 }
             })?;
         trace.usage.add(result.usage);
         let text = history.turn_text(&result.text);
+        // A refusal may quote the turn, which may hold the upstream key: redacted before it is
+        // logged, kept, or becomes a 502's message.
+        let read = |text: &str| {
+            read(text, &result.finish, ask, &role).map_err(|mut refusal| {
+                refusal.message = core.redactor.redact_string(refusal.message);
+                refusal
+            })
+        };
         if let Some(sent) = live.sent() {
-            let read = read(&text, &result.finish, ask, &role);
+            let read = read(&text);
             trace.turns.push((text, None));
             finish_committed(read, sent, result.reasoning, trace.usage, emit);
             return Ok(());
         }
-        match read(&text, &result.finish, ask, &role) {
+        match read(&text) {
             Ok(read) => {
                 trace.turns.push((text, None));
                 emit_answer(read, result.reasoning, trace.usage, emit);
                 return Ok(());
             }
             Err(refusal) => {
-                tracing::debug!(attempt, reason = %refusal.message, "the upstream's turn is corrected");
+                tracing::debug!(attempt, reason = %Outside(&refusal.message), "the upstream's turn is corrected");
                 trace.turns.push((text, Some(refusal.message.clone())));
                 history.push_turn(&refusal.kept);
                 history.push_user(&render_observation(&refusal.message, CORRECTION_LIMIT));
@@ -171,7 +183,7 @@ fn finish_committed(
         }) => (thought.unwrap_or_default(), Some((text, cut))),
         Ok(Read { thought, .. }) => (thought.unwrap_or_default(), None),
         Err(refusal) => {
-            tracing::warn!(reason = %refusal.message, "a committed answer's whole turn was refused; it ends as sent");
+            tracing::warn!(reason = %Outside(&refusal.message), "a committed answer's whole turn was refused; it ends as sent");
             (sent.reasoning.clone(), None)
         }
     };

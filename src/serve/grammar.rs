@@ -23,6 +23,7 @@ use tracing::warn;
 use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
 use crate::llm::{Api, TurnGrammar};
 use crate::protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
+use crate::shown::Outside;
 
 /// The grammar for `ask`'s turn; `None` when it cannot be written (then nothing is sent).
 pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
@@ -56,7 +57,7 @@ pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
         }
     }
     if let Err(e) = parse_gbnf(&gbnf) {
-        warn!(error = %e, "the request's grammar failed its own check; the turn is not constrained");
+        warn!(error = %Outside(&e), "the request's grammar failed its own check; the turn is not constrained");
         return None;
     }
     Some(Arc::new(TurnGrammar {

@@ -20,6 +20,7 @@ use super::answer::{Core, Trace, answer, call_id};
 use super::chunks::{ChunkMeta, sse_response};
 use super::clients::Clients;
 use super::config::ServeConfig;
+use super::redact::EventRedactor;
 use super::request::{Ask, parse_json, wants_core};
 use super::response::{AnswerMeta, completion};
 use super::upstream::Upstream;
@@ -27,6 +28,8 @@ use super::{ServeError, ServeEvent};
 use crate::llm::Model;
 use crate::llm::openai::OpenAiModel;
 use crate::prompt::Templates;
+use crate::secret::Redactor;
+use crate::shown::Outside;
 /// The name sent upstream when neither the configuration nor the request names a model.
 const DEFAULT_MODEL: &str = "default";
 
@@ -333,12 +336,17 @@ async fn core_answer(
         api: shared.cfg.api,
         templates: &shared.templates,
         repairs: shared.cfg.repairs,
+        redactor: shared.upstream.redactor(),
     };
     let mut events: Vec<ServeEvent> = Vec::new();
-    let result = answer(&core, &ask, &mut |e| events.push(e), trace).await;
+    let redactor = shared.upstream.redactor();
+    let mut redact = EventRedactor::new(redactor);
+    let result = answer(&core, &ask, &mut |e| events.extend(redact.pass(e)), trace).await;
+    events.extend(redact.finish());
     let meta = answer_meta(shared, &ask);
     if let Some(dir) = &shared.cfg.session_dir {
-        write_transcript(dir, &meta, &events, trace, result.as_ref().err()).await;
+        let error = result.as_ref().err();
+        write_transcript(dir, &meta, &events, trace, error, redactor).await;
     }
     result?;
     Ok((StatusCode::OK, axum::Json(completion(&meta, &events))).into_response())
@@ -390,29 +398,38 @@ async fn stream_answer(
             api: shared.cfg.api,
             templates: &shared.templates,
             repairs: shared.cfg.repairs,
+            redactor: shared.upstream.redactor(),
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();
         let mut sent = 0usize;
         let mut trace = Trace::default();
+        let redactor = shared.upstream.redactor();
+        // The upstream key is taken out of every event before it is sent or kept.
+        let mut redact = EventRedactor::new(redactor);
         let result = {
-            let mut emit = |e: ServeEvent| {
+            let mut send = |e: ServeEvent| {
                 if keep {
                     kept.push(e.clone());
                 }
                 sent += 1;
                 let _ = tx.send(e);
             };
+            let mut emit = |e: ServeEvent| redact.pass(e).into_iter().for_each(&mut send);
             let work = answer(&core, &ask, &mut emit, &mut trace);
-            tokio::select! {
+            let result = tokio::select! {
                 r = tokio::time::timeout_at(deadline, work) => r.unwrap_or(Err(ServeError::Timeout {
                     secs: shared.cfg.timeout.as_secs(),
                 })),
                 () = tx.closed() => Err(ServeError::Upstream { reason: "the client went away".into() }),
-            }
+            };
+            // An answer broken off still gets the text that was held back.
+            redact.finish().into_iter().for_each(&mut send);
+            result
         };
         if let Some(dir) = &shared.cfg.session_dir {
-            write_transcript(dir, &meta, &kept, &trace, result.as_ref().err()).await;
+            let error = result.as_ref().err();
+            write_transcript(dir, &meta, &kept, &trace, error, redactor).await;
         }
         match result {
             Err(e) if sent == 0 => {
@@ -421,7 +438,7 @@ async fn stream_answer(
             }
             result => {
                 if let Err(e) = &result {
-                    tracing::warn!(error = %e, "a streamed answer was broken off");
+                    tracing::warn!(error = %Outside(e), "a streamed answer was broken off");
                 }
                 log_status("POST", "/v1/chat/completions", 200, started, &trace);
             }
@@ -446,20 +463,22 @@ async fn stream_answer(
 }
 
 /// One JSON file per answered request in `dir`: the upstream's turns, the corrections, the
-/// answer. Holds no key (the request's headers are not in it). A failure to write is logged.
+/// answer. Holds no key: the request's headers are not in it, and the upstream key (which an
+/// upstream may write into its turns) is redacted. A failure to write is logged.
 async fn write_transcript(
     dir: &std::path::Path,
     meta: &AnswerMeta,
     events: &[ServeEvent],
     trace: &Trace,
     error: Option<&ServeError>,
+    redactor: &Redactor,
 ) {
     let turns: Vec<_> = trace
         .turns
         .iter()
         .map(|(text, correction)| json!({"turn": text, "correction": correction}))
         .collect();
-    let record = json!({
+    let mut record = json!({
         "id": meta.id,
         "created": meta.created,
         "model": meta.model,
@@ -467,12 +486,13 @@ async fn write_transcript(
         "answer": completion(meta, events),
         "error": error.map(|e| e.to_string()),
     });
+    redactor.redact_json(&mut record);
     let path = dir.join(format!("{}.json", meta.id));
     let write = async {
         tokio::fs::create_dir_all(dir).await?;
         tokio::fs::write(&path, record.to_string()).await
     };
     if let Err(e) = write.await {
-        tracing::warn!(path = %path.display(), error = %e, "cannot write the serve transcript");
+        tracing::warn!(path = %Outside(path.display()), error = %Outside(&e), "cannot write the serve transcript");
     }
 }

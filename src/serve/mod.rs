@@ -34,6 +34,7 @@
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
+//! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
@@ -56,6 +57,7 @@ mod http;
 mod listen;
 mod live;
 mod read;
+mod redact;
 mod request;
 mod response;
 mod upstream;

@@ -8,14 +8,17 @@
 //!   key is empty): the client's `Authorization`, which holds the proxy's own key, never
 //!   leaves the proxy.
 //! * **A streamed answer** (a 2xx with `text/event-stream`) is passed on chunk by chunk as it
-//!   arrives, nothing kept; within the total time limit and the idle limit. When either runs
+//!   arrives, nothing kept; within the total time limit and the idle limit. The upstream key
+//!   and its cheap encodings are replaced by `[redacted]` there too: bytes that may begin one
+//!   are held back until the next chunk shows whether they do (`secret/stream.rs`). When either runs
 //!   out, or the upstream breaks off, the client gets OpenAI's error event and `[DONE]` if the
 //!   relayed bytes end between two events, else the connection is cut (half an event followed
 //!   by anything would be misread).
 //! * **A whole answer** (anything else) is read up to its cap (16 MiB for a success, like the
 //!   model client; the first MiB of a failure) and relayed with its status and content type,
 //!   the upstream key and its cheap encodings replaced by `[redacted]` (some servers echo the
-//!   key they were sent in an error message). An answer over the cap is refused with 502 and
+//!   key they were sent in an error message), searched as bytes so that an answer that is not
+//!   UTF-8 is no exception. An answer over the cap is refused with 502 and
 //!   the upstream connection dropped unread.
 //! * **A redirect is never followed** (it would carry the upstream key to wherever it points)
 //!   nor relayed (the client would carry the proxy's key there): the client gets 502.
@@ -34,7 +37,8 @@ use tokio::time::{Instant, timeout_at};
 
 use super::error::{ErrorBody, ServeError};
 use crate::llm::openai::normalize_base_url;
-use crate::secret::{Redactor, Secret};
+use crate::secret::{ByteStreamRedactor, Redactor, Secret};
+use crate::shown::Outside;
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]
@@ -145,6 +149,11 @@ impl Upstream {
         })
     }
 
+    /// The redactor of the upstream key and its cheap forms (for the core's answers too).
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Relay a `POST /v1/chat/completions` body to `{base}/chat/completions` unchanged, and
     /// its answer back (see the module docs for what is relayed, capped and refused).
     pub async fn pass_through(&self, body: Bytes) -> Response {
@@ -247,20 +256,26 @@ impl Upstream {
             body: response.bytes_stream().boxed(),
             deadline,
             tail: Vec::new(),
+            redact: ByteStreamRedactor::new(self.redactor.clone()),
             done: false,
         };
+        // Each step gives the pieces to send (none while the redactor holds a piece back).
         let chunks = futures::stream::unfold(relay, |mut relay| async move {
             if relay.done {
                 return None;
             }
             let failure = match timeout_at(relay.deadline, relay.body.next()).await {
                 Ok(Some(Ok(bytes))) => {
-                    relay.remember_tail(&bytes);
-                    return Some((Ok(bytes), relay));
+                    let safe = relay.redact.push(&bytes);
+                    return Some((relay.pass_on(safe).into_iter().collect(), relay));
                 }
-                Ok(None) => return None,
+                Ok(None) => {
+                    relay.done = true;
+                    let rest = relay.redact.finish();
+                    return Some((relay.pass_on(rest).into_iter().collect(), relay));
+                }
                 Ok(Some(Err(e))) => {
-                    tracing::warn!(error = %e, "the upstream's stream broke off");
+                    tracing::warn!(error = %Outside(&e), "the upstream's stream broke off");
                     "the upstream's stream broke off"
                 }
                 Err(_) => {
@@ -269,9 +284,12 @@ impl Upstream {
                 }
             };
             relay.done = true;
-            let end = relay.failure_end(failure);
-            Some((end, relay))
-        });
+            let rest = relay.redact.finish();
+            let mut pieces: Vec<_> = relay.pass_on(rest).into_iter().collect();
+            pieces.push(relay.failure_end(failure));
+            Some((pieces, relay))
+        })
+        .flat_map(futures::stream::iter);
         let mut builder = Response::builder()
             .status(status)
             .header(header::CACHE_CONTROL, "no-cache");
@@ -307,7 +325,7 @@ impl Upstream {
                 .get(header::LOCATION)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            tracing::warn!(status = status.as_u16(), location = %self.redactor.redact(to), "the upstream answered with a redirect, not followed");
+            tracing::warn!(status = status.as_u16(), location = %Outside(self.redactor.redact(to)), "the upstream answered with a redirect, not followed");
             return Err(ServeError::Relay {
                 status: 502,
                 message: format!(
@@ -351,9 +369,10 @@ impl Upstream {
             }
             body.extend_from_slice(&chunk);
         }
-        let body = match String::from_utf8(body) {
-            Ok(text) => Bytes::from(self.redactor.redact_string(text)),
-            Err(e) => Bytes::from(e.into_bytes()),
+        // Searched as bytes: an answer that is not UTF-8 (a Latin-1 page) is redacted too.
+        let body = match self.redactor.redact_bytes(&body) {
+            std::borrow::Cow::Borrowed(_) => Bytes::from(body),
+            std::borrow::Cow::Owned(redacted) => Bytes::from(redacted),
         };
         Ok(Whole {
             status,
@@ -388,10 +407,21 @@ struct Relay {
     deadline: Instant,
     /// The last few bytes passed on: whether they end an event.
     tail: Vec<u8>,
+    /// Takes the upstream key out, holding back what may be the start of one.
+    redact: ByteStreamRedactor,
     done: bool,
 }
 
 impl Relay {
+    /// `bytes` as the next piece to send (none when empty), remembering how they end.
+    fn pass_on(&mut self, bytes: Vec<u8>) -> Option<Result<Bytes, std::io::Error>> {
+        if bytes.is_empty() {
+            return None;
+        }
+        self.remember_tail(&bytes);
+        Some(Ok(Bytes::from(bytes)))
+    }
+
     fn remember_tail(&mut self, bytes: &[u8]) {
         self.tail
             .extend_from_slice(&bytes[bytes.len().saturating_sub(4)..]);
@@ -423,7 +453,7 @@ fn is_model_list(body: &[u8]) -> bool {
 
 /// A request that failed below HTTP (connecting, sending, reading, an idle limit).
 fn unreachable(e: &reqwest::Error) -> ServeError {
-    tracing::warn!(error = %e, "the upstream could not be reached");
+    tracing::warn!(error = %Outside(e), "the upstream could not be reached");
     let (status, message) = if e.is_timeout() {
         (504, "the upstream server did not answer in time")
     } else {

@@ -10,6 +10,7 @@ use super::super::run::Run;
 use super::count::{TokenEstimator, prompt_bytes};
 use super::final_turn::{self, FINAL_NOTE};
 use super::fit::fit_messages;
+use crate::shown::Outside;
 
 /// What a run knows of its context between requests.
 #[derive(Debug)]
@@ -226,7 +227,7 @@ impl Run<'_> {
             }
             Ok(None) => None,
             Err(e) => {
-                debug!(error = %e, "the server could not count the prompt's tokens: estimating");
+                debug!(error = %Outside(&e), "the server could not count the prompt's tokens: estimating");
                 None
             }
         }

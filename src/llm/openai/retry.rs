@@ -13,6 +13,7 @@ use crate::llm::{
     Api, DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, Prompt, Role, TurnRequest,
     TurnResult,
 };
+use crate::shown::Outside;
 
 impl OpenAiModel {
     /// Whether `err` is a server refusing to continue the assistant's own message (prefill: a
@@ -25,7 +26,7 @@ impl OpenAiModel {
             && err.status() == Some(400)
             && err.context_overflow().is_none();
         if refused && !self.prefill_rejected.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server refused to continue the assistant's turn; no prefill from now on");
+            tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(err), "the server refused to continue the assistant's turn; no prefill from now on");
             req.notify(Notice::new(
                 NoticeKind::PrefillRejected,
                 format!("the server refused to continue the turn ({}): the turn ends where it was, and turns are not continued from now on", quote(&err)),
@@ -69,7 +70,7 @@ impl OpenAiModel {
                     err,
                     ..
                 }) if lark => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected the llguidance grammar; asking again in GBNF, and sending GBNF from now on");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected the llguidance grammar; asking again in GBNF, and sending GBNF from now on");
                     req.notify(Notice::new(
                         NoticeKind::GrammarRejected,
                         format!("the server rejected the llguidance grammar ({}); asking again in GBNF, and sending GBNF from now on", quote(&err)),
@@ -82,7 +83,7 @@ impl OpenAiModel {
                     err,
                     ..
                 }) if constraint.is_constrained() => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected the grammar; asking again without it, and sending none from now on");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected the grammar; asking again without it, and sending none from now on");
                     req.notify(Notice::new(
                         NoticeKind::GrammarRejected,
                         format!("the server rejected the grammar ({}); asking again without it, and sending none from now on", quote(&err)),
@@ -95,7 +96,7 @@ impl OpenAiModel {
                     err,
                     ..
                 }) if send_stops => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %self.cfg.model, error = %err, "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
                     req.notify(Notice::new(
                         NoticeKind::StopRejected,
                         format!("the server rejected `stop` ({}); asking again without it (stops stay enforced on our side)", quote(&err)),
@@ -120,7 +121,7 @@ impl OpenAiModel {
                     let delay = err
                         .retry_after()
                         .map_or(delay, |ra| ra.min(self.cfg.retry_after_cap));
-                    tracing::warn!(target: NOTICE_LOG_TARGET, attempt = attempts, delay_ms = delay.as_millis() as u64, error = %err, "model request failed; retrying");
+                    tracing::warn!(target: NOTICE_LOG_TARGET, attempt = attempts, delay_ms = delay.as_millis() as u64, error = %Outside(&err), "model request failed; retrying");
                     req.notify(Notice::new(
                         NoticeKind::Retry,
                         format!(

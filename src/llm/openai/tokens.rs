@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::OpenAiModel;
 use super::transport::{MAX_ANSWER_BODY, MAX_PROBE_BODY};
 use crate::llm::{LlmError, Message, Prompt, Role, ServerKind};
+use crate::shown::Outside;
 use crate::text::clip_bytes;
 
 /// Longest a count may take (tokenising is fast: it waits for no slot).
@@ -141,7 +142,7 @@ impl OpenAiModel {
         match counted {
             Ok(n) => Ok(Some(n)),
             Err(e) if matches!(e.status(), Some(404 | 405 | 501)) => {
-                tracing::info!(server = %kind, url = %self.base_url, error = %e, "the server has no tokenizer endpoint; token counts are estimated from now on");
+                tracing::info!(server = %kind, url = %self.base_url, error = %Outside(&e), "the server has no tokenizer endpoint; token counts are estimated from now on");
                 self.no_tokenizer.store(true, Ordering::Relaxed);
                 Ok(None)
             }

@@ -55,6 +55,7 @@ mod start;
 mod tests;
 mod tool;
 
+use crate::shown::Outside;
 use command_line::CommandLineError;
 
 /// How many lines of the server's stderr are kept for error messages.
@@ -279,12 +280,14 @@ impl McpSource {
         if let Some(mut service) = service {
             match service.close_with_timeout(Duration::from_secs(10)).await {
                 Ok(Some(reason)) => {
-                    tracing::debug!(server = %self.conn.server, "MCP server closed: {reason:?}")
+                    tracing::debug!(server = %self.conn.server, "MCP server closed: {}", Outside(format_args!("{reason:?}")))
                 }
                 Ok(None) => {
                     tracing::warn!(server = %self.conn.server, "MCP server did not close in time")
                 }
-                Err(e) => tracing::warn!(server = %self.conn.server, "MCP close failed: {e}"),
+                Err(e) => {
+                    tracing::warn!(server = %self.conn.server, "MCP close failed: {}", Outside(&e))
+                }
             }
         }
     }

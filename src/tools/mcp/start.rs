@@ -21,6 +21,7 @@ use super::{Conn, McpAccess, McpError, McpOptions, McpSource, STDERR_TAIL_LINES,
 use crate::tools::Tool;
 use crate::tools::children::Job;
 
+use crate::shown::Outside;
 use rmcp::model::Tool as RemoteTool;
 
 /// A spawned server whose session is not initialised yet.
@@ -116,7 +117,7 @@ fn spawn(
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(server = %label, "mcp stderr: {line}");
+                tracing::debug!(server = %label, "mcp stderr: {}", Outside(&line));
                 if let Ok(mut t) = tail.lock() {
                     if t.len() == STDERR_TAIL_LINES {
                         t.pop_front();

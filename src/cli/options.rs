@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use tagloop::tools::McpSource;
 use serde::{Deserialize, Serialize};
 
 /// Options of a run. Stored (without the key or MCP command lines) in the session so `continue`
@@ -176,7 +177,11 @@ impl RunOpts {
             flags.push("--allow-shell".into());
         }
         let mut servers = saved.mcp_servers.clone();
-        servers.extend(legacy_mcp.iter().map(|c| program_name(c)));
+        servers.extend(
+            legacy_mcp
+                .iter()
+                .map(|c| McpSource::program_name(c).unwrap_or_else(|| "?".into())),
+        );
         if !servers.is_empty() && self.mcp.is_empty() {
             let mut what = flags.clone();
             what.push(format!(
@@ -355,20 +360,6 @@ fn parse_context_window(value: &str) -> Result<u64, String> {
     }
 }
 
-/// The file name of a command line's program, the only part of a recorded MCP command that is
-/// ever shown (its arguments may hold tokens).
-fn program_name(command: &str) -> String {
-    let first = command
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .trim_matches(|c| c == '\'' || c == '"');
-    Path::new(first)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "?".into())
-}
-
 /// Whether `url` names a server on this machine: an `http` or `https` URL whose host is in
 /// 127.0.0.0/8, is `::1`, or is `localhost`. Parsed, never matched as text, so
 /// `http://127.0.0.1.evil.example` and `http://127.0.0.1@evil.example` are not.
@@ -387,14 +378,15 @@ pub fn is_loopback_url(url: &str) -> bool {
     }
 }
 
-/// `s` as one POSIX shell word: as it is when it holds only characters no shell reads
-/// specially, else in single quotes (a `'` inside written `'\''`).
+/// `s` as one POSIX shell word (quoted by the `shlex` crate when a shell would read any of it
+/// specially).
 pub fn shell_word(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
+    // With NUL allowed (no argument or path holds one), quoting has no error to return.
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .quote(s)
+        .map(std::borrow::Cow::into_owned)
+        .unwrap_or_default()
 }
 
 /// A usage or configuration error (exit code 2).
@@ -516,6 +508,14 @@ mod tests {
     }
 
     #[test]
+    fn an_old_sessions_mcp_command_shows_only_its_program() {
+        let legacy = [r#"TOKEN=sk-1 "/opt/my tools/mcp server" --key sk-2"#.to_string()];
+        let (_, notes) = RunOpts::default().restore(RunOpts::default(), &legacy);
+        assert!(notes[0].contains("1 MCP server (mcp server)"), "{notes:?}");
+        assert!(!notes[0].contains("sk-"), "{notes:?}");
+    }
+
+    #[test]
     fn restated_flags_are_shell_words_and_hide_secrets() {
         let opts = RunOpts {
             allow_shell: true,
@@ -531,7 +531,10 @@ mod tests {
             line,
             r#"--allow-shell --mcp 'COMMAND' --workspace '/tmp/my work' --base-url http://127.0.0.1:8080/v1 --extra '{"top_k": 20}' --api-key KEY"#
         );
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("it's"), r#""it's""#);
+        for tricky in ["it's", "$HOME `x` \\", "a\"b'c", "~/x y", "#x", "!"] {
+            assert_eq!(shlex::split(&shell_word(tricky)).unwrap(), [tricky]);
+        }
         assert_eq!(shell_word(""), "''");
         assert_eq!(
             shell_word("20261125-200703-17381-0"),

@@ -254,6 +254,13 @@ impl McpSource {
         &self.withheld
     }
 
+    /// The file name of the program `command_line` runs, split as [`McpSource::start`] splits
+    /// it: the only part of a server's command line that is safe to show (its arguments and
+    /// `NAME=value` assignments may hold tokens). `None` when the line names no program.
+    pub fn program_name(command_line: &str) -> Option<String> {
+        command_line::program_name(command_line)
+    }
+
     /// The SERVER part of the tool names.
     pub fn name(&self) -> &str {
         &self.conn.server

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use tagloop::tools::McpSource;
 use serde::{Deserialize, Serialize};
+use tagloop::tools::McpSource;
 
 /// Options of a run. Stored (without the key or MCP command lines) in the session so `continue`
 /// can restore the harmless ones and name the others.

@@ -91,8 +91,8 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         .filter_map(|r| serde_json::from_value::<Event>(r.clone()).ok())
         .collect();
     if let Some(html) = &args.html {
-        std::fs::write(html, render_html(&args.session, &events))
-            .with_context(|| format!("cannot write {}", html.display()))?;
+        let page = render_html(&args.session, &events).context("cannot build the HTML page")?;
+        std::fs::write(html, page).with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("wrote {}", html.display());
         return Ok(ExitCode::SUCCESS);
     }

@@ -15,7 +15,6 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
-
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};

@@ -75,7 +75,10 @@ fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
         .unwrap_or_default()
         .as_bytes();
     // `subtle` compares the bytes in constant time (the length is not a secret).
-    bool::from(subtle::ConstantTimeEq::ct_eq(given, key.expose().as_bytes()))
+    bool::from(subtle::ConstantTimeEq::ct_eq(
+        given,
+        key.expose().as_bytes(),
+    ))
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {

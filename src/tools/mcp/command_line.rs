@@ -57,7 +57,10 @@ pub fn split_command_line(line: &str) -> Result<CommandLine, CommandLineError> {
     }
     let env = words
         .into_iter()
-        .filter_map(|w| w.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect();
     Ok(CommandLine { env, argv })
 }

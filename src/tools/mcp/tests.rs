@@ -25,7 +25,10 @@ fn splits_like_a_shell() {
 #[test]
 fn only_an_unquoted_name_makes_an_assignment() {
     let CommandLine { env, argv } = split_command_line(r#"A=1\ 2 B="x=y z" "C=3" prog"#).unwrap();
-    assert_eq!(env, [("A".into(), "1 2".into()), ("B".into(), "x=y z".into())]);
+    assert_eq!(
+        env,
+        [("A".into(), "1 2".into()), ("B".into(), "x=y z".into())]
+    );
     assert_eq!(argv, ["C=3", "prog"]);
     let CommandLine { env, argv } = split_command_line("E= prog # a comment").unwrap();
     assert_eq!(env, [("E".into(), "".into())]);

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use futures::future::BoxFuture;
 
 use tagloop::agent::{RunOptions, WrapCommand};
-use tagloop::llm::{DeltaSink, LlmError, Model, TurnRequest, TurnResult};
+use tagloop::llm::{DeltaSink, LlmError, Model, TurnFuture, TurnRequest};
 
 use super::options::{RunOpts, usage};
 use super::run::{OutputOpts, event_sink, exit_code, new_transcript, open_events, redact_outcome};
@@ -45,11 +44,7 @@ pub struct WrapArgs {
 struct NoModel;
 
 impl Model for NoModel {
-    fn turn<'a>(
-        &'a self,
-        _request: &'a TurnRequest,
-        _on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(&'a self, _request: &'a TurnRequest, _on_delta: DeltaSink<'a>) -> TurnFuture<'a> {
         Box::pin(async {
             Err(LlmError::Config(
                 "no model: give --model to extract a typed result".into(),

@@ -33,8 +33,9 @@ use futures::stream::BoxStream;
 use tokio::time::{Instant, timeout_at};
 
 use super::error::{ErrorBody, ServeError};
-use crate::llm::openai::normalize_base_url;
+use crate::llm::openai::{normalize_base_url, read_up_to};
 use crate::secret::{Redactor, Secret};
+use crate::text::byte_size;
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]
@@ -262,7 +263,7 @@ impl Upstream {
     /// Read a whole answer within its cap and `deadline`; redirects become errors.
     async fn read_whole(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         deadline: Instant,
     ) -> Result<Whole, ServeError> {
         let status = response.status();
@@ -289,32 +290,21 @@ impl Upstream {
         };
         let too_large = || ServeError::Relay {
             status: 502,
-            message: format!("the upstream's answer is larger than {}", size(cap)),
+            message: format!("the upstream's answer is larger than {}", byte_size(cap)),
         };
         if success && response.content_length().is_some_and(|n| n > cap as u64) {
             return Err(too_large());
         }
         let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-        let hint = response.content_length().unwrap_or(0).min(cap as u64) as usize;
-        let mut body = Vec::with_capacity(hint);
-        loop {
-            let chunk = match timeout_at(deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => chunk,
-                Ok(Ok(None)) => break,
-                Ok(Err(e)) => return Err(unreachable(&e)),
-                Err(_) => return Err(too_slow(self.limits.total)),
-            };
-            let room = cap - body.len();
-            if chunk.len() > room {
-                if success {
-                    // Dropping the response unread closes the connection.
-                    return Err(too_large());
-                }
-                // A failure keeps its start: the message is there.
-                body.extend_from_slice(&chunk[..room]);
-                break;
-            }
-            body.extend_from_slice(&chunk);
+        let (body, complete) = match timeout_at(deadline, read_up_to(response, cap)).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return Err(unreachable(&e)),
+            Err(_) => return Err(too_slow(self.limits.total)),
+        };
+        // Past the cap, an answer is refused (the response was dropped unread, which closes the
+        // connection); a failure keeps its start: the message is there.
+        if success && !complete {
+            return Err(too_large());
         }
         let body = match String::from_utf8(body) {
             Ok(text) => Bytes::from(self.redactor.redact_string(text)),
@@ -416,13 +406,4 @@ fn internal() -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::BAD_GATEWAY;
     response
-}
-
-/// A byte count as a user reads it (`16 MiB`, `512 KiB`).
-fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
 }

@@ -111,6 +111,8 @@ mod stream;
 mod tests;
 mod tokens;
 mod transport;
+
+pub(crate) use transport::read_up_to;
 mod window;
 mod wire;
 

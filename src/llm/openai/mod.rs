@@ -111,10 +111,12 @@ mod stream;
 mod tests;
 mod tokens;
 mod transport;
-
-pub(crate) use transport::read_up_to;
 mod window;
 mod wire;
+
+// The serve proxy reads its upstream's bodies with the same capped reader.
+#[cfg(feature = "serve")]
+pub(crate) use transport::read_up_to;
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]

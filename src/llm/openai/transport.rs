@@ -27,6 +27,9 @@ pub(super) const MAX_ERROR_BODY: usize = 1 << 20;
 /// The largest answer to a server probe (`/props`, `/v1/models`) that is read.
 pub(super) const MAX_PROBE_BODY: usize = 1 << 20;
 
+/// Longest a detection probe may take.
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The largest whole (non-streamed) answer that is read.
 pub(super) const MAX_ANSWER_BODY: usize = 16 << 20;
 

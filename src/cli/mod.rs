@@ -13,10 +13,12 @@ mod queue;
 mod replay_html;
 mod run;
 mod serve;
+mod session_dir;
 mod sessions;
 mod setup;
 mod target;
 mod task_paths;
+mod usage;
 mod worker;
 mod wrap;
 
@@ -110,7 +112,7 @@ pub fn main() -> ExitCode {
         Err(e) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", live::terminal_safe(&format!("{e:#}")));
-            if e.downcast_ref::<options::UsageError>().is_some() {
+            if e.downcast_ref::<usage::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

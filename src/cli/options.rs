@@ -1,5 +1,6 @@
 //! The options shared by `run`, `continue`, `batch`, `prompt` and `tools` (`setup.rs` turns them
-//! into a model, tools, a role and an agent), and the one usage-error path of the CLI.
+//! into a model, tools, a role and an agent), what `continue` restores of them and what it must
+//! be told again.
 //!
 //! Every option is optional here so that `continue` can tell what the user gave again from what
 //! it restores from the session (flag > session > environment > `.env` > config file > default).
@@ -7,7 +8,7 @@
 //! act on the machine or the key ([`RunOpts::restore`]); the one server address it reuses is a
 //! loopback one, and no key is ever sent to it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -387,67 +388,6 @@ pub fn shell_word(s: &str) -> String {
         .quote(s)
         .map(std::borrow::Cow::into_owned)
         .unwrap_or_default()
-}
-
-/// A usage or configuration error (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// Turn an error into a usage error.
-pub fn usage<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow::Error::new(UsageError(format!("{e:#}")))
-}
-
-/// Turn an error with causes into a usage error that says each cause once.
-///
-/// Many library errors put their cause in their own message *and* expose it as their source
-/// (`cannot read role file x: No such file…` whose source is that same IO error), so the
-/// plain `{:#}` chain would end with the reason twice. A cause whose text the message already
-/// ends with adds nothing, and is left out.
-pub fn usage_chain(e: &anyhow::Error) -> anyhow::Error {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let said = cause.to_string();
-        if text.is_empty() {
-            text = said;
-        } else if !text.ends_with(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-    }
-    anyhow::Error::new(UsageError(text))
-}
-
-/// Where transcripts go: `--session-dir`, else `TAGLOOP_SESSION_DIR` (from the environment, then
-/// `.env`), else the user's data folder. Every command that reads or writes sessions asks here.
-pub fn session_dir(flag: Option<&Path>) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .or_else(|| {
-            super::config::Sources::load(None)
-                .ok()
-                .and_then(|s| s.var("TAGLOOP_SESSION_DIR"))
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(tagloop::session::default_dir)
-}
-
-/// Transcript options of the commands that run many tasks (`batch`, `eval`).
-#[derive(Debug, Clone, Default, Args)]
-pub struct SessionArgs {
-    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
-    /// Write no transcripts
-    #[arg(long)]
-    pub no_sessions: bool,
-}
-
-impl SessionArgs {
-    /// The folder transcripts go to, or `None` with `--no-sessions`.
-    pub fn dir(&self) -> Option<PathBuf> {
-        (!self.no_sessions).then(|| session_dir(self.session_dir.as_deref()))
-    }
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use tagloop::agent::Event;
 use tagloop::session;
 
 use super::live::{self, terminal_safe};
-use super::options::usage;
 use super::output::stdout;
 use super::replay_html::render_html;
+use super::usage::usage;
 
 /// `tagloop sessions`.
 #[derive(Debug, Args)]
@@ -40,7 +40,7 @@ pub struct ReplayArgs {
 }
 
 fn dir(d: &Option<PathBuf>) -> PathBuf {
-    super::options::session_dir(d.as_deref())
+    super::session_dir::session_dir(d.as_deref())
 }
 
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {

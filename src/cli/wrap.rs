@@ -12,9 +12,10 @@ use clap::Args;
 use tagloop::agent::{RunOptions, WrapCommand};
 use tagloop::llm::{DeltaSink, LlmError, Model, TurnFuture, TurnRequest};
 
-use super::options::{RunOpts, usage};
+use super::options::RunOpts;
 use super::run::{OutputOpts, event_sink, exit_code, new_transcript, open_events, redact_outcome};
 use super::setup::Setup;
+use super::usage::usage;
 
 /// `tagloop wrap`.
 #[derive(Debug, Args)]

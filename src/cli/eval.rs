@@ -28,12 +28,12 @@ use tagloop::agent::{Event, EventSink, RunOptions, Status};
 use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite, select};
-use super::live::terminal_safe;
 use super::options::RunOpts;
 use super::output::stdout;
 use super::session_dir::SessionArgs;
 use super::setup::Setup;
 use super::task_paths::copy_workspace;
+use super::terminal_safe::terminal_safe;
 use super::usage::usage;
 
 /// `tagloop eval`.

@@ -3,21 +3,22 @@
 //! terminal, and never with `NO_COLOR` (anstream decides).
 //!
 //! Every piece of text that comes from outside tagloop (the model, a tool, a server, a session
-//! file) passes through [`terminal_safe`] before it is written, here and in every other text view
+//! file) passes through [`terminal_safe`] (`terminal_safe.rs`) before it is written, here and in every other text view
 //! of the CLI (`replay`, `sessions`, the answer on stdout, error messages), so a model or a tool
 //! cannot retitle the terminal, write the clipboard (OSC 52), clear the screen or reorder what the
 //! user reads. Machine output (`--json`, `--events`) is exact JSON, where serde escapes controls.
 
-use std::borrow::Cow;
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use anstyle::{AnsiColor, Style};
 use serde_json::Value;
-use tracing_subscriber::fmt::MakeWriter;
 
 use tagloop::agent::Event;
 use tagloop::llm::Constraint;
+
+use super::log_writer::mid_line;
+use super::terminal_safe::terminal_safe;
 
 const DIM: Style = Style::new().dimmed();
 const ACTION: Style = AnsiColor::Cyan.on_default().bold();
@@ -29,18 +30,6 @@ const HEAD: Style = Style::new().bold();
 
 /// Lines of an observation shown in the short form.
 const OBSERVATION_LINES: usize = 4;
-
-/// Whether the last thing the live view wrote on stderr left the cursor in the middle of a line
-/// (a turn still streaming). Shared by every [`Live`] and by [`LogWriter`], and held while either
-/// writes, so a log line never lands inside streamed text: it starts on a line of its own.
-static MID_LINE: Mutex<bool> = Mutex::new(false);
-
-/// The [`MID_LINE`] lock; a panic elsewhere while it was held leaves a usable flag.
-fn mid_line() -> MutexGuard<'static, bool> {
-    MID_LINE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Renders events on stderr.
 pub struct Live {
@@ -341,35 +330,6 @@ fn grammar_note(
     writeln!(out, "{DIM}{note}{DIM:#}")
 }
 
-/// Where the CLI's log lines go ([`tracing_subscriber::fmt`]'s writer): stderr, always starting
-/// on a line of their own, never inside a turn the live view is streaming.
-pub struct LogWriter;
-
-/// One log write, holding the live view's line state while it writes.
-pub struct LogLine(MutexGuard<'static, bool>);
-
-impl<'a> MakeWriter<'a> for LogWriter {
-    type Writer = LogLine;
-
-    fn make_writer(&'a self) -> LogLine {
-        LogLine(mid_line())
-    }
-}
-
-impl Write for LogLine {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut err = std::io::stderr().lock();
-        if std::mem::take(&mut *self.0) {
-            err.write_all(b"\n")?;
-        }
-        err.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
-    }
-}
-
 /// `n` and its noun, the noun in the plural unless `n` is one: `count(1, "step")` is `1 step`,
 /// `count(3, "model call")` is `3 model calls`. Every count shown to a person goes through it
 /// (the nouns used take a plain `s`).
@@ -379,34 +339,6 @@ pub fn count(n: u64, noun: &str) -> String {
     } else {
         format!("{n} {noun}s")
     }
-}
-
-/// Text from outside tagloop made safe to print on a terminal: control characters (C0 but `\n`
-/// and `\t`, DEL, C1 U+0080–U+009F) and the bidirectional overrides and isolates (U+202A–U+202E,
-/// U+2066–U+2069) are shown visibly as Rust escapes (`\u{1b}`, `\r`), so nothing a model or a
-/// tool writes is interpreted by the terminal. A `\r` right before `\n` is kept (a CRLF line end
-/// is harmless). Borrowed when there is nothing to change, which is the common case.
-pub fn terminal_safe(s: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t' && c != '\r')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    let lone_cr = |i: usize| s.as_bytes().get(i + 1) != Some(&b'\n');
-    if !s
-        .char_indices()
-        .any(|(i, c)| unsafe_char(c) || (c == '\r' && lone_cr(i)))
-    {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for (i, c) in s.char_indices() {
-        if unsafe_char(c) || (c == '\r' && lone_cr(i)) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// `ok · 3 steps · 4 model calls · 1200+80 tokens · session ID` (`1 step`, `1 model call`).
@@ -463,16 +395,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn terminal_safe_shows_controls_and_overrides_and_keeps_layout() {
-        assert!(matches!(
-            terminal_safe("plain\ttext\r\nnext"),
-            Cow::Borrowed("plain\ttext\r\nnext")
-        ));
-        assert_eq!(
-            terminal_safe("a\x1b]0;t\x07b\rc\u{9b}d\u{202e}e\u{2066}f\x7f"),
-            r"a\u{1b}]0;t\u{7}b\rc\u{9b}d\u{202e}e\u{2066}f\u{7f}"
-        );
-        // A cut keeps the result safe too.
+    fn a_cut_first_line_stays_terminal_safe() {
         assert_eq!(first_line("x\x1b[2Jy\nmore", 10), r"x\u{1b}[2Jy…");
     }
 

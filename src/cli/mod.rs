@@ -6,6 +6,7 @@ mod eval;
 mod eval_suite;
 mod inspect;
 mod live;
+mod log_writer;
 mod options;
 mod output;
 mod parse;
@@ -18,6 +19,7 @@ mod sessions;
 mod setup;
 mod target;
 mod task_paths;
+mod terminal_safe;
 mod usage;
 mod worker;
 mod wrap;
@@ -111,7 +113,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", live::terminal_safe(&format!("{e:#}")));
+            eprintln!("error: {}", terminal_safe::terminal_safe(&format!("{e:#}")));
             if e.downcast_ref::<usage::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -226,7 +228,7 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(live::LogWriter)
+        .with_writer(log_writer::LogWriter)
         .with_target(false)
         .try_init();
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 use tagloop::protocol::{ParseReport, ReportKind, Signature, Tag, parse_report};
 
-use super::live::terminal_safe;
+use super::terminal_safe::terminal_safe;
 use super::usage::usage;
 
 /// Arguments of `tagloop parse`.

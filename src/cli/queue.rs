@@ -14,7 +14,7 @@ use tagloop::queue::{Queue, QueueError, QueueUrl};
 use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
-use super::live::terminal_safe;
+use super::terminal_safe::terminal_safe;
 use super::usage::usage;
 
 /// The variable a queue password may come from, so it stays off command lines.

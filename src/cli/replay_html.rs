@@ -22,7 +22,8 @@ use serde_json::Value;
 use tagloop::agent::Event;
 use tagloop::llm::{Finish, Usage};
 
-use super::live::{count, describe_fit, terminal_safe};
+use super::live::{count, describe_fit};
+use super::terminal_safe::terminal_safe;
 
 /// An observation longer than this many lines is folded.
 const FOLD_LINES: usize = 12;

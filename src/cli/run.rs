@@ -13,10 +13,11 @@ use tagloop::agent::{Agent, Event, EventSink, Outcome, Resume, RunOptions, Statu
 use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
-use super::live::{Live, terminal_safe};
+use super::live::Live;
 use super::options::{RunOpts, shell_word};
 use super::output::{stdout, unless_reader_gone};
 use super::setup::Setup;
+use super::terminal_safe::terminal_safe;
 use super::usage::usage;
 
 /// Output options of a run.

@@ -10,9 +10,10 @@ use clap::Args;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::{self, terminal_safe};
+use super::live;
 use super::output::stdout;
 use super::replay_html::render_html;
+use super::terminal_safe::terminal_safe;
 use super::usage::usage;
 
 /// `tagloop sessions`.

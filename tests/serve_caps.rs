@@ -35,15 +35,9 @@ async fn relay_huge(status: u16, bytes: usize) -> (u16, Vec<u8>) {
         "/v1/chat/completions",
         post(move |body: Bytes| async move { up.pass_through(body).await }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let base = common::serve_on_loopback(app).await;
     let response = reqwest::Client::new()
-        .post(format!("http://{addr}/v1/chat/completions"))
+        .post(format!("{base}/v1/chat/completions"))
         .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
         .send()
         .await

@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
-use futures::future::BoxFuture;
 use tagloop::agent::Agent;
 use tagloop::llm::scripted::{Script, ScriptedModel};
-use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
+use tagloop::llm::{DeltaSink, Finish, Model, Prompt, TurnFuture, TurnRequest, TurnResult, Usage};
 use tagloop::tools::{Registry, tool_fn};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -53,11 +52,7 @@ fn script(steps: usize) -> Arc<Script> {
 struct Replay(Vec<String>);
 
 impl Model for Replay {
-    fn turn<'a>(
-        &'a self,
-        request: &'a TurnRequest,
-        _on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(&'a self, request: &'a TurnRequest, _on_delta: DeltaSink<'a>) -> TurnFuture<'a> {
         let k = match &request.prompt {
             Prompt::Chat(m) => (m.len() - 2) / 2,
             Prompt::Text(_) => 0,

@@ -19,6 +19,9 @@
 
 use std::borrow::Cow;
 
+use base64::Engine;
+use base64::engine::GeneralPurpose;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use memchr::memmem;
 use serde_json::Value;
 
@@ -115,12 +118,11 @@ impl Redactor {
         }
         let mut forms = vec![secret.to_owned(), secret.chars().rev().collect()];
         if secret.len() >= MIN_DERIVED_LEN {
-            for alphabet in [STANDARD, URL_SAFE] {
-                let bearer = format!("Bearer {secret}");
-                forms.push(base64(bearer.as_bytes(), alphabet));
-                forms.push(base64(secret.as_bytes(), alphabet));
+            for engine in [&STANDARD, &URL_SAFE] {
+                forms.push(engine.encode(format!("Bearer {secret}")));
+                forms.push(engine.encode(secret));
                 for shift in 0..3 {
-                    forms.push(base64_core(secret.as_bytes(), shift, alphabet));
+                    forms.push(base64_core(secret.as_bytes(), shift, engine));
                 }
             }
         }
@@ -233,37 +235,13 @@ fn replace_all(haystack: Vec<u8>, needle: &[u8]) -> Vec<u8> {
     }
 }
 
-const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL_SAFE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Base64 of `data` with `=` padding.
-fn base64(data: &[u8], alphabet: &[u8; 64]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 /// The part of the base64 of `data` that is the same whatever precedes it, when it starts
 /// `shift` bytes (0–2) past a 3-byte boundary of a longer text: the characters that depend only
 /// on `data`'s own bytes.
-fn base64_core(data: &[u8], shift: usize, alphabet: &[u8; 64]) -> String {
+fn base64_core(data: &[u8], shift: usize, engine: &GeneralPurpose) -> String {
     let mut shifted = vec![0u8; shift];
     shifted.extend_from_slice(data);
-    let encoded = base64(&shifted, alphabet);
+    let encoded = engine.encode(&shifted);
     // The first characters mix the zero prefix in: skip the groups that hold any of it.
     let skip = if shift == 0 { 0 } else { 4 };
     // The last group mixes in what follows unless the data ends on a boundary: drop it.
@@ -277,21 +255,6 @@ mod tests {
     use super::*;
 
     const KEY: &str = "sk-test-0123456789abcdefXYZ";
-
-    #[test]
-    fn base64_matches_the_rfc_vectors() {
-        for (plain, enc) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(plain.as_bytes(), STANDARD), enc);
-        }
-    }
 
     #[test]
     fn secret_is_never_printed() {
@@ -309,11 +272,8 @@ mod tests {
         let texts = [
             format!("Incorrect API key provided: Bearer {KEY}."),
             format!("reversed: {reversed}"),
-            format!("b64: {}", base64(KEY.as_bytes(), STANDARD)),
-            format!(
-                "auth: {}",
-                base64(format!("Bearer {KEY}").as_bytes(), URL_SAFE)
-            ),
+            format!("b64: {}", STANDARD.encode(KEY)),
+            format!("auth: {}", URL_SAFE.encode(format!("Bearer {KEY}"))),
         ];
         for t in &texts {
             let out = r.redact(t);
@@ -322,7 +282,7 @@ mod tests {
         }
         // Inside a longer base64 text (e.g. an encoded /proc/PID/environ), at every alignment.
         for prefix in ["", "A", "AB", "ABC", "OPENAI_API_KEY="] {
-            let blob = base64(format!("{prefix}{KEY}\0PATH=/bin").as_bytes(), STANDARD);
+            let blob = STANDARD.encode(format!("{prefix}{KEY}\0PATH=/bin"));
             let out = r.redact(&blob);
             assert!(out.contains(REDACTED), "prefix {prefix:?}: {out}");
         }
@@ -362,7 +322,7 @@ mod tests {
             out.as_ref(),
             [b"Cl\xe9 refus\xe9e : Bearer [redacted]\xff".as_slice()].concat()
         );
-        let b64 = base64(format!("Bearer {KEY}").as_bytes(), STANDARD);
+        let b64 = STANDARD.encode(format!("Bearer {KEY}"));
         let page = [b"\xfe".as_slice(), b64.as_bytes()].concat();
         assert!(
             !r.redact_bytes(&page)

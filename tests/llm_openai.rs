@@ -702,14 +702,8 @@ async fn every_sse_framing_reads_the_same() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let mut cfg = OpenAiConfig::new(format!("http://{addr}/v1"), "m");
+    let base = common::serve_on_loopback(app).await;
+    let mut cfg = OpenAiConfig::new(format!("{base}/v1"), "m");
     cfg.server = Some(tagloop::llm::ServerKind::Other);
     let model = OpenAiModel::new(cfg).expect("model");
     let (r, d) = turn(&model, Api::Chat).await;

@@ -28,16 +28,7 @@ use tagloop::serve::{ServeConfig, router};
 use tokio::sync::Notify;
 
 /// Serve `app` on a free loopback port: `http://127.0.0.1:PORT`.
-async fn spawn(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
-}
+use common::serve_on_loopback as spawn;
 
 /// The proxy in front of the upstream at `upstream` (a `/v1` base URL).
 async fn proxy(upstream: &str) -> String {

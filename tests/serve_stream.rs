@@ -30,16 +30,7 @@ const UPSTREAM_KEY: &str = "sk-upstream-0123456789abcdef";
 const PROXY_KEY: &str = "sk-proxy-key-fedcba9876543210";
 
 /// Serve `app` on a free loopback port: `http://127.0.0.1:PORT`.
-async fn spawn(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
-}
+use common::serve_on_loopback as spawn;
 
 // ---------------------------------------------------------------------------------------------
 // Streamed chunks

@@ -158,16 +158,7 @@ impl Run<'_> {
 
     /// Put the kept part of a turn into the history (the closing tag a stop removed restored).
     fn keep_turn(&mut self, text: &str, turn: &Turn) {
-        let end = turn.history_end.min(text.len());
-        let mut kept = text.get(..end).unwrap_or(text).trim_end().to_string();
-        if !turn.deciding_closed {
-            match turn.kind {
-                TurnKind::Action => kept.push_str("</action>"),
-                TurnKind::Final => kept.push_str("</final_answer>"),
-                TurnKind::None => {}
-            }
-        }
-        self.remember_turn(kept);
+        self.remember_turn(turn.kept_text(text));
     }
 
     fn remember_turn(&mut self, kept: String) {

@@ -31,9 +31,11 @@ use tagloop::agent::{Event, Role, RunOptions, Status};
 use tagloop::prompt::ContextItem;
 use tagloop::session::{self, Transcript};
 
-use super::options::{RunOpts, SessionArgs, usage};
+use super::options::RunOpts;
+use super::session_dir::SessionArgs;
 use super::setup::Setup;
 use super::task_paths::TaskFolder;
+use super::usage::usage;
 
 /// `tagloop batch`.
 #[derive(Debug, Args)]

@@ -29,10 +29,12 @@ use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite, select};
 use super::live::one_line;
-use super::options::{RunOpts, SessionArgs, usage};
+use super::options::RunOpts;
 use super::output::stdout;
+use super::session_dir::SessionArgs;
 use super::setup::Setup;
 use super::task_paths::copy_workspace;
+use super::usage::usage;
 
 /// `tagloop eval`.
 #[derive(Debug, Args)]

@@ -3,22 +3,23 @@
 //! terminal, and never with `NO_COLOR` (anstream decides).
 //!
 //! Every piece of text that comes from outside tagloop (the model, a tool, a server, a session
-//! file) passes through [`terminal_safe`] before it is written, here and in every other text view
+//! file) passes through [`terminal_safe`] (`terminal_safe.rs`) before it is written, here and in every other text view
 //! of the CLI (`replay`, `sessions`, the answer on stdout, error messages), so a model or a tool
 //! cannot retitle the terminal, write the clipboard (OSC 52), clear the screen or reorder what the
 //! user reads. Machine output (`--json`, `--events`) is exact JSON, where serde escapes controls.
 
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use anstyle::{AnsiColor, Style};
 use serde_json::Value;
-use tracing_subscriber::fmt::MakeWriter;
 
 use tagloop::agent::Event;
 use tagloop::llm::Constraint;
 /// Outside text made printable: multi-line ([`terminal_safe`]) or one-line ([`one_line`]).
 pub use tagloop::shown::{one_line, terminal_safe};
+
+use super::log_writer::mid_line;
 
 const DIM: Style = Style::new().dimmed();
 const ACTION: Style = AnsiColor::Cyan.on_default().bold();
@@ -30,18 +31,6 @@ const HEAD: Style = Style::new().bold();
 
 /// Lines of an observation shown in the short form.
 const OBSERVATION_LINES: usize = 4;
-
-/// Whether the last thing the live view wrote on stderr left the cursor in the middle of a line
-/// (a turn still streaming). Shared by every [`Live`] and by [`LogWriter`], and held while either
-/// writes, so a log line never lands inside streamed text: it starts on a line of its own.
-static MID_LINE: Mutex<bool> = Mutex::new(false);
-
-/// The [`MID_LINE`] lock; a panic elsewhere while it was held leaves a usable flag.
-fn mid_line() -> MutexGuard<'static, bool> {
-    MID_LINE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Renders events on stderr.
 pub struct Live {
@@ -340,35 +329,6 @@ fn grammar_note(
         _ => "turns: sampled under the turn grammar (tagloop prompt --show-grammar)",
     };
     writeln!(out, "{DIM}{note}{DIM:#}")
-}
-
-/// Where the CLI's log lines go ([`tracing_subscriber::fmt`]'s writer): stderr, always starting
-/// on a line of their own, never inside a turn the live view is streaming.
-pub struct LogWriter;
-
-/// One log write, holding the live view's line state while it writes.
-pub struct LogLine(MutexGuard<'static, bool>);
-
-impl<'a> MakeWriter<'a> for LogWriter {
-    type Writer = LogLine;
-
-    fn make_writer(&'a self) -> LogLine {
-        LogLine(mid_line())
-    }
-}
-
-impl Write for LogLine {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut err = std::io::stderr().lock();
-        if std::mem::take(&mut *self.0) {
-            err.write_all(b"\n")?;
-        }
-        err.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
-    }
 }
 
 /// `n` and its noun, the noun in the plural unless `n` is one: `count(1, "step")` is `1 step`,

@@ -6,6 +6,7 @@ mod eval;
 mod eval_suite;
 mod inspect;
 mod live;
+mod log_writer;
 mod loopback;
 mod options;
 mod output;
@@ -14,10 +15,12 @@ mod queue;
 mod replay_html;
 mod run;
 mod serve;
+mod session_dir;
 mod sessions;
 mod setup;
 mod target;
 mod task_paths;
+mod usage;
 mod worker;
 mod wrap;
 
@@ -110,8 +113,11 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", live::terminal_safe(&format!("{e:#}")));
-            if e.downcast_ref::<options::UsageError>().is_some() {
+            eprintln!(
+                "error: {}",
+                tagloop::shown::terminal_safe(&format!("{e:#}"))
+            );
+            if e.downcast_ref::<usage::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)
@@ -225,7 +231,7 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(live::LogWriter)
+        .with_writer(log_writer::LogWriter)
         .with_target(false)
         .try_init();
 }

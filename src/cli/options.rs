@@ -1,5 +1,6 @@
 //! The options shared by `run`, `continue`, `batch`, `prompt` and `tools` (`setup.rs` turns them
-//! into a model, tools, a role and an agent), and the one usage-error path of the CLI.
+//! into a model, tools, a role and an agent), what `continue` restores of them and what it must
+//! be told again.
 //!
 //! Every option is optional here so that `continue` can tell what the user gave again from what
 //! it restores from the session (flag > session > environment > `.env` > config file > default).
@@ -7,10 +8,11 @@
 //! act on the machine or the key ([`RunOpts::restore`]); the one server address it reuses is a
 //! loopback one, and no key is ever sent to it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use tagloop::tools::McpSource;
 
 use super::loopback::{is_loopback_url, session_url_reusable};
 
@@ -178,7 +180,11 @@ impl RunOpts {
             flags.push("--allow-shell".into());
         }
         let mut servers = saved.mcp_servers.clone();
-        servers.extend(legacy_mcp.iter().map(|c| program_name(c)));
+        servers.extend(
+            legacy_mcp
+                .iter()
+                .map(|c| McpSource::program_name(c).unwrap_or_else(|| "?".into())),
+        );
         if !servers.is_empty() && self.mcp.is_empty() {
             let mut what = flags.clone();
             what.push(format!(
@@ -361,89 +367,15 @@ fn parse_context_window(value: &str) -> Result<u64, String> {
     }
 }
 
-/// The file name of a command line's program, the only part of a recorded MCP command that is
-/// ever shown (its arguments may hold tokens).
-fn program_name(command: &str) -> String {
-    let first = command
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .trim_matches(|c| c == '\'' || c == '"');
-    Path::new(first)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "?".into())
-}
-
-/// `s` as one POSIX shell word: as it is when it holds only characters no shell reads
-/// specially, else in single quotes (a `'` inside written `'\''`).
+/// `s` as one POSIX shell word (quoted by the `shlex` crate when a shell would read any of it
+/// specially).
 pub fn shell_word(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// A usage or configuration error (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// Turn an error into a usage error.
-pub fn usage<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow::Error::new(UsageError(format!("{e:#}")))
-}
-
-/// Turn an error with causes into a usage error that says each cause once.
-///
-/// Many library errors put their cause in their own message *and* expose it as their source
-/// (`cannot read role file x: No such file…` whose source is that same IO error), so the
-/// plain `{:#}` chain would end with the reason twice. A cause whose text the message already
-/// ends with adds nothing, and is left out.
-pub fn usage_chain(e: &anyhow::Error) -> anyhow::Error {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let said = cause.to_string();
-        if text.is_empty() {
-            text = said;
-        } else if !text.ends_with(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-    }
-    anyhow::Error::new(UsageError(text))
-}
-
-/// Where transcripts go: `--session-dir`, else `TAGLOOP_SESSION_DIR` (from the environment, then
-/// `.env`), else the user's data folder. Every command that reads or writes sessions asks here.
-pub fn session_dir(flag: Option<&Path>) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .or_else(|| {
-            super::config::Sources::load(None)
-                .ok()
-                .and_then(|s| s.var("TAGLOOP_SESSION_DIR"))
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(tagloop::session::default_dir)
-}
-
-/// Transcript options of the commands that run many tasks (`batch`, `eval`).
-#[derive(Debug, Clone, Default, Args)]
-pub struct SessionArgs {
-    /// Where transcripts are written [default: the user's data dir] [env: TAGLOOP_SESSION_DIR]
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
-    /// Write no transcripts
-    #[arg(long)]
-    pub no_sessions: bool,
-}
-
-impl SessionArgs {
-    /// The folder transcripts go to, or `None` with `--no-sessions`.
-    pub fn dir(&self) -> Option<PathBuf> {
-        (!self.no_sessions).then(|| session_dir(self.session_dir.as_deref()))
-    }
+    // With NUL allowed (no argument or path holds one), quoting has no error to return.
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .quote(s)
+        .map(std::borrow::Cow::into_owned)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -477,6 +409,14 @@ mod tests {
     }
 
     #[test]
+    fn an_old_sessions_mcp_command_shows_only_its_program() {
+        let legacy = [r#"TOKEN=sk-1 "/opt/my tools/mcp server" --key sk-2"#.to_string()];
+        let (_, notes) = RunOpts::default().restore(RunOpts::default(), &legacy);
+        assert!(notes[0].contains("1 MCP server (mcp server)"), "{notes:?}");
+        assert!(!notes[0].contains("sk-"), "{notes:?}");
+    }
+
+    #[test]
     fn restated_flags_are_shell_words_and_hide_secrets() {
         let opts = RunOpts {
             allow_shell: true,
@@ -492,7 +432,10 @@ mod tests {
             line,
             r#"--allow-shell --mcp 'COMMAND' --workspace '/tmp/my work' --base-url http://127.0.0.1:8080/v1 --extra '{"top_k": 20}' --api-key KEY"#
         );
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("it's"), r#""it's""#);
+        for tricky in ["it's", "$HOME `x` \\", "a\"b'c", "~/x y", "#x", "!"] {
+            assert_eq!(shlex::split(&shell_word(tricky)).unwrap(), [tricky]);
+        }
         assert_eq!(shell_word(""), "''");
         assert_eq!(
             shell_word("20261125-200703-17381-0"),

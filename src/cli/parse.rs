@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anstyle::{AnsiColor, Style};
 use tagloop::protocol::{ParseReport, ReportKind, Signature, Tag, parse_report};
 
-use super::live::terminal_safe;
-use super::options::usage;
+use super::usage::usage;
+use tagloop::shown::terminal_safe;
 
 /// Arguments of `tagloop parse`.
 #[derive(Debug, Clone, clap::Args)]

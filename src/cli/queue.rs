@@ -15,7 +15,7 @@ use tagloop::secret::Secret;
 
 use super::batch::read_tasks;
 use super::live::one_line;
-use super::options::usage;
+use super::usage::usage;
 
 /// The variable a queue password may come from, so it stays off command lines.
 pub const PASSWORD_VAR: &str = "TAGLOOP_REDIS_PASSWORD";

@@ -6,61 +6,84 @@
 //! run, the observation (folded in a closed `<details>` when long), corrections and notices.
 //!
 //! Everything in the page that comes from a transcript (the model, tools, servers, the task) is
-//! untrusted: it goes through [`esc`], which makes controls visible ([`terminal_safe`]) and
-//! escapes HTML, and only ever lands in element text. The page also carries a content security
-//! policy that forbids every script and every load (styles are inline), so an escape missed one
-//! day still could not run code or tell anyone the page was opened.
+//! untrusted. The page is a minijinja template (`replay_html.j2`) whose every value goes through
+//! one formatter ([`safe_text`]): controls made visible ([`terminal_safe`]), then minijinja's
+//! HTML escaping; values only ever land in element text. The page also carries a content
+//! security policy that forbids every script and every load (styles are inline), so an escape
+//! missed one day still could not run code or tell anyone the page was opened.
 //!
 //! The page is built in two passes: the events are folded into a [`Page`] (the outcome is the
-//! last event, but the first thing shown), then written out.
+//! last event, but the first thing shown), then the template writes it out.
 
-use std::fmt::Write as _;
-
+use minijinja::{AutoEscape, Environment, Output, State, Value as Jinja};
+use serde::Serialize;
 use serde_json::Value;
 
 use tagloop::agent::Event;
 use tagloop::llm::{Finish, Usage};
 
-use super::live::{count, terminal_safe};
+use super::live::{count, describe_fit};
+use tagloop::shown::terminal_safe;
 
 /// An observation longer than this many lines is folded.
 const FOLD_LINES: usize = 12;
 /// An observation longer than this many bytes is folded.
 const FOLD_BYTES: usize = 1500;
 
-/// No script, no load from anywhere (images, fonts, frames, styles from files); inline styles
-/// only. A `<meta>` policy applies to everything after it, so it comes first in `<head>`.
-const CSP: &str = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">";
-
-const STYLE: &str = "body{font:15px/1.5 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#222}\
-h1{font-size:1.3rem;margin:.2rem 0}h2{font-size:1.05rem;margin:.2rem 0}h3{font-size:.8rem;text-transform:uppercase;letter-spacing:.05em;color:#777;margin:.2rem 0}\
-pre{white-space:pre-wrap;word-break:break-word;margin:.3rem 0;font:13px/1.45 ui-monospace,monospace}\
-.outcome{border:2px solid #2a2;border-radius:6px;padding:.6rem 1rem;margin-bottom:1.5rem}.outcome.bad{border-color:#b00}\
-.status{font-weight:700;color:#2a2}.outcome.bad .status{color:#b00}\
-.facts{display:flex;flex-wrap:wrap;gap:.3rem 1.5rem;margin:.4rem 0;padding:0;list-style:none;font-weight:600}\
-.answer pre{font-weight:600;background:#f3faf3;padding:.4rem}.error{color:#b00}\
-.step{border-left:3px solid #ccd;padding:.2rem .8rem;margin:1.2rem 0}\
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}@media(max-width:50rem){.pair{grid-template-columns:1fr}}\
-.written pre{background:#f7f7f9;padding:.4rem;color:#444}.call code{color:#05a;font-weight:700}\
-.args{border-collapse:collapse}.args th{text-align:left;vertical-align:top;padding:.1rem .6rem .1rem 0;color:#555;font-weight:600}\
-.obs pre{background:#f5f5f7;padding:.4rem}summary{cursor:pointer;color:#555}\
-.corr{color:#a60}.notice{color:#858}.meta{color:#777;font-size:.85rem}.bad{color:#b00}";
+/// The page's template.
+const TEMPLATE: &str = include_str!("replay_html.j2");
 
 /// One self-contained page: the outcome first, then the task and every step.
-pub fn render_html(id: &str, events: &[Event]) -> String {
+pub fn render_html(id: &str, events: &[Event]) -> Result<String, minijinja::Error> {
     let page = Page::from_events(events);
-    let mut body = String::new();
-    page.outcome(&mut body);
-    page.task(&mut body);
-    for (i, step) in page.steps.iter().enumerate() {
-        step.render(&mut body, i + 1);
+    let mut env = Environment::new();
+    env.set_auto_escape_callback(|_| AutoEscape::Html);
+    env.set_formatter(safe_text);
+    env.add_template("replay", TEMPLATE)?;
+    let view = View {
+        id,
+        outcome: page.outcome(),
+        unfinished: count(page.steps.len() as u64, "step"),
+        task: page.task,
+        about: &page.about,
+        early: &page.early,
+        steps: &page.steps,
+    };
+    let mut html = env
+        .get_template("replay")?
+        .render(minijinja::value::Serde(&view))?;
+    html.push('\n');
+    Ok(html)
+}
+
+/// What the template is given.
+#[derive(Serialize)]
+struct View<'a> {
+    id: &'a str,
+    outcome: Option<Outcome>,
+    /// The steps so far, for a run that did not finish.
+    unfinished: String,
+    task: Option<&'a str>,
+    about: &'a [String],
+    early: &'a [Item<'a>],
+    steps: &'a [Step<'a>],
+}
+
+/// How every value is written into the page: text from a transcript with its controls and bidi
+/// overrides first made visible by [`terminal_safe`] (they are invalid in HTML text, and an
+/// override would reorder the page), then HTML-escaped by minijinja; the template's own markup
+/// (macro output) as it is.
+fn safe_text(
+    out: &mut Output<'_>,
+    state: &mut State<'_, '_>,
+    value: &Jinja,
+) -> Result<(), minijinja::Error> {
+    match value.as_str() {
+        Some(text) if !value.is_safe() => {
+            minijinja::escape_formatter(out, state, &Jinja::from(terminal_safe(text).as_ref()))
+        }
+        _ => minijinja::escape_formatter(out, state, value),
     }
-    format!(
-        "<!doctype html><html lang=en><head>{CSP}<meta charset=utf-8>\
-         <meta name=viewport content=\"width=device-width, initial-scale=1\">\
-         <title>tagloop session {}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
-        esc(id)
-    )
 }
 
 /// What the page shows, gathered from the events.
@@ -78,7 +101,17 @@ struct Page<'a> {
     tool_ms: u64,
 }
 
+/// The outcome block: status, the counts, answer or error.
+#[derive(Serialize)]
+struct Outcome {
+    status: String,
+    facts: [String; 4],
+    answer: Option<String>,
+    error: Option<String>,
+}
+
 /// One model turn of a step: the turn as written, and what came of it in order.
+#[derive(Serialize)]
 struct Step<'a> {
     n: u32,
     /// The step's second (or later) turn: the one before was refused.
@@ -86,24 +119,62 @@ struct Step<'a> {
     final_only: bool,
     /// The turn's text, its continuations joined.
     written: String,
-    /// Per model request: milliseconds, tokens, why it ended.
-    requests: Vec<(u64, Usage, &'a Finish)>,
+    /// One per model request.
+    requests: Vec<Request>,
     /// What tagloop read from the turn (thought, call, final answer).
     parsed: Vec<Item<'a>>,
     /// What followed (the tool's run, corrections, notices, the observation).
     after: Vec<Item<'a>>,
 }
 
+/// One model request of a turn: how long, how many tokens, why it ended.
+#[derive(Serialize)]
+struct Request {
+    ms: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    ended: String,
+}
+
+/// One thing shown in a step, as the template's `item` macro draws it.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 enum Item<'a> {
-    Thought(&'a str),
-    Call(&'a str, &'a Value),
-    Final(&'a Value),
-    Tool(&'a str, bool, u64),
-    Observation(&'a str),
-    Correction(&'a str, &'a str),
-    Notice(&'a str, &'a str),
+    Thought {
+        text: &'a str,
+    },
+    Call {
+        tool: &'a str,
+        /// Name and value (as [`value_text`]) of each argument.
+        args: Vec<(&'a str, String)>,
+    },
+    Final {
+        text: String,
+    },
+    Tool {
+        tool: &'a str,
+        ok: bool,
+        ms: u64,
+    },
+    /// Shown whole when short, folded in a closed `<details>` when long.
+    Observation {
+        text: &'a str,
+        lines: String,
+        bytes: usize,
+        folded: bool,
+    },
+    Correction {
+        kind: &'a str,
+        message: &'a str,
+    },
+    Notice {
+        kind: &'a str,
+        message: &'a str,
+    },
     /// A `context_fitted` event, in the live view's words.
-    Fitted(String),
+    Fitted {
+        line: String,
+    },
 }
 
 impl<'a> Page<'a> {
@@ -127,7 +198,7 @@ impl<'a> Page<'a> {
                         .chain([("started", started), ("session", session)]);
                     page.about = parts
                         .filter(|(_, v)| !v.is_empty())
-                        .map(|(k, v)| format!("{k} {}", esc(v)))
+                        .map(|(k, v)| format!("{k} {v}"))
                         .collect();
                 }
                 Event::TurnStarted { step, final_only } => {
@@ -154,7 +225,7 @@ impl<'a> Page<'a> {
                     page.model_ms += elapsed_ms;
                     if let Some(s) = page.steps.last_mut() {
                         s.written.push_str(text);
-                        s.requests.push((*elapsed_ms, *usage, finish));
+                        s.requests.push(Request::new(*elapsed_ms, usage, finish));
                     }
                 }
                 Event::ToolFinished {
@@ -163,20 +234,34 @@ impl<'a> Page<'a> {
                     elapsed_ms,
                 } => {
                     page.tool_ms += elapsed_ms;
-                    page.push_after(Item::Tool(tool, *ok, *elapsed_ms));
+                    page.push_after(Item::Tool {
+                        tool,
+                        ok: *ok,
+                        ms: *elapsed_ms,
+                    });
                 }
-                Event::Thought { text } => page.push_parsed(Item::Thought(text)),
-                Event::Action { tool, args } => page.push_parsed(Item::Call(tool, args)),
-                Event::Final { value, .. } => page.push_parsed(Item::Final(value)),
-                Event::Observation { text } => page.push_after(Item::Observation(text)),
+                Event::Thought { text } => page.push_parsed(Item::Thought { text }),
+                Event::Action { tool, args } => page.push_parsed(Item::Call {
+                    tool,
+                    args: args
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| (k.as_str(), value_text(v)))
+                        .collect(),
+                }),
+                Event::Final { value, .. } => page.push_parsed(Item::Final {
+                    text: value_text(value),
+                }),
+                Event::Observation { text } => page.push_after(Item::observation(text)),
                 Event::Correction { kind, message } => {
-                    page.push_after(Item::Correction(kind, message))
+                    page.push_after(Item::Correction { kind, message })
                 }
-                Event::Notice { kind, message } => page.push_after(Item::Notice(kind, message)),
+                Event::Notice { kind, message } => page.push_after(Item::Notice { kind, message }),
                 Event::Finished { outcome } => page.outcome = Some(outcome),
                 Event::ContextFitted { .. } => {
-                    if let Some(line) = super::live::describe_fit(e) {
-                        page.push_after(Item::Fitted(line));
+                    if let Some(line) = describe_fit(e) {
+                        page.push_after(Item::Fitted { line });
                     }
                 }
                 _ => {}
@@ -199,204 +284,75 @@ impl<'a> Page<'a> {
         }
     }
 
-    /// The outcome block: status, answer or error, and the counts.
-    fn outcome(&self, out: &mut String) {
-        let Some(o) = self.outcome else {
-            let _ = write!(
-                out,
-                "<section id=outcome class='outcome bad'><h1><span class=status>unfinished</span></h1>\
-                 <p class=error>The run did not finish (killed or still running): {} so far.</p></section>",
-                count(self.steps.len() as u64, "step")
-            );
-            return;
-        };
-        let status = o.get("status").and_then(Value::as_str).unwrap_or("?");
+    /// The outcome block, or `None` for a run that did not finish.
+    fn outcome(&self) -> Option<Outcome> {
+        let o = self.outcome?;
         let n = |k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let tokens = |k: &str| o.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
-        let class = if status == "ok" {
-            "outcome"
-        } else {
-            "outcome bad"
+        let tokens = |k: &str| {
+            o.pointer(&format!("/usage/{k}"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
         };
-        let _ = write!(
-            out,
-            "<section id=outcome class='{class}'><h1><span class=status>{}</span></h1><ul class=facts>",
-            esc(status)
-        );
-        let facts = [
-            count(n("steps"), "step"),
-            count(n("llm_calls"), "model call"),
-            format!(
-                "{}+{} tokens",
-                tokens("prompt_tokens").unwrap_or(0),
-                tokens("completion_tokens").unwrap_or(0)
-            ),
-            format!(
-                "{} (model {}, tools {})",
-                duration(self.model_ms + self.tool_ms),
-                duration(self.model_ms),
-                duration(self.tool_ms)
-            ),
-        ];
-        for f in facts {
-            let _ = write!(out, "<li>{f}</li>");
-        }
-        out.push_str("</ul>");
-        if let Some(answer) = o.get("final").filter(|v| !v.is_null()) {
-            let _ = write!(
-                out,
-                "<div class=answer><h2>final answer</h2><pre>{}</pre></div>",
-                esc(&value_text(answer))
-            );
-        }
-        if let Some(e) = o.get("error").and_then(Value::as_str) {
-            let _ = write!(out, "<p class=error>{}</p>", esc(e));
-        }
-        out.push_str("</section>");
-    }
-
-    /// The task, where and how it ran, and notices from before the first step.
-    fn task(&self, out: &mut String) {
-        out.push_str("<section id=task><h2>task</h2>");
-        if let Some(t) = self.task {
-            let _ = write!(out, "<pre>{}</pre>", esc(t));
-        }
-        if !self.about.is_empty() {
-            let _ = write!(out, "<p class=meta>{}</p>", self.about.join(" · "));
-        }
-        for item in &self.early {
-            item.render(out);
-        }
-        out.push_str("</section>");
+        Some(Outcome {
+            status: o
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .into(),
+            facts: [
+                count(n("steps"), "step"),
+                count(n("llm_calls"), "model call"),
+                format!(
+                    "{}+{} tokens",
+                    tokens("prompt_tokens"),
+                    tokens("completion_tokens")
+                ),
+                format!(
+                    "{} (model {}, tools {})",
+                    duration(self.model_ms + self.tool_ms),
+                    duration(self.model_ms),
+                    duration(self.tool_ms)
+                ),
+            ],
+            answer: o.get("final").filter(|v| !v.is_null()).map(value_text),
+            error: o.get("error").and_then(Value::as_str).map(str::to_owned),
+        })
     }
 }
 
-impl Step<'_> {
-    fn render(&self, out: &mut String, turn: usize) {
-        let again = if self.again { ", again" } else { "" };
-        let only = if self.final_only {
-            " (final answer only)"
-        } else {
-            ""
+impl Request {
+    fn new(ms: u64, usage: &Usage, finish: &Finish) -> Self {
+        let ended = match finish {
+            Finish::Stop(s) => format!("stop string {s}"),
+            Finish::Length => "token limit".into(),
+            Finish::End => "end of turn".into(),
+            Finish::Repeated => "cut: repeating itself".into(),
         };
-        let _ = write!(
-            out,
-            "<section class=step id=turn-{turn}><h2>step {}{again}{only}</h2><div class=pair><div class=written><h3>as written</h3><pre>{}</pre>",
-            self.n,
-            esc(&self.written),
-        );
-        for (ms, usage, finish) in &self.requests {
-            let _ = write!(
-                out,
-                "<p class=meta>model turn: {ms} ms · {}+{} tokens · ended: {}</p>",
-                usage.prompt_tokens,
-                usage.completion_tokens,
-                esc(&finish_text(finish))
-            );
+        Request {
+            ms,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            ended,
         }
-        out.push_str("</div><div class=parsed><h3>parsed</h3>");
-        if self.parsed.is_empty() {
-            out.push_str("<p class=meta>nothing tagloop could use</p>");
-        }
-        for item in &self.parsed {
-            item.render(out);
-        }
-        out.push_str("</div></div>");
-        for item in &self.after {
-            item.render(out);
-        }
-        out.push_str("</section>");
     }
 }
 
-impl Item<'_> {
-    fn render(&self, out: &mut String) {
-        let _ = match self {
-            Item::Thought(t) => write!(
-                out,
-                "<div class=thought><b>thought</b><pre>{}</pre></div>",
-                esc(t)
-            ),
-            Item::Call(tool, args) => {
-                let _ = write!(
-                    out,
-                    "<div class=call><b>call</b> <code>{}</code>",
-                    esc(tool)
-                );
-                if let Some(obj) = args.as_object().filter(|o| !o.is_empty()) {
-                    out.push_str("<table class=args>");
-                    for (k, v) in obj {
-                        let _ = write!(
-                            out,
-                            "<tr><th>{}</th><td><pre>{}</pre></td></tr>",
-                            esc(k),
-                            esc(&value_text(v))
-                        );
-                    }
-                    out.push_str("</table>");
-                }
-                write!(out, "</div>")
-            }
-            Item::Final(v) => write!(
-                out,
-                "<div class=final><b>final answer</b><pre>{}</pre></div>",
-                esc(&value_text(v))
-            ),
-            Item::Tool(tool, ok, ms) => {
-                let ran = if *ok {
-                    "ran"
-                } else {
-                    "<span class=bad>failed</span>"
-                };
-                write!(out, "<p class=meta>{} {ran} in {ms} ms</p>", esc(tool))
-            }
-            Item::Observation(text) => observation(out, text),
-            Item::Correction(kind, message) => write!(
-                out,
-                "<div class=corr><b>correction: {}</b><pre>{}</pre></div>",
-                esc(kind),
-                esc(message)
-            ),
-            Item::Notice(kind, message) => {
-                write!(out, "<p class=notice>◆ {}: {}</p>", esc(kind), esc(message))
-            }
-            Item::Fitted(line) => write!(out, "<p class=notice>◆ context: {}</p>", esc(line)),
-        };
-    }
-}
-
-/// An observation: shown whole when short, folded in a closed `<details>` when long.
-fn observation(out: &mut String, text: &str) -> std::fmt::Result {
-    // The tags are the protocol's wrapping, the same for every observation: the body is shown.
-    let text = text.trim();
-    let text = text
-        .strip_prefix("<observation>")
-        .and_then(|t| t.strip_suffix("</observation>"))
-        .map_or(text, str::trim);
-    let lines = text.lines().count();
-    if lines <= FOLD_LINES && text.len() <= FOLD_BYTES {
-        return write!(
-            out,
-            "<div class=obs><b>observation</b><pre>{}</pre></div>",
-            esc(text)
-        );
-    }
-    write!(
-        out,
-        "<details class=obs><summary>observation · {} · {} bytes</summary><pre>{}</pre></details>",
-        count(lines as u64, "line"),
-        text.len(),
-        esc(text)
-    )
-}
-
-/// Why a model request ended, in words.
-fn finish_text(finish: &Finish) -> String {
-    match finish {
-        Finish::Stop(s) => format!("stop string {s}"),
-        Finish::Length => "token limit".into(),
-        Finish::End => "end of turn".into(),
-        Finish::Repeated => "cut: repeating itself".into(),
+impl<'a> Item<'a> {
+    /// An observation's body (the protocol's wrapping tags, the same for every observation,
+    /// left out), folded when long.
+    fn observation(text: &'a str) -> Self {
+        let text = text.trim();
+        let text = text
+            .strip_prefix("<observation>")
+            .and_then(|t| t.strip_suffix("</observation>"))
+            .map_or(text, str::trim);
+        let lines = text.lines().count();
+        Item::Observation {
+            text,
+            lines: count(lines as u64, "line"),
+            bytes: text.len(),
+            folded: lines > FOLD_LINES || text.len() > FOLD_BYTES,
+        }
     }
 }
 
@@ -415,23 +371,6 @@ fn value_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         v => serde_json::to_string_pretty(v).unwrap_or_default(),
     }
-}
-
-/// HTML-escaped text, with control characters and bidi overrides first made visible by
-/// [`terminal_safe`] (they are invalid in HTML text, and an override would reorder the page).
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in terminal_safe(s).chars() {
-        match c {
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '&' => o.push_str("&amp;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 #[cfg(test)]
@@ -453,7 +392,7 @@ mod tests {
                 constraint: Default::default(),
             },
         ];
-        let page = render_html("id", &events);
+        let page = render_html("id", &events).unwrap();
         let body = &page[page.find("<body>").unwrap() + 6..];
         assert!(
             body.starts_with("<section id=outcome class='outcome bad'>"),

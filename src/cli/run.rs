@@ -13,10 +13,12 @@ use tagloop::agent::{Agent, Event, EventSink, Outcome, Resume, RunOptions, Statu
 use tagloop::secret::Redactor;
 use tagloop::session::{self, Transcript};
 
-use super::live::{Live, one_line, terminal_safe};
-use super::options::{RunOpts, shell_word, usage};
+use super::live::{Live, one_line};
+use super::options::{RunOpts, shell_word};
 use super::output::{stdout, unless_reader_gone};
 use super::setup::Setup;
+use super::usage::usage;
+use tagloop::shown::terminal_safe;
 
 /// Output options of a run.
 #[derive(Debug, Clone, Default, Args)]
@@ -39,7 +41,7 @@ impl OutputOpts {
     /// `--session-dir`, else `TAGLOOP_SESSION_DIR`, else `<user data dir>/tagloop/sessions`; it
     /// may not exist yet (the first transcript creates it).
     pub fn session_dir(&self) -> PathBuf {
-        super::options::session_dir(self.session_dir.as_deref())
+        super::session_dir::session_dir(self.session_dir.as_deref())
     }
 }
 

@@ -13,7 +13,7 @@ use tagloop::llm::{Api, GrammarMode};
 use tagloop::secret::Secret;
 use tagloop::serve::ServeConfig;
 
-use super::options::{UsageError, usage};
+use super::usage::{UsageError, usage};
 
 /// Answer OpenAI `tools` requests with `tool_calls` for any model, speaking tagloop's text
 /// protocol to the upstream; requests without tools pass through unchanged.

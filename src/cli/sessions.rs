@@ -10,10 +10,11 @@ use clap::Args;
 use tagloop::agent::Event;
 use tagloop::session;
 
-use super::live::{self, one_line, terminal_safe};
-use super::options::usage;
+use super::live::{self, one_line};
 use super::output::stdout;
 use super::replay_html::render_html;
+use super::usage::usage;
+use tagloop::shown::terminal_safe;
 
 /// `tagloop sessions`.
 #[derive(Debug, Args)]
@@ -40,7 +41,7 @@ pub struct ReplayArgs {
 }
 
 fn dir(d: &Option<PathBuf>) -> PathBuf {
-    super::options::session_dir(d.as_deref())
+    super::session_dir::session_dir(d.as_deref())
 }
 
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode> {
@@ -91,8 +92,8 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
         .filter_map(|r| serde_json::from_value::<Event>(r.clone()).ok())
         .collect();
     if let Some(html) = &args.html {
-        std::fs::write(html, render_html(&args.session, &events))
-            .with_context(|| format!("cannot write {}", html.display()))?;
+        let page = render_html(&args.session, &events).context("cannot build the HTML page")?;
+        std::fs::write(html, page).with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("wrote {}", html.display());
         return Ok(ExitCode::SUCCESS);
     }

@@ -26,7 +26,8 @@ use tagloop::tools::{
 use super::config::Sources;
 use super::target::{ModelTarget, resolve_model};
 
-use super::options::{RunOpts, usage, usage_chain};
+use super::options::RunOpts;
+use super::usage::{usage, usage_chain};
 
 /// Everything a run needs, built from the options.
 pub struct Setup {

@@ -39,9 +39,11 @@ use tokio::task::AbortHandle;
 use tagloop::queue::Queue;
 
 use super::batch::raise_fd_limit;
-use super::options::{RunOpts, SessionArgs, usage};
+use super::options::RunOpts;
 use super::queue::QueueArg;
+use super::session_dir::SessionArgs;
 use super::setup::Setup;
+use super::usage::usage;
 use run::Runner;
 use signals::{retry_until_ok, signal_count};
 use taker::{Pace, Taker};

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use futures::future::BoxFuture;
 
 use tagloop::agent::{RunOptions, WrapCommand};
-use tagloop::llm::{DeltaSink, LlmError, Model, TurnRequest, TurnResult};
+use tagloop::llm::{DeltaSink, LlmError, Model, TurnFuture, TurnRequest};
 
-use super::options::{RunOpts, usage};
+use super::options::RunOpts;
 use super::run::{OutputOpts, event_sink, exit_code, new_transcript, open_events, redact_outcome};
 use super::setup::Setup;
+use super::usage::usage;
 
 /// `tagloop wrap`.
 #[derive(Debug, Args)]
@@ -45,11 +45,7 @@ pub struct WrapArgs {
 struct NoModel;
 
 impl Model for NoModel {
-    fn turn<'a>(
-        &'a self,
-        _request: &'a TurnRequest,
-        _on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(&'a self, _request: &'a TurnRequest, _on_delta: DeltaSink<'a>) -> TurnFuture<'a> {
         Box::pin(async {
             Err(LlmError::Config(
                 "no model: give --model to extract a typed result".into(),

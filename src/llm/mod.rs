@@ -202,15 +202,15 @@ pub struct TurnResult {
 /// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).
 pub type DeltaSink<'a> = &'a mut (dyn FnMut(&str) + Send);
 
+/// What [`Model::turn`] returns: the turn as a boxed future, so that the trait stays usable as
+/// `dyn Model`. An implementation writes `Box::pin(async move { … })`.
+pub type TurnFuture<'a> = BoxFuture<'a, Result<TurnResult, LlmError>>;
+
 /// What the agent loop asks for turns: [`openai::OpenAiModel`] for a server,
 /// [`scripted::ScriptedModel`] to replay a script.
 pub trait Model: Send + Sync {
     /// Run one turn, passing text deltas to `on_delta` as they arrive.
-    fn turn<'a>(
-        &'a self,
-        request: &'a TurnRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>>;
+    fn turn<'a>(&'a self, request: &'a TurnRequest, on_delta: DeltaSink<'a>) -> TurnFuture<'a>;
 
     /// Whether a chat request ending in an assistant message continues that message (prefill).
     fn supports_prefill(&self) -> bool {

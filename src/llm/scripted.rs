@@ -44,11 +44,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-
 use super::repeat::RepeatGuard;
 use super::stops::StopScanner;
-use super::{DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
+use super::{
+    DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnFuture, TurnRequest, TurnResult,
+    Usage,
+};
 
 /// Bytes per streamed delta.
 const CHUNK: usize = 16;
@@ -280,11 +281,7 @@ impl ScriptedModel {
 }
 
 impl Model for ScriptedModel {
-    fn turn<'a>(
-        &'a self,
-        request: &'a TurnRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(&'a self, request: &'a TurnRequest, on_delta: DeltaSink<'a>) -> TurnFuture<'a> {
         Box::pin(async move { self.play(request, on_delta) })
     }
 

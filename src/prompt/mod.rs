@@ -16,11 +16,15 @@
 //! caches on vLLM and llama.cpp keep working. The built-in templates are compiled into the
 //! binary; [`Templates::load`] replaces any of them with the user's own files.
 
+mod error;
+
 use std::path::Path;
 
 use minijinja::{Environment, UndefinedBehavior, context, value::Serde};
 use serde::Serialize;
 use serde_json::Value;
+
+pub use error::PromptError;
 
 /// The built-in system prompt template.
 pub const SYSTEM_TEMPLATE: &str = include_str!("../../prompts/system.j2");
@@ -28,28 +32,6 @@ pub const SYSTEM_TEMPLATE: &str = include_str!("../../prompts/system.j2");
 pub const QUESTION_TEMPLATE: &str = include_str!("../../prompts/question.j2");
 /// The built-in completions-mode template.
 pub const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/completion.j2");
-
-/// Errors while loading or rendering a template.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PromptError {
-    /// A template file could not be read.
-    #[error("cannot read template {path}: {source}")]
-    Read {
-        /// The template file's path, as given.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A template has a syntax error or failed to render.
-    #[error("template `{name}`: {source:#}")]
-    Template {
-        /// Which template.
-        name: String,
-        /// The minijinja error (with line).
-        source: minijinja::Error,
-    },
-}
 
 /// One tool as the prompt describes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -7,9 +7,10 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError};
 use tokio::sync::Mutex;
 
+use super::error::is_transient;
 use super::keys::Keys;
 use super::scripts::Scripts;
-use super::{QueueError, QueueUrl, is_transient};
+use super::{QueueError, QueueUrl};
 
 /// A connection to one queue. Every command uses one shared multiplexed connection, opened on
 /// first use and opened again after it broke (no command blocks in Redis). A command that fails is not retried here: callers decide (see

@@ -85,8 +85,12 @@ impl QueueUrl {
                 }
             }
         }
+        // `%XX` escapes in the user and password parts.
         let decode = |s: &str| {
-            percent_decode(s).ok_or_else(|| bad("the user or password is not valid UTF-8".into()))
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|text| text.into_owned())
+                .map_err(|_| bad("the user or password is not valid UTF-8".into()))
         };
         let password = match url.password() {
             Some(p) => Some(Secret::new(decode(p)?)),
@@ -136,28 +140,6 @@ impl QueueUrl {
         ))
         .map(|info| info.set_redis_settings(redis))
     }
-}
-
-/// `%XX` escapes in the user and password parts.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
 }
 
 impl fmt::Display for QueueUrl {
@@ -219,6 +201,7 @@ mod tests {
             ("redis://:hunter2@host/q?db=x", "database number"),
             ("redis://:hunter2@host/q?timeout=1", "unknown URL parameter"),
             ("hunter2 not a url", "not a URL"),
+            ("redis://:hunter2%ff@host/q", "not valid UTF-8"),
         ] {
             let e = QueueUrl::parse(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text}: {e}");

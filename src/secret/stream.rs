@@ -125,7 +125,9 @@ impl ByteStreamRedactor {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{STANDARD, URL_SAFE, base64};
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+
     use super::*;
 
     const KEY: &str = "sk-test-0123456789abcdefXYZ";
@@ -133,8 +135,8 @@ mod tests {
     /// A text holding the key in several forms, one right after another.
     fn text() -> String {
         let reversed: String = KEY.chars().rev().collect();
-        let b64 = base64(format!("Bearer {KEY}").as_bytes(), URL_SAFE);
-        let plain = base64(KEY.as_bytes(), STANDARD);
+        let b64 = URL_SAFE.encode(format!("Bearer {KEY}"));
+        let plain = STANDARD.encode(KEY);
         format!("héllo {KEY} and {reversed}, ünï {b64}{KEY}{KEY} {plain}sk-test- end\n\n")
     }
 

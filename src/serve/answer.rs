@@ -15,9 +15,6 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};
@@ -71,13 +68,10 @@ fn stops(ask: &Ask) -> Vec<String> {
         .collect()
 }
 
-/// A new call id, `call_` and 24 hex digits: unique enough for a client to match its `tool`
-/// messages, with no state shared between requests (std's per-instance random hasher keys).
+/// A new call id, `call_` and a random (v4) UUID's 32 hex digits, for a client to match its
+/// `tool` messages; no state is shared between requests.
 pub(crate) fn call_id() -> String {
-    let a = RandomState::new().build_hasher().finish();
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(a);
-    format!("call_{a:016x}{:08x}", h.finish() as u32)
+    format!("call_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// Answer `ask`: the events go to `emit` once the answer is decided. The trace is filled in
@@ -359,7 +353,7 @@ mod tests {
     fn call_ids_differ() {
         let a = super::call_id();
         let b = super::call_id();
-        assert!(a.starts_with("call_") && a.len() == 5 + 24, "{a}");
+        assert!(a.starts_with("call_") && a.len() == 5 + 32, "{a}");
         assert_ne!(a, b);
     }
 }

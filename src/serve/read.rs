@@ -47,7 +47,7 @@ pub(crate) struct Refusal {
 pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Result<Read, Refusal> {
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     let turn = protocol::read_turn_with(text, &names);
-    let kept = kept_text(text, &turn);
+    let kept = turn.kept_text(text);
     let refuse = |message: String| Refusal {
         message,
         kept: kept.clone(),
@@ -132,21 +132,6 @@ fn must_call(ask: &Ask) -> String {
 fn opens_action(s: &str) -> bool {
     let s = s.trim_start().as_bytes();
     s.len() >= 7 && s[..7].eq_ignore_ascii_case(b"<action")
-}
-
-/// What the history keeps of a refused turn: up to the end of its deciding block, the closing
-/// tag a stop removed put back (as a run keeps it).
-fn kept_text(text: &str, turn: &Turn) -> String {
-    let end = turn.history_end.min(text.len());
-    let mut kept = text.get(..end).unwrap_or(text).trim_end().to_string();
-    if !turn.deciding_closed {
-        match turn.kind {
-            TurnKind::Action => kept.push_str("</action>"),
-            TurnKind::Final => kept.push_str("</final_answer>"),
-            TurnKind::None => {}
-        }
-    }
-    kept
 }
 
 /// The deciding action of `turn`, parsed, bound and validated.

@@ -36,9 +36,10 @@ use futures::stream::BoxStream;
 use tokio::time::{Instant, timeout_at};
 
 use super::error::{ErrorBody, ServeError};
-use crate::llm::openai::normalize_base_url;
+use crate::llm::openai::{normalize_base_url, read_up_to};
 use crate::secret::{ByteStreamRedactor, Redactor, Secret};
 use crate::shown::Outside;
+use crate::text::byte_size;
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]
@@ -314,7 +315,7 @@ impl Upstream {
     /// [`Upstream::read_whole`] with `max_success` as the cap of a successful answer.
     async fn read_whole_within(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         deadline: Instant,
         max_success: usize,
     ) -> Result<Whole, ServeError> {
@@ -342,32 +343,21 @@ impl Upstream {
         };
         let too_large = || ServeError::Relay {
             status: 502,
-            message: format!("the upstream's answer is larger than {}", size(cap)),
+            message: format!("the upstream's answer is larger than {}", byte_size(cap)),
         };
         if success && response.content_length().is_some_and(|n| n > cap as u64) {
             return Err(too_large());
         }
         let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-        let hint = response.content_length().unwrap_or(0).min(cap as u64) as usize;
-        let mut body = Vec::with_capacity(hint);
-        loop {
-            let chunk = match timeout_at(deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => chunk,
-                Ok(Ok(None)) => break,
-                Ok(Err(e)) => return Err(unreachable(&e)),
-                Err(_) => return Err(too_slow(self.limits.total)),
-            };
-            let room = cap - body.len();
-            if chunk.len() > room {
-                if success {
-                    // Dropping the response unread closes the connection.
-                    return Err(too_large());
-                }
-                // A failure keeps its start: the message is there.
-                body.extend_from_slice(&chunk[..room]);
-                break;
-            }
-            body.extend_from_slice(&chunk);
+        let (body, complete) = match timeout_at(deadline, read_up_to(response, cap)).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return Err(unreachable(&e)),
+            Err(_) => return Err(too_slow(self.limits.total)),
+        };
+        // Past the cap, an answer is refused (the response was dropped unread, which closes the
+        // connection); a failure keeps its start: the message is there.
+        if success && !complete {
+            return Err(too_large());
         }
         // Searched as bytes: an answer that is not UTF-8 (a Latin-1 page) is redacted too.
         let body = match self.redactor.redact_bytes(&body) {
@@ -481,13 +471,4 @@ fn internal() -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::BAD_GATEWAY;
     response
-}
-
-/// A byte count as a user reads it (`16 MiB`, `512 KiB`).
-fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
 }

@@ -16,6 +16,7 @@
 //! what the records commit, `list` summarises a directory of sessions, and `lookup` finds the
 //! session a user means (a path, an id, `last`, the start of an id).
 
+mod error;
 mod history;
 mod list;
 mod lookup;
@@ -26,45 +27,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
+pub use error::SessionError;
 pub use history::{Hole, holes, records_through_step};
 pub use list::{LIST_MAX_BYTES, LISTED_TASK_CHARS, Summary, list, summarise};
 pub use lookup::{LAST, resolve};
 pub use read::{Damaged, Loaded, load};
 pub use transcript::Transcript;
-
-/// Errors of the session store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// A transcript could not be created, written or read.
-    #[error("session file {path}: {source}")]
-    Io {
-        /// The transcript, or the session directory when creating or listing it failed.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No session with that id or path exists.
-    #[error("no session `{0}` (see `tagloop sessions` for the ids)")]
-    NotFound(String),
-    /// The start of an id that several sessions share.
-    #[error(
-        "`{prefix}` is the start of several sessions: {}{}; give more of the id",
-        ids.join(", "),
-        if *more > 0 { format!(" and {more} more") } else { String::new() }
-    )]
-    Ambiguous {
-        /// What the user typed.
-        prefix: String,
-        /// The first of the ids it starts, in order.
-        ids: Vec<String>,
-        /// How many more it starts.
-        more: usize,
-    },
-    /// A record could not be serialised.
-    #[error("cannot encode a transcript record: {0}")]
-    Encode(#[from] serde_json::Error),
-}
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
     move |source| SessionError::Io {

@@ -5,12 +5,12 @@ mod builtin;
 mod children;
 mod closure;
 mod confirm;
+mod error;
 mod mcp;
 mod shell;
 mod workspace;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -23,26 +23,10 @@ pub use builtin::{
 pub use children::{ChildEnv, harden_process, kill_all_descendants, spawn_orphan_reaper};
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
+pub use error::ToolError;
 pub use mcp::{McpAccess, McpError, McpOptions, McpSource};
 pub use shell::{CommandOutput, Process, run_process, run_shell};
 pub use workspace::{Access, Workspace, WorkspaceError, is_protected_name};
-
-/// Why a tool call failed. The message becomes the observation the model sees.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ToolError {
-    /// The tool ran and failed; the agent shows the text to the model as `Error from <tool>: …`
-    /// and the run goes on.
-    #[error("{0}")]
-    Failed(String),
-    /// The call was refused before it ran (a path outside the workspace, a write that is not allowed, ...).
-    #[error("refused: {0}")]
-    Refused(String),
-    /// The tool gave up waiting under its own limit (an MCP call); the agent's tool timeout
-    /// around every call is separate and does not produce this.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-}
 
 /// A tool the model can call; offer it in a [`Registry`], where its [`name`](Tool::name) is its
 /// key.

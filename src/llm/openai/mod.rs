@@ -92,8 +92,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{
-    DeltaSink, GrammarMode, GrammarSyntax, LlmError, Model, Prompt, ServerKind, TurnRequest,
-    TurnResult,
+    DeltaSink, GrammarMode, GrammarSyntax, LlmError, Model, Prompt, ServerKind, TurnFuture,
+    TurnRequest,
 };
 
 use super::Api;
@@ -113,6 +113,10 @@ mod tokens;
 mod transport;
 mod window;
 mod wire;
+
+// The serve proxy reads its upstream's bodies with the same capped reader.
+#[cfg(feature = "serve")]
+pub(crate) use transport::read_up_to;
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]
@@ -280,11 +284,7 @@ impl From<LlmError> for AttemptError {
 }
 
 impl Model for OpenAiModel {
-    fn turn<'a>(
-        &'a self,
-        request: &'a TurnRequest,
-        on_delta: DeltaSink<'a>,
-    ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
+    fn turn<'a>(&'a self, request: &'a TurnRequest, on_delta: DeltaSink<'a>) -> TurnFuture<'a> {
         Box::pin(async move {
             let result = match self.cfg.turn_timeout {
                 Some(limit) => tokio::time::timeout(limit, self.run_turn(request, on_delta))
@@ -318,7 +318,7 @@ impl Model for OpenAiModel {
         format!("{} ({api}) at {}", self.cfg.model, self.base_url)
     }
 
-    fn prepare(&self) -> futures::future::BoxFuture<'_, ()> {
+    fn prepare(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.cfg.grammar != GrammarMode::Off && !self.grammar_rejected() {
                 self.server_kind().await;

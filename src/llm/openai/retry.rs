@@ -15,7 +15,51 @@ use crate::llm::{
 };
 use crate::shown::Outside;
 
+/// A request field a server refused with a 400, and the turn is asked again without.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// The grammar in llguidance's syntax: asked again in GBNF.
+    Lark,
+    /// The grammar: asked again without one.
+    Grammar,
+    /// The stop strings: asked again without them.
+    Stop,
+}
+
+impl Refused {
+    /// What happened, and what happens now.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Refused::Lark => (
+                "the server rejected the llguidance grammar",
+                "asking again in GBNF, and sending GBNF from now on",
+            ),
+            Refused::Grammar => (
+                "the server rejected the grammar",
+                "asking again without it, and sending none from now on",
+            ),
+            Refused::Stop => (
+                "the server rejected `stop`",
+                "asking again without it (stops stay enforced on our side)",
+            ),
+        }
+    }
+}
+
 impl OpenAiModel {
+    /// Stop sending the field the server refused (for good, for this client), and say so.
+    fn ask_without(&self, req: &TurnRequest, refused: Refused, err: &LlmError) {
+        let (what, now) = refused.words();
+        tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(err), "{what}; {now}");
+        let (kind, flag) = match refused {
+            Refused::Lark => (NoticeKind::GrammarRejected, &self.lark_rejected),
+            Refused::Grammar => (NoticeKind::GrammarRejected, &self.grammar_rejected),
+            Refused::Stop => (NoticeKind::StopRejected, &self.stop_rejected),
+        };
+        req.notify(Notice::new(kind, format!("{what} ({}); {now}", quote(err))));
+        flag.store(true, Ordering::Relaxed);
+    }
+
     /// Whether `err` is a server refusing to continue the assistant's own message (prefill: a
     /// llama.cpp too old for it under a thinking template, a server that takes no such chat).
     /// Prefill is then off for good; the caller ends the turn where it was.
@@ -66,45 +110,26 @@ impl OpenAiModel {
             {
                 Ok(r) => return Ok(r),
                 Err(AttemptError {
-                    grammar_rejected: true,
                     err,
-                    ..
-                }) if lark => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected the llguidance grammar; asking again in GBNF, and sending GBNF from now on");
-                    req.notify(Notice::new(
-                        NoticeKind::GrammarRejected,
-                        format!("the server rejected the llguidance grammar ({}); asking again in GBNF, and sending GBNF from now on", quote(&err)),
-                    ));
-                    self.lark_rejected.store(true, Ordering::Relaxed);
-                    attempts -= 1;
-                }
-                Err(AttemptError {
-                    grammar_rejected: true,
-                    err,
-                    ..
-                }) if constraint.is_constrained() => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected the grammar; asking again without it, and sending none from now on");
-                    req.notify(Notice::new(
-                        NoticeKind::GrammarRejected,
-                        format!("the server rejected the grammar ({}); asking again without it, and sending none from now on", quote(&err)),
-                    ));
-                    self.grammar_rejected.store(true, Ordering::Relaxed);
-                    attempts -= 1;
-                }
-                Err(AttemptError {
-                    stop_rejected: true,
-                    err,
-                    ..
-                }) if send_stops => {
-                    tracing::warn!(target: NOTICE_LOG_TARGET, model = %Outside(&self.cfg.model), error = %Outside(&err), "the server rejected `stop`; asking again without it (stops stay enforced on our side)");
-                    req.notify(Notice::new(
-                        NoticeKind::StopRejected,
-                        format!("the server rejected `stop` ({}); asking again without it (stops stay enforced on our side)", quote(&err)),
-                    ));
-                    self.stop_rejected.store(true, Ordering::Relaxed);
-                    attempts -= 1;
-                }
-                Err(AttemptError { err, emitted, .. }) => {
+                    emitted,
+                    stop_rejected,
+                    grammar_rejected,
+                }) => {
+                    let refused = if grammar_rejected && lark {
+                        Some(Refused::Lark)
+                    } else if grammar_rejected && constraint.is_constrained() {
+                        Some(Refused::Grammar)
+                    } else if stop_rejected && send_stops {
+                        Some(Refused::Stop)
+                    } else {
+                        None
+                    };
+                    if let Some(refused) = refused {
+                        // Asked again at once, without the field: not a failed attempt.
+                        self.ask_without(req, refused, &err);
+                        attempts -= 1;
+                        continue;
+                    }
                     if self.refuses_prefill(req, &err) || emitted || !err.is_retryable() {
                         return Err(err);
                     }

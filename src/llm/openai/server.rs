@@ -21,12 +21,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::transport::{Fault, MAX_PROBE_BODY, read_capped, read_failure};
+use super::transport::{Fault, MAX_PROBE_BODY, PROBE_TIMEOUT, read_capped, read_failure};
 use super::{OpenAiModel, window};
 use crate::llm::{Constraint, GrammarMode, LlmError, ServerKind, TurnGrammar};
-
-/// Longest a detection probe may take.
-pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// llama.cpp's trigger type for a word.
 const TRIGGER_WORD: u8 = 1;

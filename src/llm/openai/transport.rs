@@ -19,13 +19,16 @@ use std::time::Duration;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
 
-use crate::text::clip_bytes;
+use crate::text::{byte_size, clip_bytes};
 
 /// The part of an error answer's body that is read and kept.
 pub(super) const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// The largest answer to a server probe (`/props`, `/v1/models`) that is read.
 pub(super) const MAX_PROBE_BODY: usize = 1 << 20;
+
+/// Longest a detection probe may take.
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest whole (non-streamed) answer that is read.
 pub(super) const MAX_ANSWER_BODY: usize = 16 << 20;
@@ -62,21 +65,14 @@ impl std::fmt::Display for Fault {
         match self {
             Fault::Status(h) => write!(f, "HTTP {}: {}", h.status, clip_bytes(&h.body, 200)),
             Fault::Io(e) => write!(f, "{e}"),
-            Fault::TooLarge { what, limit } => write!(f, "{what} is larger than {}", size(*limit)),
+            Fault::TooLarge { what, limit } => {
+                write!(f, "{what} is larger than {}", byte_size(*limit))
+            }
         }
     }
 }
 
 impl std::error::Error for Fault {}
-
-/// A byte count as a user reads it (`16 MiB`, `512 KiB`).
-pub(super) fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
-}
 
 /// The tower service under async-openai: one attempt, no retries, capped bodies,
 /// status-preserving errors.
@@ -122,8 +118,9 @@ impl tower::Service<HttpRequestFactory> for Transport {
 }
 
 /// Read a body until its end or until `limit` bytes: the bytes, and whether the end was reached.
-/// Stopping early drops the response, which closes its connection.
-pub(super) async fn read_up_to(
+/// Stopping early drops the response, which closes its connection. The one capped reader: the
+/// model client's and the serve proxy's upstream bodies are both read here.
+pub(crate) async fn read_up_to(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {

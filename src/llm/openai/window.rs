@@ -24,8 +24,7 @@
 use serde_json::{Value, json};
 
 use super::OpenAiModel;
-use super::server::PROBE_TIMEOUT;
-use super::transport::MAX_PROBE_BODY;
+use super::transport::{MAX_PROBE_BODY, PROBE_TIMEOUT};
 use crate::llm::ServerKind;
 
 /// What Ollama serves when nothing says otherwise.

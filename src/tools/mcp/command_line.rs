@@ -1,17 +1,14 @@
-//! MCP server command lines: split like a POSIX shell would (quotes, backslashes, leading
-//! `NAME=value` assignments), without running a shell; and server and tool names made safe for
-//! `SERVER.TOOL`.
+//! MCP server command lines: split like a POSIX shell would (quotes, backslashes and comments,
+//! by the `shlex` crate; leading `NAME=value` assignments), without running a shell; and server
+//! and tool names made safe for `SERVER.TOOL`.
 
 /// Why a command line cannot be split.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommandLineError {
-    /// A quote (`'` or `"`) is never closed.
-    #[error("unterminated {} quote", if *.0 == '"' { "double" } else { "single" })]
-    UnterminatedQuote(char),
-    /// The line ends in a lone backslash.
-    #[error("a backslash at the end")]
-    TrailingBackslash,
+    /// A quote (`'` or `"`) is never closed, or the line ends in a lone backslash.
+    #[error("a quote that is never closed, or a backslash at the end")]
+    BadQuoting,
     /// Only assignments, or nothing at all.
     #[error("it names no program")]
     NoProgram,
@@ -52,88 +49,58 @@ pub struct CommandLine {
 /// Split a command line into leading `NAME=value` environment assignments and the argument
 /// vector (see the module docs for the quoting rules).
 pub fn split_command_line(line: &str) -> Result<CommandLine, CommandLineError> {
-    // (word, byte offset in the word where quoting or escaping first started)
-    let mut words: Vec<(String, Option<usize>)> = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quoted: Option<usize> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push((std::mem::take(&mut cur), quoted));
-                    in_word = false;
-                    quoted = None;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                quoted = quoted.or(Some(cur.len()));
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => cur.push(c),
-                        None => return Err(CommandLineError::UnterminatedQuote('\'')),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                quoted = quoted.or(Some(cur.len()));
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(e @ ('"' | '\\' | '$' | '`')) => cur.push(e),
-                            Some('\n') => {}
-                            Some(other) => {
-                                cur.push('\\');
-                                cur.push(other);
-                            }
-                            None => return Err(CommandLineError::UnterminatedQuote('"')),
-                        },
-                        Some(c) => cur.push(c),
-                        None => return Err(CommandLineError::UnterminatedQuote('"')),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                quoted = quoted.or(Some(cur.len()));
-                match chars.next() {
-                    Some('\n') => {}
-                    Some(c) => cur.push(c),
-                    None => return Err(CommandLineError::TrailingBackslash),
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push((cur, quoted));
-    }
-    let mut env = Vec::new();
-    let mut argv = Vec::new();
-    for (word, quoted_at) in words {
-        if argv.is_empty()
-            && let Some(eq) = word.find('=')
-            && quoted_at.is_none_or(|q| eq < q)
-            && let Some((k, v)) = word.split_once('=')
-            && !k.is_empty()
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !k.starts_with(|c: char| c.is_ascii_digit())
-        {
-            env.push((k.to_string(), v.to_string()));
-            continue;
-        }
-        argv.push(word);
-    }
+    let mut words = shlex::split(line).ok_or(CommandLineError::BadQuoting)?;
+    let assignments = leading_assignments(line, &words);
+    let argv = words.split_off(assignments);
     if argv.is_empty() {
         return Err(CommandLineError::NoProgram);
     }
+    let env = words
+        .into_iter()
+        .filter_map(|w| {
+            w.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
     Ok(CommandLine { env, argv })
+}
+
+/// The file name of the program a command line runs, the only part of it that is safe to show
+/// (its arguments and assignments may hold tokens); `None` when it does not split.
+pub fn program_name(line: &str) -> Option<String> {
+    let argv = split_command_line(line).ok()?.argv;
+    let name = std::path::Path::new(argv.first()?).file_name()?;
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// How many of `words` (the split `line`) are leading `NAME=value` assignments. As in a shell,
+/// the name and the `=` must be written unquoted: `"A=1" prog` runs a program named `A=1`.
+fn leading_assignments(line: &str, words: &[String]) -> usize {
+    let mut rest = line;
+    let mut count = 0;
+    for word in words {
+        rest = rest.trim_start_matches([' ', '\t', '\n']);
+        let Some((name, _)) = word.split_once('=') else {
+            break;
+        };
+        let is_name = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !is_name || !rest.starts_with(name) || rest.as_bytes().get(name.len()) != Some(&b'=') {
+            break;
+        }
+        count += 1;
+        // The word as written ends at the first blank after which the text so far splits
+        // into this one word (a blank inside quotes or after a backslash does not).
+        let end = rest
+            .match_indices([' ', '\t', '\n'])
+            .map(|(i, _)| i)
+            .chain([rest.len()])
+            .find(|&i| shlex::split(&rest[..i]).is_some_and(|w| w.len() == 1));
+        match end {
+            Some(end) => rest = &rest[end..],
+            None => break,
+        }
+    }
+    count
 }

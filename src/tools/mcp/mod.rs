@@ -50,72 +50,18 @@ use crate::tools::confirm::Confirm;
 use crate::tools::{Tool, ToolError};
 
 mod command_line;
+mod error;
 mod start;
 #[cfg(test)]
 mod tests;
 mod tool;
 
+pub use error::McpError;
+
 use crate::shown::Outside;
-use command_line::CommandLineError;
 
 /// How many lines of the server's stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
-
-/// Why an MCP server could not be used.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum McpError {
-    /// The command line is empty or badly quoted.
-    #[error("bad MCP server command line `{command}`: {reason}")]
-    CommandLine {
-        /// The server's command line, as configured.
-        command: String,
-        /// What is wrong with it.
-        #[source]
-        reason: CommandLineError,
-    },
-    /// The program could not be started (not found, not executable, …).
-    #[error("cannot start MCP server `{command}`: {source}")]
-    Spawn {
-        /// The server's command line, as configured.
-        command: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// Initialisation or tool listing took longer than the start timeout.
-    #[error("MCP server `{command}` did not start within {timeout:?}{stderr}")]
-    StartTimeout {
-        /// The server's command line, as configured.
-        command: String,
-        /// The start timeout that ran out.
-        timeout: Duration,
-        /// The last lines of the server's stderr (formatted, may be empty).
-        stderr: String,
-    },
-    /// The server exited or answered something that is not an MCP initialisation.
-    #[error("MCP server `{command}` failed to initialise: {source}{stderr}")]
-    Initialize {
-        /// The server's command line, as configured.
-        command: String,
-        /// The MCP client's error (the handshake broke, or the server closed its end); boxed,
-        /// as it is large.
-        #[source]
-        source: Box<rmcp::service::ClientInitializeError>,
-        /// The last lines of the server's stderr (formatted, may be empty).
-        stderr: String,
-    },
-    /// The server initialised but could not list its tools.
-    #[error("MCP server `{command}` could not list its tools: {source}{stderr}")]
-    ListTools {
-        /// The server's command line, as configured.
-        command: String,
-        /// The MCP client's error for the `tools/list` request (boxed, as it is large).
-        #[source]
-        source: Box<rmcp::ServiceError>,
-        /// The last lines of the server's stderr (formatted, may be empty).
-        stderr: String,
-    },
-}
 
 /// Which tools of a server count as read-only (see the module docs, "Gates").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -253,6 +199,13 @@ impl McpSource {
     /// things and writes are not allowed (`SERVER.TOOL` names).
     pub fn withheld(&self) -> &[String] {
         &self.withheld
+    }
+
+    /// The file name of the program `command_line` runs, split as [`McpSource::start`] splits
+    /// it: the only part of a server's command line that is safe to show (its arguments and
+    /// `NAME=value` assignments may hold tokens). `None` when the line names no program.
+    pub fn program_name(command_line: &str) -> Option<String> {
+        command_line::program_name(command_line)
     }
 
     /// The SERVER part of the tool names.

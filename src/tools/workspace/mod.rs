@@ -38,6 +38,9 @@ use std::sync::Arc;
 
 use super::ToolError;
 
+pub use error::WorkspaceError;
+
+mod error;
 mod ops;
 mod sys;
 #[cfg(test)]
@@ -45,23 +48,6 @@ mod tests;
 
 /// How many symbolic links one path may pass through before it is refused (as Linux's `ELOOP`).
 const MAX_SYMLINK_HOPS: usize = 40;
-
-/// Why a workspace could not be opened.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkspaceError {
-    /// The root does not exist or cannot be canonicalised.
-    #[error("workspace root {path}: {source}")]
-    Root {
-        /// The root as passed, before canonicalisation.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The root exists but is not a directory.
-    #[error("workspace root {0} is not a directory")]
-    NotADirectory(PathBuf),
-}
 
 /// What the caller is going to do with a resolved path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::values::KnownPaths;
+use super::paths::KnownPaths;
 
 /// One item of a character class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

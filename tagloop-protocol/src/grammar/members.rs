@@ -2,8 +2,8 @@
 //! member's least form held in the budget before any is built, and optional members written
 //! as a chain of rules, linear in their number.
 
+use super::budget::NAME_MAX;
 use super::expr::Expr;
-use super::schema::NAME_MAX;
 use super::values::Values;
 
 /// The members of an object (or the arguments of a call) as they are built, in the budget.

@@ -11,6 +11,8 @@
 //! * `expr.rs`: the grammar as data ([`Grammar`], `Expr`) and its GBNF text.
 //! * `gbnf.rs`: [`parse_gbnf`], the check every grammar passes before it is sent.
 //! * `values.rs`: strings that cannot spell a protocol tag, numbers, any JSON value.
+//! * `paths.rs`: [`PATH_ANNOTATION`], [`PathKind`] and [`KnownPaths`] (path-valued parameters).
+//! * `budget.rs`: the size bounds of the schemas' rules.
 //! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
 //! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
 //! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
@@ -19,6 +21,7 @@
 //! Parameters annotated [`PATH_ANNOTATION`] name paths that exist: given the workspace's
 //! [`KnownPaths`] ([`turn_grammar_with`]), their values are the alternation of those paths.
 
+mod budget;
 #[cfg(test)]
 mod construct_tests;
 mod expr;
@@ -29,6 +32,7 @@ mod lark_tests;
 mod members;
 #[cfg(test)]
 mod path_tests;
+mod paths;
 mod schema;
 #[cfg(test)]
 mod schema_tests;
@@ -41,8 +45,8 @@ mod values;
 
 pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
+pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
 pub use turn::{
     LAZY_TRIGGERS, ToolShape, TurnShape, decision_grammar, decision_grammar_with, turn_grammar,
     turn_grammar_with,
 };
-pub use values::{KnownPaths, PATH_ANNOTATION, PathKind};

@@ -10,54 +10,29 @@
 //! * Optional members are a chain of rules, linear in their number (`members.rs`),
 //!   where spelling out "which one comes first" copied each member once per member before it.
 //! * The rules of one schema, and of all the schemas of one grammar, have a budget in bytes of
-//!   GBNF text ([`SCHEMA_BUDGET`], [`GRAMMAR_BUDGET`]). A sub-schema whose rules would exceed it
+//!   GBNF text (`budget.rs`: [`SCHEMA_BUDGET`], [`GRAMMAR_BUDGET`]). A sub-schema whose rules would exceed it
 //!   is taken back and accepts any JSON value instead; the grammar records that it did
 //!   ([`Grammar::simplified`](super::Grammar::simplified)) so the caller can say so. Validation after the turn still applies
 //!   the whole schema.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::budget::{GRAMMAR_BUDGET, NAME_MAX, SCHEMA_BUDGET};
 use super::expr::{Expr, Simplified, sanitize};
 use super::members::Members;
-use super::values::{PathKind, Place, Values};
+use super::paths::PathKind;
+use super::values::{Place, Values};
 
 /// The deepest schema nesting followed; deeper parts accept any JSON value.
 const MAX_SCHEMA_DEPTH: usize = 24;
 
-/// Most bytes of GBNF the rules of one schema may take. Realistic schemas (a role's output,
-/// an MCP tool's input: a few KiB of JSON) need a few KiB; this leaves a factor of thirty.
-pub(super) const SCHEMA_BUDGET: usize = 128 * 1024;
-
-/// Most bytes of GBNF the rules of all the schemas of one grammar may take (a registry of many
-/// tools): what a server parses, and a request carries, on every turn.
-pub(super) const GRAMMAR_BUDGET: usize = 512 * 1024;
-
 /// Longest expression (in GBNF bytes) a sub-schema is written inline as; longer ones get a rule.
 const INLINE_MAX: usize = 64;
 
-/// Longest a rule name gets before its numeric suffix (names come from the schema's keys).
-pub(super) const NAME_MAX: usize = 48;
-
 /// Longest JSON Pointer kept in a [`Simplified`] note.
 const POINTER_MAX: usize = 256;
-
-/// The size budget of the schemas' rules, and where in which schema the builder is.
-#[derive(Debug, Default)]
-pub(super) struct Budget {
-    /// GBNF bytes of schema rules defined in this grammar so far, and in the current schema.
-    used_total: usize,
-    used_schema: usize,
-    /// JSON Pointer segments (escaped) from the current schema's root to where the builder is.
-    pub(super) path: Vec<String>,
-    /// The first part of the current schema that was simplified, and how many were.
-    first_simplified: Option<String>,
-    simplified: usize,
-    /// The next numeric suffix to try for each rule-name base: finding a free name stays
-    /// constant-time when many keys sanitise to the same name.
-    suffixes: HashMap<String, u32>,
-}
 
 /// A point to roll back to when a sub-schema turns out too large.
 pub(super) struct Mark {

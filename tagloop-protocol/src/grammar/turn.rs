@@ -4,8 +4,9 @@ use serde_json::Value;
 
 use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
+use super::paths::KnownPaths;
 use super::schema::required;
-use super::values::{KnownPaths, Place, Values, chars, excluding};
+use super::values::{Place, Values, chars, excluding};
 use crate::action::parse_action;
 
 /// The words that open a lazy grammar on servers that support one (llama.cpp's

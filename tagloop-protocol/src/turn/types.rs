@@ -129,3 +129,42 @@ pub struct Turn {
     /// Why a call in another dialect could not be read (the model is told).
     pub dialect_error: Option<String>,
 }
+
+impl Turn {
+    /// What a history keeps of the turn `text` was read into: up to the end of its deciding
+    /// block ([`Turn::history_end`]), trailing white space dropped, and the deciding block's
+    /// closing tag put back when a stop string removed it ([`Turn::deciding_closed`]).
+    pub fn kept_text(&self, text: &str) -> String {
+        let end = self.history_end.min(text.len());
+        let mut kept = text.get(..end).unwrap_or(text).trim_end().to_string();
+        if !self.deciding_closed {
+            match self.kind {
+                TurnKind::Action => kept.push_str("</action>"),
+                TurnKind::Final => kept.push_str("</final_answer>"),
+                TurnKind::None => {}
+            }
+        }
+        kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::read_turn;
+
+    #[test]
+    fn the_kept_text_ends_with_the_deciding_block_closed() {
+        let stopped = "<thought>t</thought>\n<action>f(a=1)";
+        assert_eq!(
+            read_turn(stopped).kept_text(stopped),
+            "<thought>t</thought>\n<action>f(a=1)</action>"
+        );
+        let chatty = "<final_answer>42</final_answer>\nand more  ";
+        assert_eq!(
+            read_turn(chatty).kept_text(chatty),
+            "<final_answer>42</final_answer>"
+        );
+        let plain = "just text  \n";
+        assert_eq!(read_turn(plain).kept_text(plain), "just text");
+    }
+}

@@ -101,9 +101,9 @@ async fn lookaround_patterns_are_refused_and_stall_no_other_request() {
     let (status, _) = get_models(&base).await;
     let waited = asked.elapsed();
     assert_eq!(status, 200);
-    // Generous: the model list of a local upstream takes milliseconds.
+    // Generous (the target is 100 ms): the model list of a local upstream takes milliseconds.
     assert!(
-        waited < Duration::from_secs(1),
+        waited < Duration::from_secs(2),
         "GET /v1/models waited {waited:?}"
     );
     let (status, v) = attack.await.expect("attack");

@@ -45,8 +45,8 @@ pub(crate) enum Mode {
     /// By the core: the text protocol, the grammar, validation and repair (`answer.rs`).
     Core,
     /// As a plain chat on the upstream's chat API (a request without tools on a face that has
-    /// no pass-through; `plain.rs`), with the client's stop strings.
-    Plain { stops: Vec<String> },
+    /// no pass-through; `plain.rs`).
+    Plain,
 }
 
 impl Mode {
@@ -60,7 +60,7 @@ impl Mode {
     ) -> Result<(), ServeError> {
         match self {
             Mode::Core => answer(core, ask, emit, trace).await,
-            Mode::Plain { stops } => plain::answer(core, ask, stops, emit, trace).await,
+            Mode::Plain => plain::answer(core, ask, emit, trace).await,
         }
     }
 }

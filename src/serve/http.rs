@@ -59,7 +59,10 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/messages", post(super::messages::create))
-        .route("/v1/messages/count_tokens", post(super::messages::count_tokens))
+        .route(
+            "/v1/messages/count_tokens",
+            post(super::messages::count_tokens),
+        )
         .route("/v1/models", get(models))
         .fallback(not_found)
         .with_state(shared))
@@ -201,7 +204,13 @@ async fn read_body(
 }
 
 /// The one log line of a request: never a key, never a prompt.
-pub(crate) fn log_line(method: &str, path: &str, response: &Response, started: Instant, trace: &Trace) {
+pub(crate) fn log_line(
+    method: &str,
+    path: &str,
+    response: &Response,
+    started: Instant,
+    trace: &Trace,
+) {
     if !trace.logged {
         log_status(method, path, response.status().as_u16(), started, trace);
     }
@@ -254,7 +263,10 @@ async fn handle(
 }
 
 /// The upstream client for a request's model name.
-pub(crate) fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel>, ServeError> {
+pub(crate) fn model_for(
+    shared: &Shared,
+    requested: Option<&str>,
+) -> Result<Arc<OpenAiModel>, ServeError> {
     let name = shared
         .cfg
         .model
@@ -331,7 +343,9 @@ async fn core_answer(
         repairs: shared.cfg.repairs,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
-    let result = mode.answer(&core, &ask, &mut |e| events.push(e), trace).await;
+    let result = mode
+        .answer(&core, &ask, &mut |e| events.push(e), trace)
+        .await;
     let meta = answer_meta(shared, &ask, render.as_ref());
     let whole = render.whole(&meta, &events);
     if let Some(dir) = &shared.cfg.session_dir {

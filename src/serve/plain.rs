@@ -1,8 +1,10 @@
 //! A request without tools on a face with no pass-through (Anthropic's `/v1/messages`): the
 //! conversation rendered as plain chat messages for the upstream's chat API, the upstream's
 //! text passed on as it streams. No text protocol, no grammar, no repair: there is nothing to
-//! validate. The client's stop strings are the turn's stops; when one fires, it is sent as the
-//! answer's last text, so that the face can name it and cut it (Anthropic's `stop_sequence`).
+//! validate. The client's stop sequences are not sent upstream: a server that stops at one
+//! strips it and says only `finish_reason: "stop"`, so which one fired (Anthropic's
+//! `stop_sequence`), or whether any did, would be lost. The face cuts the text at them instead
+//! (`messages/stops.rs`); the upstream then writes on to its own end or to `max_tokens`.
 
 use super::ServeError;
 use super::answer::{Core, Trace, client_reason};
@@ -46,13 +48,11 @@ pub(crate) fn prompt(ask: &Ask) -> Prompt {
 pub(crate) async fn answer(
     core: &Core<'_>,
     ask: &Ask,
-    stops: &[String],
     emit: &mut (dyn FnMut(ServeEvent) + Send),
     trace: &mut Trace,
 ) -> Result<(), ServeError> {
     let request = TurnRequest {
         prompt: prompt(ask),
-        stop: stops.to_vec(),
         temperature: ask.temperature,
         max_tokens: Some(ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
         seed: ask.seed,
@@ -79,12 +79,8 @@ pub(crate) async fn answer(
         emit(ServeEvent::Reasoning(r));
     }
     let finish_reason = match result.finish {
-        Finish::Stop(stop) => {
-            emit(ServeEvent::Content(stop));
-            FinishReason::Stop
-        }
-        Finish::End => FinishReason::Stop,
         Finish::Length | Finish::Repeated => FinishReason::Length,
+        Finish::Stop(_) | Finish::End => FinishReason::Stop,
     };
     emit(ServeEvent::Done {
         finish_reason,

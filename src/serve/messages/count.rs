@@ -53,7 +53,10 @@ pub(crate) async fn count(
         });
         let (tokens, how) = match counted {
             Some(n) => (n, "tokenizer"),
-            None => (TokenEstimator::new().estimate(prompt_bytes(&prompt)), "estimate"),
+            None => (
+                TokenEstimator::new().estimate(prompt_bytes(&prompt)),
+                "estimate",
+            ),
         };
         let mut response =
             (StatusCode::OK, axum::Json(json!({"input_tokens": tokens}))).into_response();

@@ -47,9 +47,7 @@ const MESSAGES: Face = Face {
 fn read(body: &Value, api: Api) -> Result<Reading, ServeError> {
     let parsed = request::read(body, true)?;
     let mode = if parsed.ask.tools.is_empty() && api == Api::Chat {
-        Mode::Plain {
-            stops: parsed.stops.clone(),
-        }
+        Mode::Plain
     } else {
         Mode::Core
     };

@@ -52,7 +52,11 @@ pub(crate) fn message(meta: &AnswerMeta, ops: &[Op]) -> Value {
     let mut content: Vec<Value> = Vec::new();
     // A tool_use block's input, as its JSON deltas arrive.
     let mut inputs: Vec<(usize, String)> = Vec::new();
-    let mut end = (Value::Null, Value::Null, json!({"input_tokens": 0, "output_tokens": 0}));
+    let mut end = (
+        Value::Null,
+        Value::Null,
+        json!({"input_tokens": 0, "output_tokens": 0}),
+    );
     for op in ops {
         match op {
             Op::Start(_, start) => content.push(json!(start)),

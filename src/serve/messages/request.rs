@@ -302,7 +302,12 @@ fn read_messages(
                 }
                 blocks
             }
-            _ => return Err(bad(&format!("{path}.content"), "must be a string or blocks")),
+            _ => {
+                return Err(bad(
+                    &format!("{path}.content"),
+                    "must be a string or blocks",
+                ));
+            }
         };
         match m.role {
             Speaker::User => {
@@ -329,7 +334,9 @@ fn read_messages(
                             out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
                             origin.push(p);
                         }
-                        _ => return Err(bad(&p, "a user message holds text and tool_result blocks")),
+                        _ => {
+                            return Err(bad(&p, "a user message holds text and tool_result blocks"));
+                        }
                     }
                 }
                 let text = texts.join("\n\n");

@@ -81,8 +81,11 @@ pub(crate) fn sse(
 impl State {
     fn take(&mut self, next: Option<ServeEvent>) {
         let Some(e) = next else {
-            tracing::warn!("the answer's events ended without Done; the stream ends with an error event");
-            let error = json!({"type": "error", "error": {"type": "api_error", "message": BROKEN_OFF}});
+            tracing::warn!(
+                "the answer's events ended without Done; the stream ends with an error event"
+            );
+            let error =
+                json!({"type": "error", "error": {"type": "api_error", "message": BROKEN_OFF}});
             self.queue.push_back(event("error", error));
             self.finished = true;
             return;

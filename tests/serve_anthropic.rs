@@ -555,3 +555,49 @@ async fn count_tokens_asks_the_upstreams_tokenizer_or_says_it_estimates() {
         .unwrap();
     assert!(estimated > 100, "{estimated}");
 }
+
+#[tokio::test]
+async fn both_faces_send_the_upstream_the_same_request() {
+    let fake = FakeServer::start(FakeConfig {
+        default_reply: "<final_answer>Sunny.</final_answer>".into(),
+        ..FakeConfig::default()
+    })
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let openai_tools: Vec<Value> = tools()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "function": {"name": t["name"],
+            "description": t["description"], "parameters": t["input_schema"]}})
+        })
+        .collect();
+    let openai = json!({
+        "model": "m", "max_tokens": 99, "temperature": 0, "tools": openai_tools,
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&openai)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    let anthropic = ask(json!({"max_tokens": 99, "temperature": 0, "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny"}]}]}));
+    let (status, v) = post(&base, &anthropic).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body, sent[1].body, "one conversation, one turn");
+}

@@ -335,7 +335,10 @@ fn read_messages(
                             origin.push(p);
                         }
                         _ => {
-                            return Err(bad(&p, "a user message holds text and tool_result blocks"));
+                            return Err(bad(
+                                &p,
+                                "a user message holds text and tool_result blocks",
+                            ));
                         }
                     }
                 }

@@ -69,6 +69,8 @@ struct Thinking {
 enum Speaker {
     User,
     Assistant,
+    /// More instructions in the conversation (Claude Code sends them): joined to `system`.
+    System,
 }
 
 #[derive(Deserialize)]
@@ -275,7 +277,8 @@ fn text_of(value: Value, path: &str) -> Result<String, ServeError> {
     }
 }
 
-/// The messages as OpenAI messages: a user message's `tool_result` blocks become `tool`
+/// The messages as OpenAI messages: a `system` message joins the instructions; a user
+/// message's `tool_result` blocks become `tool`
 /// messages (an error result marked as one), its text one user message after them; an
 /// assistant message's `tool_use` blocks become `tool_calls`, its thinking the
 /// `reasoning_content` (its text too, before calls, when it has no thinking).
@@ -310,6 +313,22 @@ fn read_messages(
             }
         };
         match m.role {
+            Speaker::System => {
+                let mut texts = Vec::new();
+                for (j, block) in blocks.into_iter().enumerate() {
+                    match block {
+                        Block::Text { text } => texts.push(text),
+                        _ => {
+                            return Err(bad(
+                                &format!("{path}.content.{j}"),
+                                "a system message holds text blocks",
+                            ));
+                        }
+                    }
+                }
+                out.push(json!({"role": "system", "content": texts.join("\n\n")}));
+                origin.push(path);
+            }
             Speaker::User => {
                 let mut texts = Vec::new();
                 for (j, block) in blocks.into_iter().enumerate() {
@@ -452,5 +471,14 @@ mod tests {
         let image = json!({"max_tokens": 5, "messages": [{"role": "user", "content": [
             {"type": "image", "source": {}}]}]});
         assert!(err(image).starts_with("messages.0.content.0:"));
+    }
+
+    #[test]
+    fn a_system_message_in_the_conversation_joins_the_instructions() {
+        let body = json!({"max_tokens": 5, "system": "First.", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "Second."}]}]});
+        let parsed = read(&body, true).unwrap();
+        assert_eq!(parsed.ask.instructions, "First.\n\nSecond.");
     }
 }

@@ -125,8 +125,9 @@ def ask_openai(client, args, messages, tools):
 def ask_anthropic(client, args, messages, tools):
     """One case through the Anthropic face: the same tools as Anthropic's, the same messages."""
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    # This SDK's `create` has no `temperature` argument: it goes in the body as the OpenAI face's.
     kwargs = dict(
-        model=args.model, max_tokens=args.max_tokens, temperature=0,
+        model=args.model, max_tokens=args.max_tokens, extra_body={"temperature": 0},
         messages=[m for m in messages if m["role"] != "system"],
         tools=[{"name": t["function"]["name"],
                 "description": t["function"].get("description", ""),

@@ -293,6 +293,10 @@ pub(crate) fn model_for(
     cfg.grammar = shared.cfg.grammar;
     // The request's own time limit bounds the turn; the client retries what it wants retried.
     cfg.turn_timeout = Some(shared.cfg.timeout);
+    // And the wait for the first byte: a server sends nothing while it reads a long prompt (an
+    // agent's system prompt and tools on a CPU take minutes), and a shorter idle limit would
+    // cut such a turn, then send the same prompt again.
+    cfg.read_timeout = shared.cfg.timeout;
     cfg.max_retries = 1;
     let model = Arc::new(OpenAiModel::new(cfg).map_err(|e| ServeError::Config(e.to_string()))?);
     models.insert(name, model.clone());
@@ -497,5 +501,27 @@ async fn write_transcript(
     };
     if let Err(e) = write.await {
         tracing::warn!(path = %path.display(), error = %e, "cannot write the serve transcript");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_upstream_may_stay_silent_as_long_as_the_request_may_last() {
+        let mut cfg = ServeConfig::new("http://127.0.0.1:9/v1");
+        cfg.timeout = std::time::Duration::from_secs(900);
+        let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), None).unwrap();
+        let shared = Shared {
+            slots: Arc::new(Semaphore::new(1)),
+            templates: super::super::conversation::templates().unwrap(),
+            upstream,
+            models: Mutex::new(HashMap::new()),
+            cfg,
+        };
+        let model = model_for(&shared, None).unwrap();
+        assert_eq!(model.config().read_timeout, shared.cfg.timeout);
+        assert_eq!(model.config().turn_timeout, Some(shared.cfg.timeout));
     }
 }

@@ -24,6 +24,8 @@
 //!   goes out while the upstream still writes it.
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through.
+//! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
+//!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools.
 //!
 //! Parallel calls: with `parallel_tool_calls` (OpenAI's default, true) a turn may hold 1 to
 //! [`MAX_PARALLEL_CALLS`] `<action>` blocks, one after another; `</action>` is then not a stop
@@ -53,8 +55,9 @@ pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use request::MAX_PARALLEL_CALLS;
 
-/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`), to serve on
-/// its own or mount in a larger application. Fails with [`ServeError::Config`] when the upstream
+/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and
+/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`), to serve on its own or
+/// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL; no request is made until a client asks.
 pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
     http::build(config)

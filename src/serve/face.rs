@@ -33,7 +33,7 @@ pub(crate) enum Reading {
     PassThrough,
     /// Answered: the shared request model, how it is answered, and the face's rendering.
     Answer {
-        ask: Ask,
+        ask: Box<Ask>,
         mode: Mode,
         render: Arc<dyn Render>,
     },
@@ -91,7 +91,7 @@ fn read_openai(body: &Value, _api: Api) -> Result<Reading, ServeError> {
         include_usage: ask.include_usage,
     });
     Ok(Reading::Answer {
-        ask,
+        ask: Box::new(ask),
         mode: Mode::Core,
         render,
     })

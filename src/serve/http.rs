@@ -248,7 +248,7 @@ async fn handle(
                 trace.requests = 1;
                 return Ok(shared.upstream.pass_through(bytes.clone()).await);
             }
-            Reading::Answer { ask, mode, render } => (ask, mode, render),
+            Reading::Answer { ask, mode, render } => (*ask, mode, render),
         };
         let live = Live {
             deadline,

@@ -36,11 +36,14 @@ pub(crate) enum Start {
 
 /// What a block grows by.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 pub(crate) enum Delta {
-    TextDelta { text: String },
-    ThinkingDelta { thinking: String },
-    InputJsonDelta { partial_json: String },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
 }
 
 /// Anthropic's `stop_reason`.
@@ -96,7 +99,7 @@ impl Blocks {
         match event {
             ServeEvent::Reasoning(text) if self.thinking && !text.is_empty() => {
                 let index = self.ensure(Open::Thinking, out);
-                out.push(Op::Delta(index, Delta::ThinkingDelta { thinking: text }));
+                out.push(Op::Delta(index, Delta::Thinking { thinking: text }));
             }
             ServeEvent::Reasoning(_) => {}
             ServeEvent::Content(text) => {
@@ -113,7 +116,7 @@ impl Blocks {
                     input: Value::Object(Default::default()),
                 };
                 out.push(Op::Start(index, start));
-                let delta = Delta::InputJsonDelta {
+                let delta = Delta::InputJson {
                     partial_json: call.arguments,
                 };
                 out.push(Op::Delta(index, delta));
@@ -145,7 +148,7 @@ impl Blocks {
     fn text(&mut self, text: String, out: &mut Vec<Op>) {
         if !text.is_empty() {
             let index = self.ensure(Open::Text, out);
-            out.push(Op::Delta(index, Delta::TextDelta { text }));
+            out.push(Op::Delta(index, Delta::Text { text }));
         }
     }
 

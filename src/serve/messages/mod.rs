@@ -40,7 +40,7 @@ use crate::llm::Api;
 /// The Anthropic face.
 const MESSAGES: Face = Face {
     path: "/v1/messages",
-    read: read,
+    read,
     error: error::response,
 };
 
@@ -52,7 +52,7 @@ fn read(body: &Value, api: Api) -> Result<Reading, ServeError> {
         Mode::Core
     };
     Ok(Reading::Answer {
-        ask: parsed.ask,
+        ask: Box::new(parsed.ask),
         mode,
         render: render::render_for(parsed.thinking, parsed.stops),
     })

@@ -65,9 +65,9 @@ pub(crate) fn message(meta: &AnswerMeta, ops: &[Op]) -> Value {
                     continue;
                 };
                 let (field, more) = match delta {
-                    Delta::TextDelta { text } => ("text", text),
-                    Delta::ThinkingDelta { thinking } => ("thinking", thinking),
-                    Delta::InputJsonDelta { partial_json } => {
+                    Delta::Text { text } => ("text", text),
+                    Delta::Thinking { thinking } => ("thinking", thinking),
+                    Delta::InputJson { partial_json } => {
                         match inputs.last_mut() {
                             Some((at, json)) if *at == content.len() - 1 => {
                                 json.push_str(partial_json)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# BFCL through the openai SDK against an OpenAI-compatible server (bench/bfcl/run.py says how
+# BFCL through the openai SDK against an OpenAI-compatible server, or through the anthropic SDK
+# against tagloop serve's /v1/messages, or both side by side (bench/bfcl/run.py says how
 # cases are scored). Out of CI's default path: a run costs minutes of generation.
 #
-#   scripts/bfcl.sh --base-url http://127.0.0.1:PORT/v1 --model NAME \
+#   scripts/bfcl.sh --base-url http://127.0.0.1:PORT/v1 --model NAME [--face openai|anthropic|both] \
 #       [--category simple_python,multiple,parallel,irrelevance] [--range 0:30] [--json FILE]
 #   scripts/bfcl.sh --setup      only build (or reuse) the venv
 #

@@ -1,5 +1,6 @@
 //! Real clients against `tagloop serve`: the official `openai` Python SDK and LangChain's
-//! `ChatOpenAI.bind_tools`, unmodified, from the pinned venv that `scripts/setup-pyclients.sh`
+//! `ChatOpenAI.bind_tools`; on the Anthropic face (`/v1/messages`), the official `anthropic` SDK
+//! and LangChain's `ChatAnthropic.bind_tools` (built on it); unmodified, from the pinned venv that `scripts/setup-pyclients.sh`
 //! installs (run by `scripts/test.sh`). The server runs as the real binary on a free port, in
 //! front of the fake upstream, which speaks only tagloop's text protocol: every `tool_calls` a
 //! client gets was read from a `<action>` turn, and every tool result it sends back reaches the
@@ -106,4 +107,20 @@ fn the_openai_sdk_gets_tool_calls_whole_and_streamed_under_each_tool_choice() {
 fn langchain_runs_a_two_step_tool_task_through_serve() {
     let run = run_against_serve("langchain_tools.py");
     assert!(run.stdout.contains("langchain_tools: ok"), "{}", run.stdout);
+}
+
+#[test]
+fn the_anthropic_sdk_gets_tool_use_whole_and_streamed_and_sends_tool_results() {
+    let run = run_against_serve("anthropic_tools.py");
+    assert!(run.stdout.contains("anthropic_tools: ok"), "{}", run.stdout);
+}
+
+#[test]
+fn an_agent_loop_on_the_anthropic_sdk_runs_a_two_step_tool_task() {
+    let run = run_against_serve("langchain_anthropic_tools.py");
+    assert!(
+        run.stdout.contains("langchain_anthropic_tools: ok"),
+        "{}",
+        run.stdout
+    );
 }

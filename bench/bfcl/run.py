@@ -1,5 +1,8 @@
 """BFCL (the Berkeley Function Calling Leaderboard) through the `openai` SDK, against any
-OpenAI-compatible base URL: `tagloop serve`, or llama-server's own tool calling as a baseline.
+OpenAI-compatible base URL: `tagloop serve`, or llama-server's own tool calling as a baseline;
+with `--face anthropic` through the `anthropic` SDK against `tagloop serve`'s Messages face
+(`/v1/messages`), and with `--face both` through both, case by case, to compare the two faces on
+the same model and slice.
 
 For each case of a category, BFCL's function docs become OpenAI `tools` (BFCL's own converter
 for its OpenAI handler, imported), the case's question is sent once, and the answer is scored:
@@ -12,8 +15,12 @@ for its OpenAI handler, imported), the case's question is sent once, and the ans
   question and a case is right exactly when no call is made;
 * an HTTP error (the server could not decode its own model, a timeout) is counted apart, and wrong.
 
-Printed per category: accuracy, decoding failures, text answers, errors, seconds per case
-(wall time of the one request, generation included). `--json FILE` writes one record per case.
+Printed per category (and face): accuracy, decoding failures, text answers, errors, seconds per
+case (wall time of the one request, generation included); with `--face both`, how many cases the
+two faces answered the same (same outcome, same calls). `--json FILE` writes one record per case.
+
+Through the Anthropic face the same tools go as `{name, description, input_schema}`, system
+messages as `system`, and each `tool_use` block is a call (its `input` an object already).
 
 Run through scripts/bfcl.sh, which builds the venv this needs. Only what BFCL's data loading,
 converter and AST checker import is installed; two of its imports are stubbed (see `_stub`).
@@ -86,49 +93,72 @@ def parse_range(text: str) -> range:
     return range(int(start or 0), int(end) if end else 10**9)
 
 
-def usable_calls(message, declared: set):
+def usable_calls(calls, declared: set):
     """The answer's calls as BFCL's model output, or the reason the client could not use them."""
     output = []
-    for call in message.tool_calls or []:
-        name = call.function.name
+    for call in calls:
+        name = call["name"]
         if name not in declared:
             return None, f"undeclared function {name!r}"
         try:
-            args = json.loads(call.function.arguments or "")
+            args = json.loads(call["arguments"] or "")
         except ValueError:
-            return None, f"arguments of {name} are not JSON: {call.function.arguments!r:.200}"
+            return None, f"arguments of {name} are not JSON: {call['arguments']!r:.200}"
         if not isinstance(args, dict):
             return None, f"arguments of {name} are not a JSON object"
         output.append({name: args})
     return output, None
 
 
-def run_case(client, bfcl, args, category, entry, truth):
+def ask_openai(client, args, messages, tools):
+    """One case through the OpenAI face: its calls, its text, why it ended."""
+    response = client.chat.completions.create(
+        model=args.model, messages=messages, tools=tools, temperature=0,
+        max_tokens=args.max_tokens,
+    )
+    message = response.choices[0].message
+    calls = [{"name": c.function.name, "arguments": c.function.arguments}
+             for c in message.tool_calls or []]
+    return calls, message.content or "", response.choices[0].finish_reason
+
+
+def ask_anthropic(client, args, messages, tools):
+    """One case through the Anthropic face: the same tools as Anthropic's, the same messages."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    # This SDK's `create` has no `temperature` argument: it goes in the body as the OpenAI face's.
+    kwargs = dict(
+        model=args.model, max_tokens=args.max_tokens, extra_body={"temperature": 0},
+        messages=[m for m in messages if m["role"] != "system"],
+        tools=[{"name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"]["parameters"]} for t in tools],
+    )
+    if system:
+        kwargs["system"] = system
+    message = client.messages.create(**kwargs)
+    calls = [{"name": b.name, "arguments": json.dumps(b.input)}
+             for b in message.content if b.type == "tool_use"]
+    text = "".join(b.text for b in message.content if b.type == "text")
+    return calls, text, message.stop_reason
+
+
+def run_case(face, client, bfcl, args, category, entry, truth):
     tools = bfcl.to_tools(copy.deepcopy(entry["function"]))
     declared = {t["function"]["name"] for t in tools}
-    record = {"id": entry["id"], "category": category}
+    record = {"id": entry["id"], "category": category, "face": face}
+    ask = ask_anthropic if face == "anthropic" else ask_openai
     started = time.monotonic()
     try:
-        response = client.chat.completions.create(
-            model=args.model,
-            messages=entry["question"][0],
-            tools=tools,
-            temperature=0,
-            max_tokens=args.max_tokens,
-        )
+        calls, content, finish = ask(client, args, entry["question"][0], tools)
     except Exception as e:  # an HTTP error or a timeout: the client got nothing usable
         record.update(outcome="error", correct=False, error=f"{type(e).__name__}: {e}"[:500])
         record["seconds"] = round(time.monotonic() - started, 3)
         return record
     record["seconds"] = round(time.monotonic() - started, 3)
-    message = response.choices[0].message
-    record["finish_reason"] = response.choices[0].finish_reason
-    record["calls"] = [
-        {"name": c.function.name, "arguments": c.function.arguments}
-        for c in message.tool_calls or []
-    ]
-    record["content"] = (message.content or "")[:500]
-    output, why = usable_calls(message, declared)
+    record["finish_reason"] = finish
+    record["calls"] = calls
+    record["content"] = content[:500]
+    output, why = usable_calls(calls, declared)
     if why is not None:
         record.update(outcome="decoding_failure", correct=False, error=why)
     elif not output:
@@ -153,12 +183,13 @@ def run_case(client, bfcl, args, category, entry, truth):
 def summary(records):
     by = defaultdict(list)
     for r in records:
-        by[r["category"]].append(r)
+        by[(r["face"], r["category"])].append(r)
     rows = []
-    for category, rs in by.items():
+    for (face, category), rs in by.items():
         n = len(rs)
         count = lambda outcome: sum(r["outcome"] == outcome for r in rs)
         rows.append({
+            "face": face,
             "category": category,
             "cases": n,
             "correct": sum(r["correct"] for r in rs),
@@ -171,9 +202,33 @@ def summary(records):
     return rows
 
 
+def agreement(records) -> str:
+    """How many cases the two faces answered alike: the same outcome and the same calls (names
+    and arguments, compared as JSON values)."""
+    def value(text):
+        try:
+            return json.loads(text or "null")
+        except ValueError:
+            return text
+
+    def key(r):
+        calls = [(c["name"], value(c["arguments"])) for c in r.get("calls", [])]
+        return r["outcome"], r["correct"], json.dumps(calls, sort_keys=True)
+    by = defaultdict(dict)
+    for r in records:
+        by[r["id"]][r["face"]] = r
+    pairs = [f for f in by.values() if len(f) == 2]
+    same = [i for i, f in by.items() if len(f) == 2 and key(f["openai"]) == key(f["anthropic"])]
+    differ = sorted(set(by) - set(same))
+    line = f"faces agree on {len(same)}/{len(pairs)} cases"
+    return line + (f"; they differ on {', '.join(differ)}" if differ else "")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base-url", required=True, help="the OpenAI-compatible base URL (…/v1)")
+    p.add_argument("--face", choices=["openai", "anthropic", "both"], default="openai",
+                   help="the API the cases are sent through (anthropic: tagloop serve's /v1/messages)")
     p.add_argument("--model", required=True, help="the model name to send")
     p.add_argument("--category", action="append",
                    help=f"a BFCL category, repeatable or comma-separated (default: {','.join(CATEGORIES[:3])},irrelevance)")
@@ -187,12 +242,19 @@ def main() -> None:
                   for c in arg.split(",") if c]
     cases = parse_range(args.range)
 
-    from openai import OpenAI
-
     bfcl = _import_bfcl()
     key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
-    client = OpenAI(base_url=args.base_url, api_key=key or "unused",
-                    timeout=args.timeout, max_retries=0)
+    faces = ["openai", "anthropic"] if args.face == "both" else [args.face]
+    clients = {}
+    if "openai" in faces:
+        from openai import OpenAI
+        clients["openai"] = OpenAI(base_url=args.base_url, api_key=key or "unused",
+                                   timeout=args.timeout, max_retries=0)
+    if "anthropic" in faces:
+        from anthropic import Anthropic
+        root = args.base_url.rstrip("/").removesuffix("/v1")
+        clients["anthropic"] = Anthropic(base_url=root, api_key=key or "unused",
+                                         timeout=args.timeout, max_retries=0)
     records = []
     out = open(args.json, "w") if args.json else None
     for category in categories:
@@ -203,20 +265,23 @@ def main() -> None:
             if i not in cases:
                 continue
             truth = dict(truths.get(entry["id"], {}), function=plain[entry["id"]]["function"])
-            r = run_case(client, bfcl, args, category, entry, truth)
-            records.append(r)
-            print(f"{r['id']}: {r['outcome']}{' ok' if r['correct'] else ''} ({r['seconds']} s)",
-                  file=sys.stderr, flush=True)
-            if out:
-                out.write(json.dumps(r) + "\n")
-                out.flush()
+            for face in faces:
+                r = run_case(face, clients[face], bfcl, args, category, entry, truth)
+                records.append(r)
+                print(f"{r['id']} [{face}]: {r['outcome']}{' ok' if r['correct'] else ''}"
+                      f" ({r['seconds']} s)", file=sys.stderr, flush=True)
+                if out:
+                    out.write(json.dumps(r) + "\n")
+                    out.flush()
     if out:
         out.close()
-    print(f"{'category':<18} {'cases':>5} {'accuracy':>9} {'decoding':>9} {'text':>5} {'errors':>6} {'s/case':>7}")
+    print(f"{'face':<10} {'category':<18} {'cases':>5} {'accuracy':>9} {'decoding':>9} {'text':>5} {'errors':>6} {'s/case':>7}")
     for row in summary(records):
-        print(f"{row['category']:<18} {row['cases']:>5} {row['correct']:>4}/{row['cases']:<4}"
-              f" {row['decoding_failures']:>9} {row['text_answers']:>5} {row['errors']:>6}"
-              f" {row['seconds_per_case']:>7}")
+        print(f"{row['face']:<10} {row['category']:<18} {row['cases']:>5}"
+              f" {row['correct']:>4}/{row['cases']:<4} {row['decoding_failures']:>9}"
+              f" {row['text_answers']:>5} {row['errors']:>6} {row['seconds_per_case']:>7}")
+    if len(faces) == 2:
+        print(agreement(records))
 
 
 if __name__ == "__main__":

@@ -269,7 +269,7 @@ fn emit_answer(
 
 /// What a client is told of an upstream failure: what kind of failure, never the upstream's
 /// address or the transport's words (the log line has those).
-fn client_reason(e: &crate::llm::LlmError) -> String {
+pub(crate) fn client_reason(e: &crate::llm::LlmError) -> String {
     if let crate::llm::LlmError::GaveUp { last, .. } = e {
         return client_reason(last);
     }

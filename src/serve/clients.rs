@@ -48,6 +48,10 @@ impl Clients {
         client.grammar = cfg.grammar;
         // The request's own time limit bounds the turn; the client retries what it wants retried.
         client.turn_timeout = Some(cfg.timeout);
+        // And the wait for the first byte: a server sends nothing while it reads a long prompt (an
+        // agent's system prompt and tools on a CPU take minutes), and a shorter idle limit would
+        // cut such a turn, then send the same prompt again.
+        client.read_timeout = cfg.timeout;
         client.max_retries = 1;
         let model =
             Arc::new(OpenAiModel::new(client).map_err(|e| ServeError::Config(e.to_string()))?);
@@ -81,5 +85,14 @@ mod tests {
         }
         assert_eq!(clients.len(), MAX_MODELS);
         assert!(clients.get(&cfg, "a-new-name-after-all-that").is_ok());
+    }
+
+    #[test]
+    fn the_upstream_may_stay_silent_as_long_as_the_request_may_last() {
+        let mut cfg = ServeConfig::new("http://127.0.0.1:9/v1");
+        cfg.timeout = std::time::Duration::from_secs(900);
+        let model = Clients::new().get(&cfg, "m").unwrap();
+        assert_eq!(model.config().read_timeout, cfg.timeout);
+        assert_eq!(model.config().turn_timeout, Some(cfg.timeout));
     }
 }

@@ -16,13 +16,13 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
 
-use super::answer::{Core, Trace, answer, call_id};
-use super::chunks::{ChunkMeta, sse_response};
+use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
 use super::config::ServeConfig;
+use super::face::{Mode, Reading, Render};
 use super::redact::EventRedactor;
-use super::request::{Ask, parse_json, wants_core};
-use super::response::{AnswerMeta, completion};
+use super::request::parse_json;
+use super::response::AnswerMeta;
 use super::upstream::Upstream;
 use super::{ServeError, ServeEvent};
 use crate::llm::Model;
@@ -35,8 +35,8 @@ const DEFAULT_MODEL: &str = "default";
 
 /// What every request shares.
 pub(crate) struct Shared {
-    cfg: ServeConfig,
-    templates: Templates,
+    pub(crate) cfg: ServeConfig,
+    pub(crate) templates: Templates,
     upstream: Upstream,
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
@@ -58,12 +58,18 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/messages", post(super::messages::create))
+        .route(
+            "/v1/messages/count_tokens",
+            post(super::messages::count_tokens),
+        )
         .route("/v1/models", get(models))
         .fallback(not_found)
         .with_state(shared))
 }
 
-/// Whether the request carries the proxy's key (compared in constant time).
+/// Whether the request carries the proxy's key (compared in constant time), as a bearer token
+/// or, as Anthropic's clients send it, in `x-api-key`.
 fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(key) = &shared.cfg.api_key else {
         return true;
@@ -72,6 +78,7 @@ fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .unwrap_or_default()
         .as_bytes();
     // `subtle` compares the bytes in constant time (the length is not a secret).
@@ -107,13 +114,25 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 
 /// `POST /v1/chat/completions`.
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+    let face = super::face::OPENAI;
+    answer_route(&shared, &headers, body, &face).await
+}
+
+/// A request to a face's answering route (`/v1/chat/completions`, `/v1/messages`): admitted,
+/// read by the face, answered by the core, rendered by the face; one log line.
+pub(crate) async fn answer_route(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    body: Body,
+    face: &super::face::Face,
+) -> Response {
     let started = Instant::now();
     let mut trace = Trace::default();
-    let response = match handle(&shared, &headers, body, &mut trace, started).await {
+    let response = match handle(shared, headers, body, &mut trace, started, face).await {
         Ok(r) => r,
-        Err(e) => e.into_openai(),
+        Err(e) => (face.error)(e),
     };
-    log_line("POST", "/v1/chat/completions", &response, started, &trace);
+    log_line("POST", face.path, &response, started, &trace);
     response
 }
 
@@ -151,7 +170,7 @@ async fn relay_completions(
 /// `--concurrency` (429), then the body within `--max-body` (413) and the body time limit
 /// (408). The slot is taken before the body is read, so that bodies held in memory are bounded
 /// by the slots; it is held while it lives.
-async fn admit(
+pub(crate) async fn admit(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: Body,
@@ -220,7 +239,13 @@ async fn read_body(
 }
 
 /// The one log line of a request: never a key, never a prompt.
-fn log_line(method: &str, path: &str, response: &Response, started: Instant, trace: &Trace) {
+pub(crate) fn log_line(
+    method: &str,
+    path: &str,
+    response: &Response,
+    started: Instant,
+    trace: &Trace,
+) {
     if !trace.logged {
         log_status(method, path, response.status().as_u16(), started, trace);
     }
@@ -246,54 +271,58 @@ async fn handle(
     body: Body,
     trace: &mut Trace,
     started: Instant,
+    face: &super::face::Face,
 ) -> Result<Response, ServeError> {
     let (bytes, slot) = admit(shared, headers, body).await?;
     let secs = shared.cfg.timeout.as_secs();
     let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
     let work = async move {
-        let (ask, slot) = read_request(bytes.clone(), slot).await?;
-        let Some(ask) = ask else {
-            trace.requests = 1;
-            let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
-            return Ok(hold_while_streaming(relayed.await, slot));
+        let (reading, slot) = read_request(bytes.clone(), slot, face, shared.cfg.api).await?;
+        let (ask, mode, render) = match reading {
+            Reading::PassThrough => {
+                trace.requests = 1;
+                let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
+                return Ok(hold_while_streaming(relayed.await, slot));
+            }
+            Reading::Answer { ask, mode, render } => (*ask, mode, render),
         };
         let live = Live {
             deadline,
             slot,
             started,
         };
-        core_answer(shared, ask, trace, live).await
+        core_answer(shared, ask, mode, render, trace, live, face.path).await
     };
     tokio::time::timeout_at(deadline, work)
         .await
         .unwrap_or(Err(ServeError::Timeout { secs }))
 }
 
-/// The body read as JSON and, when it asks for the core (`None`: it passes through), checked
-/// with its schemas compiled. On a blocking thread, since compiling a schema's patterns is CPU
-/// work that must not stall other clients' requests; the closure holds the request's slot, so
-/// that no more than `--concurrency` requests compile at once, even past a time limit.
+/// The body read as JSON and by the face (a pass-through, or an answer with its schemas
+/// compiled). On a blocking thread, since compiling a schema's patterns is CPU work that must
+/// not stall other clients' requests; the closure holds the request's slot, so that no more
+/// than `--concurrency` requests compile at once, even past a time limit.
 async fn read_request(
     bytes: axum::body::Bytes,
     slot: OwnedSemaphorePermit,
-) -> Result<(Option<Ask>, OwnedSemaphorePermit), ServeError> {
-    let (read, slot) = tokio::task::spawn_blocking(move || {
-        let read = parse_json(&bytes).and_then(|value| {
-            if wants_core(&value) {
-                Ask::read(&value).map(Some)
-            } else {
-                Ok(None)
-            }
-        });
-        (read, slot)
+    face: &super::face::Face,
+    api: crate::llm::Api,
+) -> Result<(Reading, OwnedSemaphorePermit), ServeError> {
+    let read = face.read;
+    let (reading, slot) = tokio::task::spawn_blocking(move || {
+        let reading = parse_json(&bytes).and_then(|value| read(&value, api));
+        (reading, slot)
     })
     .await
     .map_err(|_| ServeError::Config("reading the request failed".into()))?;
-    Ok((read?, slot))
+    Ok((reading?, slot))
 }
 
 /// The upstream client for a request's model name.
-fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel>, ServeError> {
+pub(crate) fn model_for(
+    shared: &Shared,
+    requested: Option<&str>,
+) -> Result<Arc<OpenAiModel>, ServeError> {
     let name = shared
         .cfg
         .model
@@ -303,10 +332,10 @@ fn model_for(shared: &Shared, requested: Option<&str>) -> Result<Arc<OpenAiModel
     shared.models.get(&shared.cfg, name)
 }
 
-/// The answer's identity: a new id, the model name given back, the time.
-fn answer_meta(shared: &Shared, ask: &Ask) -> AnswerMeta {
+/// The answer's identity: a new id (the face's prefix), the model name given back, the time.
+fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
     AnswerMeta {
-        id: format!("chatcmpl-{}", &call_id()[5..]),
+        id: format!("{}{}", render.id_prefix(), &call_id()[5..]),
         model: ask
             .model
             .clone()
@@ -323,12 +352,22 @@ fn answer_meta(shared: &Shared, ask: &Ask) -> AnswerMeta {
 async fn core_answer(
     shared: &Arc<Shared>,
     ask: Ask,
+    mode: Mode,
+    render: Arc<dyn Render>,
     trace: &mut Trace,
     live: Live,
+    path: &'static str,
 ) -> Result<Response, ServeError> {
     let model = model_for(shared, ask.model.as_deref())?;
     if ask.stream {
-        return stream_answer(shared.clone(), model, ask, trace, live).await;
+        let answer = Answering {
+            model,
+            ask,
+            mode,
+            render,
+            path,
+        };
+        return stream_answer(shared.clone(), answer, trace, live).await;
     }
     let core = Core {
         model: model.as_ref() as &dyn Model,
@@ -340,15 +379,27 @@ async fn core_answer(
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
     let mut redact = EventRedactor::new(redactor);
-    let result = answer(&core, &ask, &mut |e| events.extend(redact.pass(e)), trace).await;
+    let result = mode
+        .answer(&core, &ask, &mut |e| events.extend(redact.pass(e)), trace)
+        .await;
     events.extend(redact.finish());
-    let meta = answer_meta(shared, &ask);
+    let meta = answer_meta(shared, &ask, render.as_ref());
+    let whole = render.whole(&meta, &events);
     if let Some(dir) = &shared.cfg.session_dir {
         let error = result.as_ref().err();
-        write_transcript(dir, &meta, &events, trace, error, redactor).await;
+        write_transcript(dir, &meta, &whole, trace, error, redactor).await;
     }
     result?;
-    Ok((StatusCode::OK, axum::Json(completion(&meta, &events))).into_response())
+    Ok((StatusCode::OK, axum::Json(whole)).into_response())
+}
+
+/// A streamed answer's work, which its task takes over.
+struct Answering {
+    model: Arc<OpenAiModel>,
+    ask: Ask,
+    mode: Mode,
+    render: Arc<dyn Render>,
+    path: &'static str,
 }
 
 /// What a streamed answer's task takes over from the request: its deadline, its concurrency
@@ -370,18 +421,20 @@ pub(crate) struct Live {
 /// request) as soon as the client goes away.
 async fn stream_answer(
     shared: Arc<Shared>,
-    model: Arc<OpenAiModel>,
-    ask: Ask,
+    answering: Answering,
     trace: &mut Trace,
     live: Live,
 ) -> Result<Response, ServeError> {
-    let meta = answer_meta(&shared, &ask);
-    let chunk_meta = ChunkMeta {
-        id: meta.id.clone(),
-        model: meta.model.clone(),
-        created: meta.created,
-    };
-    let include_usage = ask.include_usage;
+    let Answering {
+        model,
+        ask,
+        mode,
+        render,
+        path,
+    } = answering;
+    let meta = answer_meta(&shared, &ask, render.as_ref());
+    let stream_meta = meta.clone();
+    let task_render = render.clone();
     // Unbounded, yet bounded by the answer: the events of one answer hold its turn's text once.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ServeEvent>();
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<(ServeError, Trace)>();
@@ -415,7 +468,7 @@ async fn stream_answer(
                 let _ = tx.send(e);
             };
             let mut emit = |e: ServeEvent| redact.pass(e).into_iter().for_each(&mut send);
-            let work = answer(&core, &ask, &mut emit, &mut trace);
+            let work = mode.answer(&core, &ask, &mut emit, &mut trace);
             let result = tokio::select! {
                 r = tokio::time::timeout_at(deadline, work) => r.unwrap_or(Err(ServeError::Timeout {
                     secs: shared.cfg.timeout.as_secs(),
@@ -427,8 +480,9 @@ async fn stream_answer(
             result
         };
         if let Some(dir) = &shared.cfg.session_dir {
+            let whole = task_render.whole(&meta, &kept);
             let error = result.as_ref().err();
-            write_transcript(dir, &meta, &kept, &trace, error, redactor).await;
+            write_transcript(dir, &meta, &whole, &trace, error, redactor).await;
         }
         match result {
             Err(e) if sent == 0 => {
@@ -439,7 +493,7 @@ async fn stream_answer(
                 if let Err(e) = &result {
                     tracing::warn!(error = %Outside(e), "a streamed answer was broken off");
                 }
-                log_status("POST", "/v1/chat/completions", 200, started, &trace);
+                log_status("POST", path, 200, started, &trace);
             }
         }
     });
@@ -458,7 +512,7 @@ async fn stream_answer(
     let rest =
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     let events = futures::stream::once(async move { first }).chain(rest);
-    Ok(sse_response(chunk_meta, include_usage, events))
+    Ok(render.stream(stream_meta, Box::pin(events)))
 }
 
 /// One JSON file per answered request in `dir`: the upstream's turns, the corrections, the
@@ -467,7 +521,7 @@ async fn stream_answer(
 async fn write_transcript(
     dir: &std::path::Path,
     meta: &AnswerMeta,
-    events: &[ServeEvent],
+    answer: &serde_json::Value,
     trace: &Trace,
     error: Option<&ServeError>,
     redactor: &Redactor,
@@ -482,7 +536,7 @@ async fn write_transcript(
         "created": meta.created,
         "model": meta.model,
         "turns": turns,
-        "answer": completion(meta, events),
+        "answer": answer,
         "error": error.map(|e| e.to_string()),
     });
     redactor.redact_json(&mut record);

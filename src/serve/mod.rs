@@ -38,6 +38,8 @@
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
+//! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
+//!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools.
 //!
 //! Parallel calls: with `parallel_tool_calls` (OpenAI's default, true) a turn may hold 1 to
 //! [`MAX_PARALLEL_CALLS`] `<action>` blocks, one after another; `</action>` is then not a stop
@@ -52,10 +54,13 @@ mod config;
 mod conversation;
 mod error;
 mod event;
+mod face;
 mod grammar;
 mod http;
 mod listen;
 mod live;
+mod messages;
+mod plain;
 mod read;
 mod redact;
 mod request;
@@ -68,8 +73,9 @@ pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use listen::serve;
 pub use request::MAX_PARALLEL_CALLS;
 
-/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`), to serve on
-/// its own or mount in a larger application. Fails with [`ServeError::Config`] when the upstream
+/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and
+/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`), to serve on its own or
+/// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL; no request is made until a client asks.
 pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
     http::build(config)

@@ -21,7 +21,7 @@ use super::clients::Clients;
 use super::config::ServeConfig;
 use super::face::{Mode, Reading, Render};
 use super::redact::EventRedactor;
-use super::request::parse_json;
+use super::request::{Ask, parse_json};
 use super::response::AnswerMeta;
 use super::upstream::Upstream;
 use super::{ServeError, ServeEvent};

@@ -154,6 +154,43 @@ async fn distinct_parallel_calls_come_back_and_a_copy_after_them_ends_the_turn()
 }
 
 #[tokio::test]
+async fn a_further_call_with_values_the_question_never_gave_ends_the_turn() {
+    // Asked for one factorial, the 0.5B wrote the right call, then 4, 3, 2, 1, 0…: BFCL
+    // counts the answer wrong (`wrong_count`). A question that wants several calls names their
+    // values; a further call with one it never gave ends the turn before it.
+    let turn = "<thought>Factorial.</thought>\n<action>math_factorial(number=5)</action>\n<action>math_factorial(number=4)</action>\n<action>math_factorial(number=3)</action>\n";
+    let factorial = json!([{"type": "function", "function": {"name": "math_factorial",
+        "parameters": {"type": "object", "properties": {"number": {"type": "integer"}},
+          "required": ["number"]}}}]);
+    let fake = FakeServer::start(FakeConfig::turns([
+        turn.to_string(),
+        turn.replace("number=4", "number=7")
+            .replace("number=3", "number=7"),
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let mut body = question("Calculate the factorial of 5.");
+    body["tools"] = factorial.clone();
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("math_factorial".into(), json!({"number": 5}))]
+    );
+    // Asked for two, both come back (and the copy of the second ends the turn).
+    body["messages"][0]["content"] = json!("Factorials of 5 and 7?");
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![
+            ("math_factorial".into(), json!({"number": 5})),
+            ("math_factorial".into(), json!({"number": 7}))
+        ]
+    );
+}
+
+#[tokio::test]
 async fn without_parallel_calls_the_stop_still_ends_the_turn() {
     // `</action>` is a stop then; the watch for copies is not needed and nothing changes.
     let fake = FakeServer::start(FakeConfig {

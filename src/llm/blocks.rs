@@ -7,17 +7,40 @@
 //! is wasted time. The degeneration guard ([`super::RepeatGuard`]) needs a repetition of eight
 //! units or several hundred bytes, far more than two copies of a call; this watch needs two.
 //! The turn ends before the copy (its text keeps everything up to the end of the last block
-//! that differed) as [`super::Finish::Stop`] at the closing tag.
+//! that differed) as [`super::Finish::Stop`] at the closing tag. A request may add a check
+//! that every block after the first must pass ([`RepeatedBlock::later`]); one that fails it
+//! ends the turn the same way.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
 
 /// Which blocks a turn ends at when one repeats (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepeatedBlock {
     /// The block's opening tag, e.g. `<action>`.
     pub open: String,
     /// Its closing tag, e.g. `</action>`.
     pub close: String,
+    /// A check every block after the first must pass (given its trimmed body), else the turn
+    /// ends before it as before a copy: serve's test that a further call's values come from
+    /// the conversation.
+    pub later: Option<BlockCheck>,
+}
+
+/// A test of a block's body (see [`RepeatedBlock::later`]); equal when it is the same test.
+#[derive(Clone)]
+pub struct BlockCheck(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl fmt::Debug for BlockCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BlockCheck")
+    }
+}
+
+impl PartialEq for BlockCheck {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl RepeatedBlock {
@@ -26,7 +49,14 @@ impl RepeatedBlock {
         RepeatedBlock {
             open: open.into(),
             close: close.into(),
+            later: None,
         }
+    }
+
+    /// With a check for every block after the first.
+    pub fn with_later(mut self, check: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.later = Some(BlockCheck(Arc::new(check)));
+        self
     }
 }
 
@@ -35,6 +65,7 @@ impl RepeatedBlock {
 pub(crate) struct BlockWatch {
     open: String,
     close: String,
+    later: Option<BlockCheck>,
     /// The bodies of the blocks closed so far (trimmed).
     seen: Vec<String>,
     /// Where the next closing tag is looked for (the end of the last block seen).
@@ -47,6 +78,7 @@ impl BlockWatch {
         (!blocks.open.is_empty() && !blocks.close.is_empty()).then(|| BlockWatch {
             open: blocks.open.clone(),
             close: blocks.close.clone(),
+            later: blocks.later.clone(),
             seen: Vec::new(),
             from: 0,
         })
@@ -72,7 +104,10 @@ impl BlockWatch {
             };
             let open_at = self.from + open_rel;
             let body = text[open_at + self.open.len()..close_at].trim();
-            if self.seen.iter().any(|b| b == body) {
+            let refused = |check: &BlockCheck| !(check.0)(body);
+            if self.seen.iter().any(|b| b == body)
+                || (!self.seen.is_empty() && self.later.as_ref().is_some_and(refused))
+            {
                 return Some(text[..open_at].trim_end().len());
             }
             self.seen.push(body.to_string());
@@ -131,6 +166,16 @@ mod tests {
             w.check("x</action> </action><action>a</action><action>a</action>"),
             Some(38)
         );
+    }
+
+    #[test]
+    fn a_later_block_that_fails_the_check_cuts_too_the_first_never() {
+        let blocks = RepeatedBlock::new("<action>", "</action>").with_later(|b| b.contains('a'));
+        let mut w = BlockWatch::new(&blocks).unwrap();
+        let text = "<action>x</action>\n<action>ya</action>";
+        assert_eq!(w.check(text), None);
+        let more = format!("{text}\n<action>z</action>");
+        assert_eq!(w.check(&more), Some(text.len()));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use blocks::RepeatedBlock;
+pub use blocks::{BlockCheck, RepeatedBlock};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, ServerKind, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};

@@ -23,7 +23,7 @@ use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::{conversation, grammar};
+use super::{conversation, grammar, grounded};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
@@ -101,8 +101,10 @@ pub(crate) async fn answer(
         ..TurnRequest::default()
     };
     if ask.parallel && conversation::allows_calls(ask) {
-        // A turn that writes a call it already wrote ends there (read.rs drops copies anyway).
-        request.end_at_repeated_block = Some(RepeatedBlock::new("<action>", "</action>"));
+        // A turn that writes a call it already wrote ends there (read.rs drops copies anyway),
+        // and so does one that goes on to a call whose values the conversation never gave.
+        request.end_at_repeated_block =
+            Some(RepeatedBlock::new("<action>", "</action>").with_later(grounded::check(ask)));
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();

@@ -11,7 +11,7 @@ for its OpenAI handler, imported), the case's question is sent once, and the ans
   not declared) is a *decoding failure*, and wrong;
 * usable calls are turned into BFCL's model-output shape (`[{name: {arg: value}}]`) and judged
   by BFCL's AST checker (`ast_checker`), as BFCL judges its OpenAI function-calling models;
-* a text answer (no call) is wrong, except in `irrelevance`, where no function fits the
+* a text answer (no call) is wrong, except in `irrelevance` and `live_irrelevance`, where no function fits the
   question and a case is right exactly when no call is made;
 * an HTTP error (the server could not decode its own model, a timeout) is counted apart, and wrong.
 
@@ -86,6 +86,8 @@ def _import_bfcl():
 
 
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
+# Categories where no function fits: right exactly when no call comes back (no ground truth).
+NO_CALL = {"irrelevance", "live_irrelevance"}
 
 
 def parse_range(text: str) -> range:
@@ -162,8 +164,8 @@ def run_case(face, client, bfcl, args, category, entry, truth):
     if why is not None:
         record.update(outcome="decoding_failure", correct=False, error=why)
     elif not output:
-        record.update(outcome="text", correct=category == "irrelevance")
-    elif category == "irrelevance":
+        record.update(outcome="text", correct=category in NO_CALL)
+    elif category in NO_CALL:
         record.update(outcome="call", correct=False)
     else:
         checked = bfcl.ast_checker(
@@ -259,7 +261,7 @@ def main() -> None:
     out = open(args.json, "w") if args.json else None
     for category in categories:
         entries = bfcl.load_dataset_entry(category)
-        truths = {t["id"]: t for t in bfcl.load_ground_truth_entry(category)} if category != "irrelevance" else {}
+        truths = {t["id"]: t for t in bfcl.load_ground_truth_entry(category)} if category not in NO_CALL else {}
         plain = {e["id"]: e for e in bfcl.load_dataset_entry(category, include_language_specific_hint=False)}
         for i, entry in enumerate(entries):
             if i not in cases:

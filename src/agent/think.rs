@@ -128,6 +128,7 @@ impl Run<'_> {
                 seed: agent.config.seed,
                 keep_repetitions: agent.config.keep_repetitions,
                 strict_repeats_until,
+                end_at_repeated_block: None,
                 extra: agent.config.extra.clone(),
                 grammar,
                 notices: Some(notices),

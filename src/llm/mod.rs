@@ -3,6 +3,7 @@
 //!
 //! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
+mod blocks;
 mod error;
 mod grammar;
 mod notice;
@@ -19,6 +20,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use blocks::{BlockCheck, RepeatedBlock};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, ServerKind, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
@@ -111,6 +113,10 @@ pub struct TurnRequest {
     /// sets the decision's tags when its grammar holds the thought to one line, where nothing
     /// repeats legitimately. Empty: the ordinary guard throughout.
     pub strict_repeats_until: Vec<String>,
+    /// End the turn before a block between these tags that repeats one the turn already closed
+    /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
+    /// text ending with the last block that differed. Enforced by the OpenAI client.
+    pub end_at_repeated_block: Option<RepeatedBlock>,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
     /// The grammar of the turn, for clients that can have the server constrain sampling to it

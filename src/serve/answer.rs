@@ -19,9 +19,9 @@ use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
-use super::request::Ask;
-use super::{conversation, grammar};
-use crate::llm::{Api, Model, TurnRequest, Usage};
+use super::request::{Ask, Choice};
+use super::{conversation, grammar, grounded};
+use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;
@@ -98,10 +98,29 @@ pub(crate) async fn answer(
         grammar,
         ..TurnRequest::default()
     };
+    if ask.parallel && conversation::allows_calls(ask) {
+        // A turn that writes a call it already wrote ends there (read.rs drops copies anyway),
+        // and so does one that goes on to a call whose values the conversation never gave.
+        request.end_at_repeated_block =
+            Some(RepeatedBlock::new("<action>", "</action>").with_later(grounded::check(ask)));
+    }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     let may_stream = answer_may_stream(ask, &role);
-    for attempt in 0..=core.repairs {
+    // Under `auto` a turn that cannot give a usable call may still answer: after a turn that
+    // only repeated answered calls, after a refused turn written again word for word (at
+    // temperature 0 the next repair would write it a third time), and once the repair budget is
+    // spent, the turn is asked for an answer only (one more request at most).
+    let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
+    let mut answer_only = false;
+    let mut left = core.repairs + 1;
+    let mut refused_before: Option<String> = None;
+    for attempt in 0.. {
+        if left == 0 {
+            break;
+        }
+        left -= 1;
+        let asked_answer_only = answer_only;
         request.prompt = history.prompt();
         trace.requests += 1;
         let view = |generated: &str| history.turn_text(generated);
@@ -121,7 +140,7 @@ pub(crate) async fn answer(
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.
         let read = |text: &str| {
-            read(text, &result.finish, ask, &role).map_err(|mut refusal| {
+            read(text, &result.finish, ask, &role, answer_only).map_err(|mut refusal| {
                 refusal.message = core.redactor.redact_string(refusal.message);
                 refusal
             })
@@ -140,10 +159,25 @@ pub(crate) async fn answer(
             }
             Err(refusal) => {
                 tracing::debug!(attempt, reason = %Outside(&refusal.message), "the upstream's turn is corrected");
-                trace.turns.push((text, Some(refusal.message.clone())));
+                let again = refused_before.as_deref() == Some(text.as_str());
+                let mut message = refusal.message.clone();
+                if may_fall_back && !answer_only && (refusal.answer_next || again || left == 0) {
+                    answer_only = true;
+                    left = left.max(1);
+                    switch_to_answer(core, ask, &mut request);
+                    if !refusal.answer_next {
+                        message.push_str(ANSWER_NOW);
+                    }
+                }
+                trace.turns.push((text.clone(), Some(message.clone())));
                 history.push_turn(&refusal.kept);
-                history.push_user(&render_observation(&refusal.message, CORRECTION_LIMIT));
-                last_reason = refusal.message;
+                history.push_user(&render_observation(&message, CORRECTION_LIMIT));
+                refused_before = Some(text);
+                // The client's 502 names what was wrong with the last call, not that the
+                // fallback's turn called again.
+                if !asked_answer_only || last_reason.is_empty() {
+                    last_reason = refusal.message;
+                }
             }
         }
     }
@@ -154,6 +188,19 @@ pub(crate) async fn answer(
             if trace.requests == 1 { "" } else { "s" }
         ),
     })
+}
+
+/// Said after a correction when the next turn may only answer.
+const ANSWER_NOW: &str = " No tool may be called in the next turn: give your final answer now.";
+
+/// Ask the next turns for an answer only: the answer's grammar where the upstream takes one,
+/// `</action>` a stop again, no watch for repeated calls.
+fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnRequest) {
+    if request.grammar.is_some() {
+        request.grammar = grammar::answer_only(ask, core.api);
+    }
+    request.stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
+    request.end_at_repeated_block = None;
 }
 
 /// The rest of an answer whose turn was committed while it streamed (`sent` is out already):
@@ -339,6 +386,7 @@ mod tests {
         let refused = Err(Refusal {
             message: "You repeated yourself.".into(),
             kept: String::new(),
+            answer_next: false,
         });
         assert_eq!(
             finish(refused, None),

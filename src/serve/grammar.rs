@@ -27,6 +27,16 @@ use crate::shown::Outside;
 
 /// The grammar for `ask`'s turn; `None` when it cannot be written (then nothing is sent).
 pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
+    build(ask, api, false)
+}
+
+/// The grammar of a turn that may only answer, whatever `tool_choice` allowed: the turn after
+/// one that only repeated calls already answered, or after the repair budget (answer.rs).
+pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
+    build(ask, api, true)
+}
+
+fn build(ask: &Ask, api: Api, answer_only: bool) -> Option<Arc<TurnGrammar>> {
     let tools: Vec<ToolShape<'_>> = ask
         .tools
         .iter()
@@ -39,7 +49,7 @@ pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
             parameters: &t.parameters,
         })
         .collect();
-    let final_only = matches!(ask.choice, Choice::None) || tools.is_empty();
+    let final_only = answer_only || matches!(ask.choice, Choice::None) || tools.is_empty();
     let shape = TurnShape {
         tools,
         output_schema: ask.output_schema.as_ref(),
@@ -148,6 +158,15 @@ mod tests {
         assert!(g.gbnf.contains("final ::= action\n"), "{}", g.gbnf);
         let g = for_request(&ask(r#", "tool_choice": "none""#), Api::Chat).unwrap();
         assert!(!g.gbnf.contains("<action>"), "{}", g.gbnf);
+    }
+
+    #[test]
+    fn answer_only_leaves_no_call_whatever_the_choice() {
+        for extra in ["", r#", "tool_choice": "required""#] {
+            let g = answer_only(&ask(extra), Api::Chat).unwrap();
+            assert!(!g.gbnf.contains("<action>"), "{}", g.gbnf);
+            assert!(g.gbnf.contains("<final_answer>"), "{}", g.gbnf);
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
 //!   observations).
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
+//! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
@@ -56,6 +57,7 @@ mod error;
 mod event;
 mod face;
 mod grammar;
+mod grounded;
 mod http;
 mod listen;
 mod live;

@@ -8,10 +8,15 @@
 //! another `<action>` block, up to [`MAX_PARALLEL_CALLS`]. A call identical to one already
 //! read in the turn (same tool, same arguments) is dropped, and so is a last block that the
 //! token limit cut before its call was whole, when complete calls come before it.
+//!
+//! Under `tool_choice: auto`, a call the conversation already made since the last user message
+//! (same tool, same arguments: its result is in the history the client sent) is dropped too; a
+//! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
+//! core asks again for an answer only (answer.rs).
 
 use serde_json::{Map, Value};
 
-use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
+use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
 use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
@@ -41,16 +46,26 @@ pub(crate) struct Read {
 pub(crate) struct Refusal {
     pub message: String,
     pub kept: String,
+    /// The turn only repeated calls already answered: the next turn is asked for an answer.
+    pub answer_next: bool,
 }
 
-/// Read `text` (the turn as the reader should see it) for `ask`.
-pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Result<Read, Refusal> {
+/// Read `text` (the turn as the reader should see it) for `ask`; with `answer_only`, a call is
+/// refused whatever `tool_choice` allowed.
+pub(crate) fn read(
+    text: &str,
+    finish: &Finish,
+    ask: &Ask,
+    role: &Role,
+    answer_only: bool,
+) -> Result<Read, Refusal> {
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     let turn = protocol::read_turn_with(text, &names);
     let kept = turn.kept_text(text);
     let refuse = |message: String| Refusal {
         message,
         kept: kept.clone(),
+        answer_next: false,
     };
     if *finish == Finish::Repeated {
         return Err(refuse(Correction::Repetition.message()));
@@ -81,7 +96,7 @@ pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Resul
             }
         }
         TurnKind::Action => {
-            if matches!(ask.choice, Choice::None) || ask.tools.is_empty() {
+            if answer_only || matches!(ask.choice, Choice::None) || ask.tools.is_empty() {
                 return Err(refuse(
                     "No tool may be called in this turn: give your final answer.".into(),
                 ));
@@ -112,10 +127,43 @@ pub(crate) fn read(text: &str, finish: &Finish, ask: &Ask, role: &Role) -> Resul
                 }
                 rest = &rest[next.history_end.min(rest.len())..];
             }
+            if ask.choice == Choice::Auto {
+                let answered = answered_calls(ask);
+                let first = calls[0].0.clone();
+                calls.retain(|(name, args)| {
+                    !answered
+                        .iter()
+                        .any(|p| &p.name == name && &p.arguments == args)
+                });
+                if calls.is_empty() {
+                    return Err(Refusal {
+                        answer_next: true,
+                        ..refuse(format!(
+                            "You already called {first} with these arguments, and its result is in an <observation> above. Do not call it again: give your final answer from the results you have."
+                        ))
+                    });
+                }
+            }
             Decision::Calls(calls)
         }
     };
     Ok(Read { thought, decision })
+}
+
+/// The calls the conversation made since its last user message (their results are in it).
+fn answered_calls(ask: &Ask) -> Vec<&PastCall> {
+    let since = ask
+        .conversation
+        .iter()
+        .rposition(|e| matches!(e, Entry::Question(_)))
+        .map_or(0, |i| i + 1);
+    ask.conversation[since..]
+        .iter()
+        .flat_map(|e| match e {
+            Entry::Calls { calls, .. } => calls.as_slice(),
+            _ => &[],
+        })
+        .collect()
 }
 
 /// The correction for an answer where a call was required.

@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::state::TurnState;
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
+use crate::llm::blocks::BlockWatch;
 use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Api, Constraint, DeltaSink, TurnRequest, TurnResult};
 
@@ -28,6 +29,7 @@ impl OpenAiModel {
         // The strict phase is for a thought the grammar holds to one line: none if none is sent.
         let guard = RepeatGuard::for_request(req, constraint.is_constrained());
         let mut state = TurnState::new(&req.stop, started, guard, cap);
+        state.blocks = req.end_at_repeated_block.as_ref().and_then(BlockWatch::new);
         if stream {
             let body = self.body_bytes(req, &fields)?;
             self.stream(body, &mut state, &mut *on_delta).await?;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::llm::blocks::BlockWatch;
 use crate::llm::repeat::{RepeatGuard, Repetition};
 use crate::llm::stops::StopScanner;
 use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
@@ -44,6 +45,10 @@ pub(super) struct TurnState {
     pub(super) guard: Option<RepeatGuard>,
     /// The repetition the guard found; the turn ends there.
     pub(super) repeated: Option<Repetition>,
+    /// The watch for a repeated block, when the request asks for one.
+    pub(super) blocks: Option<BlockWatch>,
+    /// Where a repeated block cut the text; the turn ends there.
+    block_cut: Option<usize>,
     /// Bytes of text and reasoning the turn may keep.
     cap: usize,
     /// Bytes of text and reasoning kept so far.
@@ -75,6 +80,8 @@ impl TurnState {
             capped: false,
             guard,
             repeated: None,
+            blocks: None,
+            block_cut: None,
             scanner: StopScanner::new(stops),
             reasoning: String::new(),
             usage: Usage::default(),
@@ -149,7 +156,10 @@ impl TurnState {
     /// Whether the turn is over before the server ends it: a stop string seen, a repetition,
     /// the byte cap reached.
     pub(super) fn is_over(&self) -> bool {
-        self.scanner.is_stopped() || self.repeated.is_some() || self.capped
+        self.scanner.is_stopped()
+            || self.repeated.is_some()
+            || self.block_cut.is_some()
+            || self.capped
     }
 
     /// The part of `text` that fits under the cap (whole characters), counted as kept.
@@ -184,6 +194,11 @@ impl TurnState {
         {
             self.repeated = guard.check(self.scanner.text());
         }
+        if self.block_cut.is_none()
+            && let Some(watch) = &mut self.blocks
+        {
+            self.block_cut = watch.check(self.scanner.text());
+        }
     }
 
     pub(super) fn finish(
@@ -200,6 +215,23 @@ impl TurnState {
         // server's closing count: estimate what it generated rather than report nothing.
         if self.usage.completion_tokens == 0 && self.received > 0 {
             self.usage.completion_tokens = (self.received as u64).div_ceil(4);
+        }
+        if let (Some(cut), Some(watch)) = (self.block_cut, &self.blocks) {
+            tracing::debug!("the turn repeated a block it had written: cut before the copy");
+            let finish = Finish::Stop(watch.close().to_owned());
+            let mut text = self.scanner.into_text();
+            text.truncate(cut);
+            let reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+            return Ok(TurnResult {
+                text,
+                finish,
+                enforced_by: Some(Enforcer::Client),
+                reasoning,
+                usage: self.usage,
+                elapsed: self.started.elapsed(),
+                first_token: self.first_token,
+                constraint: Default::default(),
+            });
         }
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
             (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))

@@ -249,7 +249,8 @@ async fn a_streamed_pass_through_that_writes_the_key_is_redacted_even_split_acro
 #[tokio::test]
 async fn a_refused_turn_that_holds_the_key_does_not_hand_it_to_the_client() {
     // A call whose argument fails the tool's schema: the refusal quotes the value, and the
-    // client's 502 says why the last turn was refused.
+    // client's 502 says why the last turn was refused (under `required`: under `auto` a spent
+    // repair budget gets an answer-only turn instead of a 502).
     let turn = format!("<action>weather(days=\"Bearer {KEY}\")</action>");
     let fake = FakeServer::start(FakeConfig::turns([turn.clone(), turn])).await;
     let base = proxy(&fake.base_url, |c| {
@@ -259,6 +260,7 @@ async fn a_refused_turn_that_holds_the_key_does_not_hand_it_to_the_client() {
     .await;
     let mut body = ask(false);
     body["tools"][0]["function"]["parameters"]["properties"]["days"] = json!({"type": "integer"});
+    body["tool_choice"] = json!("required");
     let (status, text) = post(&base, &body).await;
     assert_eq!(status, 502, "{text}");
     assert!(text.contains("refused"), "{text}");

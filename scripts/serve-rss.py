@@ -13,6 +13,7 @@ prints the answer's status, the seconds it took, and the serve process's peak re
   patterns32    32 patterns (the cap), each close to the size limit: ^.{1,1000}$N
   objects4mib   a 4 MiB body of empty JSON objects (parsed, then passed through)
   strings4mib   a 4 MiB body of one-character strings
+  objects200k   just under the count of JSON values a body may hold, as empty objects
 """
 import json
 import subprocess
@@ -39,8 +40,10 @@ def body(shape):
         props = {f"p{i}": {"type": "string", "pattern": pattern.replace("N", str(i))} for i in range(count)}
         tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": props}}}]
         return json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools})
-    item = "{}" if shape == "objects4mib" else '"x"'
+    item = "{}" if shape in ("objects4mib", "objects200k") else '"x"'
     n = (limit - 40) // (len(item) + 1)
+    if shape == "objects200k":
+        n = 200_000 - 10
     return '{"model": "m", "x": [' + ",".join([item] * n) + "]}"
 
 

@@ -339,3 +339,31 @@ async fn made_up_model_names_never_lock_out_a_new_one() {
     let (status, v) = post(&base, &body).await;
     assert_eq!(status, 200, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_countless_tiny_values_is_refused_before_it_is_built() {
+    // 4 MiB of `{}`: +101 MiB while serve built it into a JSON value (a map each), with or
+    // without tools. Counted first now, and refused; the upstream never hears of it.
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let base = proxy(&fake.base_url, |c| c.model = Some("fake-model".into()));
+    let n = (4 << 20) / 3 - 100;
+    let tiny = format!(
+        "{{\"model\": \"m\", \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}], \"x\": [{}]}}",
+        vec!["{}"; n].join(",")
+    );
+    let r = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .header("content-type", "application/json")
+        .body(tiny)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.expect("json");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("200000 JSON values"), "{v}");
+    assert_eq!(fake.request_count(), 0);
+    // An ordinary request is still answered.
+    let (status, v) = post(&base, &chat(patterned_tools(2, "^aN$"))).await;
+    assert_eq!(status, 200, "{v}");
+}

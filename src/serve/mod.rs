@@ -26,7 +26,8 @@
 //! A `POST /v1/chat/completions` with `tools` (or `response_format: json_schema`) is answered
 //! by the core; one without is passed to the upstream unchanged. The parts:
 //!
-//! * `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field).
+//! * `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
+//!   `json_budget.rs` counts its JSON values before any is built.
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
 //!   observations).
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
@@ -59,6 +60,7 @@ mod face;
 mod grammar;
 mod grounded;
 mod http;
+mod json_budget;
 mod listen;
 mod live;
 mod messages;

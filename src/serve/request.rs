@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::ServeError;
+use super::json_budget::{CountError, MAX_VALUES, count_values};
 
 /// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
 /// 1..=this many `<action>` blocks in a turn.
@@ -103,8 +104,16 @@ pub(crate) fn wants_core(body: &Value) -> bool {
     tools || schema
 }
 
-/// Parse the body's bytes as JSON (malformed JSON is a 400 without a `param`).
+/// Parse the body's bytes as JSON (malformed JSON is a 400 without a `param`). Its values are
+/// counted first: a body of more than [`MAX_VALUES`] is a 400 before any `Value` is built, since
+/// a `Value` takes many times the text's size (`json_budget.rs`).
 pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, ServeError> {
+    if let Err(CountError::TooMany) = count_values(bytes, MAX_VALUES) {
+        return Err(ServeError::BadRequest {
+            message: format!("the request body holds more than {MAX_VALUES} JSON values"),
+            param: None,
+        });
+    }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| ServeError::BadRequest {
         message: format!("the request body is not valid JSON: {e}"),
         param: None,

@@ -299,10 +299,7 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
     let Some(lab) = Lab::find() else { return };
     let _alone = Lab::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    // Not the 0.5B Qwen: under the turn grammar llama.cpp filters Qwen's 151,936-token vocabulary
-    // and sampled 0.1 token/s on the shared CI cores (BENCHMARKS.md, *Beside smolagents*); the
-    // eval test below runs it without the grammar.
-    for model in [LabModel::SmolLm2, LabModel::Gemma] {
+    for model in [LabModel::SmolLm2, LabModel::Gemma, LabModel::Qwen05] {
         let server = lab.start(model);
         let (outcome, records, took) =
             episode(&server, dir.path(), "How many lines does notes.txt have?");

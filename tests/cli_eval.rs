@@ -303,3 +303,39 @@ fn a_model_picked_from_the_server_is_asked_for_once() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["tasks"], 4);
 }
+
+/// Issue 31: the server's kind and context window are learned once per eval (one `/props`), not
+/// once per task, though every task with a workspace builds its own tools.
+#[test]
+fn the_server_is_probed_once_per_eval_not_once_per_task() {
+    let (dir, _script) = lab(SUITE);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = FakeConfig {
+        props: true,
+        props_n_ctx: 8192,
+        default_reply: "<final_answer>42</final_answer>".into(),
+        ..FakeConfig::turns(["<final_answer>42</final_answer>"])
+    };
+    let server = rt.block_on(FakeServer::start(cfg));
+    let out = Command::cargo_bin("tagloop")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("noconf"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .args(["eval", "suite.jsonl", "--base-url", &server.base_url])
+        .args([
+            "--model",
+            "fake-model",
+            "--no-sessions",
+            "--json",
+            "--allow-write",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tasks"], 4);
+    assert_eq!(server.probes(), 1, "one /props for the four tasks: {err}");
+}

@@ -96,6 +96,7 @@ impl AgentBuilder {
             templates: self.templates,
             config: self.config,
             system,
+            system_compact: std::sync::OnceLock::new(),
             grammars: std::sync::OnceLock::new(),
         })
     }

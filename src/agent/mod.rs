@@ -116,6 +116,9 @@ pub struct Agent {
     /// The tools as the prompts describe them.
     tool_docs: Vec<ToolDoc>,
     system: String,
+    /// The system prompt's compact form, for runs at a small context window: rendered at the
+    /// first such run.
+    system_compact: std::sync::OnceLock<String>,
     /// The grammars turns are constrained with: built at the first turn that may send one (never
     /// for a model that takes none), then shared by every run of this agent.
     grammars: std::sync::OnceLock<grammars::Grammars>,
@@ -146,6 +149,23 @@ impl Agent {
     /// in its transcript instead.
     pub fn system_prompt(&self) -> &str {
         &self.system
+    }
+
+    /// The system prompt a run sends at this context window: the one rendered when the agent was
+    /// built, or, when requests are fitted and the window is below the policy's
+    /// `compact_prompt_below`, its compact form (one example, one line per tool), which leaves
+    /// the turns more of a small window.
+    pub(crate) fn system_for(&self, window: Option<u64>) -> Result<&str, PromptError> {
+        let policy = self.config.context;
+        let small = window.is_some_and(|w| w < policy.compact_prompt_below);
+        if !small || !policy.fits() {
+            return Ok(&self.system);
+        }
+        if let Some(s) = self.system_compact.get() {
+            return Ok(s);
+        }
+        let rendered = self.templates.system_compact(&self.system_input())?;
+        Ok(self.system_compact.get_or_init(|| rendered))
     }
 
     /// The settings the agent was built with (limits, grammar mode, dialects, …).

@@ -217,7 +217,7 @@ impl<'a> Run<'a> {
                 agent.config.api,
                 &agent.templates,
                 &input,
-                &agent.system,
+                agent.system_for(self.context.window)?,
                 &question,
             )?;
             for m in self.history.messages().to_vec() {

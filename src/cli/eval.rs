@@ -319,12 +319,15 @@ async fn run_checked(
         }
         None => None,
     };
-    let own_setup;
+    let mut own_setup;
     let (setup, workspace) = match &copy {
         Some(dir) => {
             let mut o = opts.clone();
             o.workspace = Some(dir.path().to_path_buf());
             own_setup = Setup::build(&o, true).await?;
+            // Tools bound to the copy, but the suite's one client: what it learned of the
+            // server (its kind, its context window) is asked once per eval, not once per task.
+            own_setup.model = setup.model.clone();
             (&own_setup, dir.path().to_path_buf())
         }
         None => (

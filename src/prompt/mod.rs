@@ -4,7 +4,8 @@
 //!
 //! * `system.j2`: the system prompt — the five tags, two worked examples, the tools with their
 //!   parameters (from their JSON Schemas, in declaration order), the role's instructions, the output
-//!   schema when there is one, optional environment facts, and the step budget.
+//!   schema when there is one, optional environment facts, and the step budget. Its compact form
+//!   (`compact`, for small context windows) has one example and one line per tool.
 //! * `question.j2`: the first user message — the task, with the context of a larger workflow.
 //! * `completion.j2`: for `/completions` (base models), the whole run as one text: a compact
 //!   few-shot document (a log of solved tasks, the tools one line each) that ends in the open
@@ -169,6 +170,7 @@ impl SystemInput<'_> {
             tools => Serde(self.tools),
             max_steps => self.max_steps,
             environment => Serde(self.environment),
+            compact => false,
         }
     }
 }
@@ -282,6 +284,15 @@ impl Templates {
         self.render("system", input.context())
     }
 
+    /// The system template's compact form for `input` (the variable `compact` is true): for a
+    /// small context window, the built-in template leaves out its second example and the rules
+    /// for long strings, and lists each tool on one line (its first sentence, its parameters'
+    /// names and types). A replaced template that does not read `compact` renders as it always
+    /// does.
+    pub fn system_compact(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
+        self.render("system", context! { compact => true, ..input.context() })
+    }
+
     /// The first user message: the task, with workflow context.
     pub fn question(&self, task: &str, context: &[ContextItem]) -> Result<String, PromptError> {
         self.render(
@@ -305,3 +316,6 @@ impl Templates {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

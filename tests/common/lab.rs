@@ -23,6 +23,10 @@ pub struct Lab {
     pub smollm2: PathBuf,
     /// gemma-3-270m (a base model): use over completions.
     pub gemma: PathBuf,
+    /// Qwen2.5-Coder-0.5B-Instruct (chat, with Qwen's native tool-calling template).
+    pub qwen05: PathBuf,
+    /// Qwen2.5-Coder-1.5B-Instruct, when the lab was installed with it (measurements only).
+    pub qwen15: Option<PathBuf>,
 }
 
 /// Which model a server runs.
@@ -32,6 +36,8 @@ pub enum LabModel {
     SmolLm2,
     /// gemma-3-270m base.
     Gemma,
+    /// Qwen2.5-Coder-0.5B-Instruct, served with its chat template.
+    Qwen05,
 }
 
 /// Held by each real-model test while it runs: the machine has two cores, and a test that
@@ -70,11 +76,14 @@ impl Lab {
             path("LLAMA_SERVER"),
             path("SMOLLM2_GGUF"),
             path("GEMMA_GGUF"),
+            path("QWEN05_GGUF"),
         ) {
-            (Some(server), Some(smollm2), Some(gemma)) => Some(Lab {
+            (Some(server), Some(smollm2), Some(gemma), Some(qwen05)) => Some(Lab {
                 server,
                 smollm2,
                 gemma,
+                qwen05,
+                qwen15: path("QWEN15_GGUF"),
             }),
             _ => {
                 assert!(
@@ -94,6 +103,7 @@ impl Lab {
         let (gguf, chat) = match model {
             LabModel::SmolLm2 => (&self.smollm2, true),
             LabModel::Gemma => (&self.gemma, false),
+            LabModel::Qwen05 => (&self.qwen05, true),
         };
         let mut last_error = String::new();
         for _ in 0..3 {

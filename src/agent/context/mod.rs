@@ -22,7 +22,7 @@ mod request;
 
 pub use count::{TokenEstimator, prompt_bytes};
 pub use final_turn::FINAL_NOTE;
-pub use fit::{FitReport, Fitted, fit_messages};
+pub use fit::{FitReport, Fitted, fit_messages, fit_messages_within};
 pub use policy::{ContextMode, ContextPolicy};
 
 pub(crate) use count::message_bytes;

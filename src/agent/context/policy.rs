@@ -34,6 +34,11 @@ pub struct ContextPolicy {
     pub margin_tokens: u32,
     /// The last steps (turn and observation) always sent whole: at least 1 (the default).
     pub keep_last_steps: usize,
+    /// A run whose window is smaller than this many tokens sends the system prompt's compact form
+    /// (one example, one line per tool): 4,096 by default, so llama.cpp's `-c 2048` gets it; 0
+    /// never does. At 2,048 tokens the whole prompt takes nearly half the window before the
+    /// first turn.
+    pub compact_prompt_below: u64,
 }
 
 impl Default for ContextPolicy {
@@ -44,6 +49,7 @@ impl Default for ContextPolicy {
             final_tokens: 128,
             margin_tokens: 64,
             keep_last_steps: 1,
+            compact_prompt_below: 4096,
         }
     }
 }

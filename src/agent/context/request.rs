@@ -9,7 +9,7 @@ use super::super::events::Event;
 use super::super::run::Run;
 use super::count::{TokenEstimator, prompt_bytes};
 use super::final_turn::{self, FINAL_NOTE};
-use super::fit::fit_messages;
+use super::fit::fit_messages_within;
 use crate::shown::Outside;
 
 /// What a run knows of its context between requests.
@@ -141,18 +141,30 @@ impl Run<'_> {
                 max_tokens: asked,
             });
         }
-        // Leave out what loses least until prompt, budget and margin fit. When the server
-        // counted, it counts the fitted prompt too, and a second pass cuts what the estimate of
-        // the savings missed.
+        // A budget asked below the floor is the floor.
+        let floor = u64::from(if final_only {
+            policy.final_tokens
+        } else {
+            policy.min_turn_tokens
+        })
+        .min(budget);
+        // Leave out what loses least until prompt, budget and margin fit; what the model read
+        // last only until a turn of the floor's size fits (the budget shrinks before it is cut
+        // deeper). When the server counted, it counts the fitted prompt too, and a second pass
+        // cuts what the estimate of the savings missed.
         let target = window.saturating_sub(margin + budget);
+        let floor_target = window.saturating_sub(margin + floor);
         let estimator = self.context.estimator;
         let mut short = tokens.saturating_sub(target);
+        let mut short_last = tokens.saturating_sub(floor_target);
+        let bytes_of = |t: u64| usize::try_from(estimator.bytes_of(t)).unwrap_or(usize::MAX);
         let mut pass = 0;
         let (report, prompt, after) = loop {
             pass += 1;
-            let fitted = fit_messages(
+            let fitted = fit_messages_within(
                 self.history.messages(),
-                usize::try_from(estimator.bytes_of(short)).unwrap_or(usize::MAX),
+                bytes_of(short),
+                bytes_of(short_last),
                 policy.keep_last_steps,
             );
             let mut messages = fitted.messages;
@@ -169,19 +181,13 @@ impl Run<'_> {
                 after = c;
                 if after > target && pass < 2 {
                     short += after - target;
+                    short_last += after.saturating_sub(floor_target);
                     continue;
                 }
             }
             break (fitted.report, prompt, after);
         };
         let room = window.saturating_sub(margin + after);
-        // A budget asked below the floor is the floor.
-        let floor = u64::from(if final_only {
-            policy.final_tokens
-        } else {
-            policy.min_turn_tokens
-        })
-        .min(budget);
         if room < floor {
             return Fit::Full {
                 final_fits: !final_only && room >= u64::from(policy.final_tokens),

@@ -9,9 +9,11 @@
 //!    which lines were cut and how to see them again (`marker.rs`);
 //! 2. then whole steps become one line each: the turn keeps only its `<action>`, the
 //!    observation says how large the result was;
-//! 3. then, as a last resort, the last steps' long observations are cut like the old ones in
-//!    pass 1 (their turns stay whole): one file read larger than the window could hold must not
-//!    end the run while the model can read it in parts.
+//! 3. then, as a last resort, the last steps' long observations are cut (their turns stay
+//!    whole), as deep as needed, down to a short head and tail: one file read larger than the
+//!    window could hold must not end the run while the model can read it in parts. The caller may
+//!    ask this pass for less than the others ([`fit_messages_within`]): only enough that a turn
+//!    still fits beside it, so that the model can act on what it read.
 //!
 //! Text after an observation (a follow-up question a continued run added to the same message)
 //! is kept. What is sent is a copy: the run's own history, and so the transcript, stays whole.
@@ -28,6 +30,11 @@ const SHORTEN_ABOVE: usize = 1536;
 const HEAD_BYTES: usize = 768;
 /// Bytes kept at its end (cut forward to a line start).
 const TAIL_BYTES: usize = 256;
+/// The shortest a kept step's observation is cut to in pass 3: head and tail together (half
+/// each: a log's answer is at its end, a file's header at its start).
+const SHORTEST_KEEP: usize = 384;
+/// Room counted for the marker when pass 3 sizes a cut.
+const MARKER_ROOM: usize = 192;
 
 const OPEN: &str = "<observation>\n";
 const CLOSE: &str = "\n</observation>";
@@ -64,6 +71,19 @@ pub struct Fitted {
 /// steps (at least one) whole unless only cutting their long observations can save enough.
 /// Pure and linear in the history's size.
 pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usize) -> Fitted {
+    fit_messages_within(messages, cut_bytes, cut_bytes, keep_last_steps)
+}
+
+/// [`fit_messages`], where the last resort (cutting the kept steps' long observations) stops
+/// once `last_cut_bytes` are saved in all, even when `cut_bytes` are not: a caller that would
+/// rather give the next turn a smaller budget than cut what the model just read deeper than it
+/// must asks `cut_bytes` for the whole turn budget and `last_cut_bytes` for the smallest one.
+pub fn fit_messages_within(
+    messages: &[Message],
+    cut_bytes: usize,
+    last_cut_bytes: usize,
+    keep_last_steps: usize,
+) -> Fitted {
     let mut out = messages.to_vec();
     let mut report = FitReport::default();
     let mut saved = 0usize;
@@ -80,7 +100,7 @@ pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usi
             continue;
         }
         let call = calls[i - 1].get_or_insert_with(|| StepCall::read(&messages[i - 1].content));
-        if let Some(short) = shorten(&messages[i].content, call) {
+        if let Some(short) = shorten_long(&messages[i].content, call) {
             saved += messages[i].content.len() - short.len();
             out[i].content = short;
             report.observations_cut += 1;
@@ -114,17 +134,19 @@ pub fn fit_messages(messages: &[Message], cut_bytes: usize, keep_last_steps: usi
     }
 
     // Pass 3, the last resort before the turn budget shrinks: the kept steps' long observations
-    // keep their head and tail too. A single file read larger than what the window has left
-    // would otherwise end the run, where the marker lets the model read the rest in parts.
+    // keep a head and a tail too, as short as it takes. A single file read larger than what the
+    // window has left would otherwise end the run, where the marker lets the model read the rest
+    // in parts.
     for i in end.max(3)..messages.len() {
-        if saved >= cut_bytes {
+        if saved >= cut_bytes.min(last_cut_bytes) {
             break;
         }
         if messages[i].role != Role::User || messages[i - 1].role != Role::Assistant {
             continue;
         }
         let call = StepCall::read(&messages[i - 1].content);
-        if let Some(short) = shorten(&messages[i].content, &call) {
+        let need = cut_bytes.min(last_cut_bytes) - saved;
+        if let Some(short) = shorten_to_save(&messages[i].content, &call, need) {
             saved += messages[i].content.len() - short.len();
             out[i].content = short;
             report.observations_cut += 1;
@@ -160,17 +182,54 @@ fn body_span(content: &str) -> Option<(usize, usize)> {
     Some((start, end))
 }
 
-/// The observation with its body cut to a head and a tail around a marker, when it is long.
-fn shorten(content: &str, call: &StepCall) -> Option<String> {
+/// The observation with its body cut to the usual head and tail, when it is long.
+fn shorten_long(content: &str, call: &StepCall) -> Option<String> {
+    let (start, end) = body_span(content)?;
+    if end - start <= SHORTEN_ABOVE {
+        return None;
+    }
+    shorten(content, call, HEAD_BYTES, TAIL_BYTES)
+}
+
+/// The observation with its body cut just enough to save `need` bytes, when it can be: head and
+/// tail of equal size, never shorter than [`SHORTEST_KEEP`] together. Less is saved when even
+/// that shortest form is not enough; `None` when the body is too short to cut at all.
+fn shorten_to_save(content: &str, call: &StepCall, need: usize) -> Option<String> {
+    let (start, end) = body_span(content)?;
+    let mut keep = (end - start)
+        .saturating_sub(need.saturating_add(MARKER_ROOM))
+        .max(SHORTEST_KEEP);
+    let mut best: Option<String> = None;
+    // The marker and the cut to line ends make the saving differ from the estimate: at most
+    // two corrections.
+    for _ in 0..3 {
+        let Some(short) = shorten(content, call, keep / 2, keep - keep / 2) else {
+            break;
+        };
+        let got = content.len() - short.len();
+        let done = got >= need || keep == SHORTEST_KEEP;
+        best = Some(short);
+        if done {
+            break;
+        }
+        keep = keep.saturating_sub(need - got).max(SHORTEST_KEEP);
+    }
+    best
+}
+
+/// The observation with its body cut to a head (up to `head_bytes`, back to a line end) and a
+/// tail (up to `tail_bytes`, forward to a line start) around a marker; `None` when that is not
+/// shorter.
+fn shorten(content: &str, call: &StepCall, head_bytes: usize, tail_bytes: usize) -> Option<String> {
     let (start, end) = body_span(content)?;
     let body = &content[start..end];
-    if body.len() <= SHORTEN_ABOVE {
+    if body.len() <= head_bytes + tail_bytes {
         return None;
     }
     // The head ends at a line end, the tail starts at a line start, when there are lines.
-    let head_max = floor_char(body, HEAD_BYTES);
+    let head_max = floor_char(body, head_bytes);
     let head = body[..head_max].rfind('\n').unwrap_or(head_max);
-    let tail_min = ceil_char(body, body.len() - TAIL_BYTES);
+    let tail_min = ceil_char(body, body.len() - tail_bytes);
     let tail = body[tail_min..]
         .find('\n')
         .map_or(tail_min, |n| tail_min + n + 1);

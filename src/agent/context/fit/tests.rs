@@ -187,3 +187,42 @@ fn multibyte_text_is_cut_on_char_boundaries() {
     assert_eq!(f.report.observations_cut, 1);
     assert!(f.messages[3].content.contains("call run_command again"));
 }
+
+#[test]
+fn the_last_observation_is_cut_as_deep_as_asked_keeping_its_tail() {
+    // One read of a ~4 KB file, and more asked than the usual head and tail would save.
+    let h = history(&[(r#"read_file(path="app.log")"#, lines(100))]);
+    let body = h[3].content.len();
+    let f = fit_messages(&h, 3300, 1);
+    assert!(f.saved >= 3300, "saved {} of {body}", f.saved);
+    assert_eq!(f.saved, bytes(&h) - bytes(&f.messages));
+    let cut = &f.messages[3].content;
+    // Head and tail both kept, the tail with the file's last line; the marker says how to read
+    // the rest.
+    assert!(cut.starts_with("<observation>\nline 0001"), "{cut}");
+    assert!(cut.contains("line 0100 of the file"), "{cut}");
+    assert!(cut.contains(r#"To see them: read_file(path="app.log", start_line="#));
+    assert_eq!(f.messages[..3], h[..3], "the turn is whole");
+}
+
+#[test]
+fn the_last_cut_stops_at_the_shortest_form_and_at_what_it_is_asked() {
+    let h = history(&[(r#"read_file(path="app.log")"#, lines(100))]);
+    // Everything asked: a short head and tail remain, not nothing.
+    let f = fit_messages(&h, usize::MAX, 1);
+    let cut = &f.messages[3].content;
+    let kept: usize = cut.lines().filter(|l| l.starts_with("line ")).count();
+    assert!((4..=12).contains(&kept), "{kept} lines kept: {cut}");
+    assert!(cut.contains("line 0100 of the file"), "{cut}");
+    // The old steps asked for much, the last observation for little: it gives little.
+    let f = fit_messages_within(&h, usize::MAX, 500, 1);
+    assert!(
+        (500..1000).contains(&f.saved),
+        "{} saved for 500 asked",
+        f.saved
+    );
+    assert!(f.messages[3].content.contains("line 0100 of the file"));
+    // Nothing asked of it: whole.
+    let f = fit_messages_within(&h, usize::MAX, 0, 1);
+    assert_eq!(f.messages, h);
+}

@@ -30,14 +30,7 @@ async fn forging_upstream() -> String {
             ))
             .expect("response")
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -189,14 +189,7 @@ async fn upstream_with_a_model_list_of(bytes: usize) -> String {
         .collect();
     let list = json!({"object": "list", "data": entries}).to_string();
     let app = Router::new().route("/v1/models", get(move || async move { list.clone() }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,14 +262,7 @@ async fn slow_streaming_upstream() -> String {
             .unwrap_or_default()
     }
     let app = Router::new().route("/v1/chat/completions", axum::routing::post(complete));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
 /// A request without tools (passed through), read to its end: the status and the body's text.

@@ -20,18 +20,6 @@ use tagloop::serve::{ServeConfig, router};
 
 const KEY: &str = "sk-upstream-0123456789abcdef";
 
-/// Serve `app` on a free loopback port: `http://127.0.0.1:PORT`.
-async fn spawn(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
-}
-
 /// The proxy in front of `upstream` (a base URL with `/v1`) with the upstream key [`KEY`]:
 /// its base URL with `/v1`.
 async fn proxy(upstream: &str, tune: impl FnOnce(&mut ServeConfig)) -> String {
@@ -40,7 +28,7 @@ async fn proxy(upstream: &str, tune: impl FnOnce(&mut ServeConfig)) -> String {
     cfg.grammar = GrammarMode::Off;
     tune(&mut cfg);
     let app = router(cfg).expect("router");
-    format!("{}/v1", spawn(app).await)
+    format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
 fn holds_key(bytes: &[u8]) -> bool {
@@ -68,7 +56,7 @@ async fn latin1_upstream() -> String {
             .body(Body::from(page))
             .expect("response")
     });
-    format!("{}/v1", spawn(app).await)
+    format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
 #[tokio::test]
@@ -234,7 +222,7 @@ async fn a_streamed_pass_through_that_writes_the_key_is_redacted_even_split_acro
                 .expect("response")
         }
     });
-    let upstream = format!("{}/v1", spawn(app).await);
+    let upstream = format!("{}/v1", common::serve_on_loopback(app).await);
     let base = proxy(&upstream, |_| {}).await;
     let chat =
         json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});

@@ -22,14 +22,7 @@ async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> String
     cfg.grammar = GrammarMode::Off;
     tune(&mut cfg);
     let app = router(cfg).expect("router");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
+    common::serve_on_loopback(app).await
 }
 
 fn tools() -> Value {

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use serde_json::json;
-#[cfg(feature = "serve")]
-use tagloop::{ServeConfig, ServeError, router};
 use tagloop::{
     Agent, AgentBuilder, AgentConfig, AgentError, LlmError, McpError, McpSource, Model,
     OpenAiConfig, OpenAiModel, Outcome, Registry, Role, RoleError, Script, ScriptedModel, Status,
     Tool, ToolError, ToolkitOptions, Workspace, WorkspaceError, tool_fn, toolkit,
 };
+#[cfg(feature = "serve")]
+use tagloop::{ServeConfig, ServeError, router};
 
 /// The arguments of the `distance` tool.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -43,7 +43,10 @@ fn distance_tools() -> Registry {
         |b: Between| async move {
             match (b.from.as_str(), b.to.as_str()) {
                 ("Paris", "Lyon") => Ok("465 km".to_owned()),
-                _ => Err(ToolError::Failed(format!("no data for {} to {}", b.from, b.to))),
+                _ => Err(ToolError::Failed(format!(
+                    "no data for {} to {}",
+                    b.from, b.to
+                ))),
             }
         },
     )));
@@ -71,7 +74,10 @@ async fn an_agent_built_from_root_names_runs_a_tool_and_answers_typed() {
     assert_eq!(outcome.final_answer, Some(Trip { total_km: 465 }));
     // The tool really ran: its result went back to the model as the observation.
     assert!(
-        outcome.messages.iter().any(|m| m.content.contains("465 km")),
+        outcome
+            .messages
+            .iter()
+            .any(|m| m.content.contains("465 km")),
         "no observation with the tool's result in {:?}",
         outcome.messages
     );
@@ -81,7 +87,10 @@ async fn an_agent_built_from_root_names_runs_a_tool_and_answers_typed() {
 async fn the_root_errors_are_the_ones_the_root_names_return() {
     // A script with an unknown turn flag: LlmError.
     let bad: Result<Script, LlmError> = Script::parse("=== turn sideways ===\nhi\n");
-    assert!(matches!(bad, Err(LlmError::ScriptFormat { line: 1, .. })), "{bad:?}");
+    assert!(
+        matches!(bad, Err(LlmError::ScriptFormat { line: 1, .. })),
+        "{bad:?}"
+    );
 
     // An output schema that is not a JSON Schema: RoleError.
     let role: Result<Role, RoleError> =
@@ -97,7 +106,10 @@ async fn the_root_errors_are_the_ones_the_root_names_return() {
         Err(AgentError::Decode { outcome, .. }) => {
             assert_eq!(outcome.final_answer, Some(json!(r#"{"total_km": "far"}"#)));
         }
-        other => panic!("expected AgentError::Decode, got {:?}", other.map(|o| o.status)),
+        other => panic!(
+            "expected AgentError::Decode, got {:?}",
+            other.map(|o| o.status)
+        ),
     }
 
     // A base URL that is not http(s): LlmError from OpenAiModel::new, before any request.

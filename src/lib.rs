@@ -20,11 +20,12 @@
 //!    ([`Role::for_type`] derives one from a Rust type).
 //! 4. **An agent**: [`Agent::builder`] → [`AgentBuilder`] (settings in [`AgentConfig`]); a run ends
 //!    in an [`Outcome`] with a [`Status`], typed with [`Agent::run_as`].
-//! 5. **The endpoint** (feature `serve`): [`router`] with a [`ServeConfig`] is `tagloop serve`'s
-//!    OpenAI-compatible tool-calling proxy as an axum router.
+// The serve names are not links: the docs must build without the `serve` feature too.
+//! 5. **The endpoint** (feature `serve`, on by default): `router` with a `ServeConfig` is
+//!    `tagloop serve`'s OpenAI-compatible tool-calling proxy as an axum router.
 //!
 //! The errors these return: [`AgentError`], [`RoleError`], [`LlmError`], [`ToolError`],
-//! [`WorkspaceError`], [`McpError`] and [`ServeError`]. Everything else (events, transcripts,
+//! [`WorkspaceError`], [`McpError`] and `ServeError`. Everything else (events, transcripts,
 //! prompt templates, grammars, the protocol itself) is in the modules below.
 //!
 //! ```

@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
-use tagloop::agent::{Agent, Role};
-use tagloop::llm::Model;
-use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::scripted::{Script, ScriptedModel};
-use tagloop::tools::{Registry, ToolError, tool_fn};
+use tagloop::{
+    Agent, Model, OpenAiConfig, OpenAiModel, Registry, Role, Script, ScriptedModel, ToolError,
+    tool_fn,
+};
 
 /// What the agent must answer with: validated against the schema derived from this type.
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]

@@ -28,8 +28,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 pub use error::SessionError;
+// What `tagloop continue`, `tagloop sessions` and the session names a user types need (the holes a
+// continued run refuses, the listing and its bounds, `last` and id prefixes): public only because
+// the binary is a separate crate on this library. Hidden: not part of the library's API.
+#[doc(hidden)]
 pub use history::{Hole, holes, records_through_step};
+#[doc(hidden)]
 pub use list::{LIST_MAX_BYTES, LISTED_TASK_CHARS, Summary, list, summarise};
+#[doc(hidden)]
 pub use lookup::{LAST, resolve};
 pub use read::{Damaged, Loaded, load};
 pub use transcript::Transcript;

@@ -20,7 +20,12 @@ use crate::protocol::PathKind;
 pub use builtin::{
     Limits, MAX_LISTED_BYTES, MAX_LISTED_PATHS, ToolkitOptions, list_paths, toolkit,
 };
-pub use children::{ChildEnv, harden_process, kill_all_descendants, spawn_orphan_reaper};
+pub use children::ChildEnv;
+// The binary's process-tree housekeeping (its own process made a subreaper, its children killed
+// on exit); public only because the binary is a separate crate on this library. Hidden: not part
+// of the library's API, may change at any time.
+#[doc(hidden)]
+pub use children::{harden_process, kill_all_descendants, spawn_orphan_reaper};
 pub use closure::{FnTool, tool_fn};
 pub use confirm::{Confirm, FixedConfirm, TerminalConfirm};
 pub use error::ToolError;

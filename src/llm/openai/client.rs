@@ -1,13 +1,10 @@
-//! Building the client: the one `reqwest::Client` every request goes over (whole answers through
-//! async-openai on top of it, streamed turns and probes directly), and its settings.
+//! Building the client: the one `reqwest::Client` every request goes over (turns, whole or
+//! streamed, and the server's probes), and its settings.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
-use super::transport::Transport;
 use super::{OpenAiConfig, OpenAiModel, normalize_base_url};
 use crate::llm::LlmError;
 use crate::secret::Redactor;
@@ -33,32 +30,12 @@ impl OpenAiModel {
         let http = builder
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
-        // `OpenAIConfig::new` reads OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment and
-        // would send them as headers to whatever server this is (and panic on a value a header
-        // cannot hold): tagloop sends only what its configuration names.
-        let mut oa = OpenAIConfig::new()
-            .with_api_base(base_url.clone())
-            .with_api_key(cfg.api_key.expose())
-            .with_org_id("")
-            .with_project_id("");
-        for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|e| LlmError::Config(format!("bad header name '{k}': {e}")))?;
-            oa = oa
-                .with_header(name, v.as_str())
-                .map_err(|e| LlmError::Config(format!("bad header '{k}': {e}")))?;
-        }
-        let headers = stream_headers(&cfg)?;
-        // `build` takes our HTTP client (`with_config` would make one more, certificates and
-        // all); the transport below it is ours too.
-        let client =
-            Client::build(http.clone(), oa).with_http_service(Transport { http: http.clone() });
+        let headers = request_headers(&cfg)?;
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
         Ok(OpenAiModel {
             cfg,
             base_url,
-            client,
             http,
             headers,
             stop_rejected: AtomicBool::new(false),
@@ -88,9 +65,9 @@ impl OpenAiModel {
     }
 }
 
-/// The headers of a streamed request, as async-openai sends them: the key as a bearer token,
-/// then the configured headers (which win).
-fn stream_headers(cfg: &OpenAiConfig) -> Result<HeaderMap, LlmError> {
+/// The headers of a turn's request: the key as a bearer token, then the configured headers
+/// (which win).
+fn request_headers(cfg: &OpenAiConfig) -> Result<HeaderMap, LlmError> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let mut auth =

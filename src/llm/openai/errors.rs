@@ -1,11 +1,10 @@
 //! The one place where what the HTTP client met becomes a typed [`LlmError`] that says what to
 //! do (check the key, the model name, the base URL, raise a timeout): an HTTP status and body, a
-//! redirect, a transport failure, a body over its cap, or async-openai's own errors. Every error
+//! redirect, a transport failure, or a body over its cap. Every error
 //! leaves here redacted: the key a server echoes is never shown or stored.
 
 use std::time::Duration;
 
-use async_openai::error::OpenAIError;
 use serde_json::Value;
 
 use super::server::names_grammar;
@@ -182,31 +181,5 @@ impl OpenAiModel {
             stop_rejected: refused_field && names_stop(&body),
             grammar_rejected: refused_field && names_grammar(&body),
         }
-    }
-
-    /// Turn an async-openai error (a whole answer's) into ours, keeping the HTTP status.
-    pub(super) fn convert(&self, e: OpenAIError) -> AttemptError {
-        let url = self.base_url.clone();
-        let err = match e {
-            OpenAIError::Boxed(b) => match b.downcast::<Fault>() {
-                Ok(f) => return self.fault(*f, 0),
-                Err(other) => LlmError::Other(other.to_string()),
-            },
-            OpenAIError::Reqwest(re) => return self.fault(Fault::Io(re), 0),
-            // Our transport reads every non-2xx answer itself; kept for completeness.
-            OpenAIError::ApiError(api) => {
-                let message = self.redactor.redact(&api.api_error.message);
-                let status = api.status_code.as_u16();
-                classify_status(status, None, None, &message, &url, &self.cfg.model)
-            }
-            OpenAIError::JSONDeserialize(err, raw) => LlmError::Malformed {
-                url,
-                reason: err.to_string(),
-                snippet: clip_bytes(&raw, 200),
-            },
-            OpenAIError::InvalidArgument(s) => LlmError::Config(s),
-            other => LlmError::Other(other.to_string()),
-        };
-        AttemptError::from(err.redacted(&self.redactor))
     }
 }

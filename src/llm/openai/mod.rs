@@ -7,22 +7,18 @@
 //!   probes, http or https, through a proxy or not) goes over one `reqwest::Client`, which
 //!   follows no redirect (a `3xx` is an error naming where the server points: following it
 //!   would carry the key there).
-//! * **Whole answers go through async-openai**: its `byot` methods (`chat().create_byot` and
-//!   the same on `completions()`), with our own request body (a JSON map: the token-limit field
-//!   name is configurable and vendor fields are merged in) and our own lenient response type
-//!   (`WireChunk`: every field `#[serde(default)]`, `finish_reason` a plain string,
-//!   `reasoning_content`/`reasoning` kept).
-//! * **Streamed turns are read from reqwest's byte stream**: the body is written by serde
-//!   straight from the messages, `"stream": true` set by us; `eventsource-stream` frames the
-//!   events and serde reads each chunk. Dropping the answer at the first stop closes the
-//!   connection, so the server stops generating.
-//! * **We own the HTTP transport below async-openai** (its `middleware` feature): a small tower
-//!   service over our `reqwest::Client` replaces its default executor. This (a) turns off
-//!   async-openai's built-in retries, which cannot be disabled otherwise, and (b) reads non-2xx
-//!   answers itself, so the HTTP status, `Retry-After` and `Location` survive error bodies that
-//!   are not OpenAI-shaped (Ollama's `{"error":"…"}`, llama.cpp's integer `code`, HTML from a
-//!   proxy), which async-openai would turn into a status-less deserialisation error. One place
-//!   (`errors.rs`) maps every failure, of either path, to [`LlmError`].
+//! * **One request path**: a turn, whole or streamed, is one `POST` (`send.rs`) whose body serde
+//!   writes straight from the messages (a JSON map of fields beside them: the token-limit field
+//!   name is configurable and vendor fields are merged in). A whole answer is read up to its cap
+//!   and by serde into our lenient response type (`WireChunk`: every field `#[serde(default)]`,
+//!   `finish_reason` a plain string, `reasoning_content`/`reasoning` kept); a streamed one is
+//!   read from reqwest's byte stream, `eventsource-stream` framing the events and serde reading
+//!   each chunk. Dropping the answer at the first stop closes the connection, so the server
+//!   stops generating.
+//! * **Non-2xx answers are read by us** (`transport.rs`), so the HTTP status, `Retry-After` and
+//!   `Location` survive error bodies that are not OpenAI-shaped (Ollama's `{"error":"…"}`,
+//!   llama.cpp's integer `code`, HTML from a proxy). One place (`errors.rs`) maps every
+//!   failure to [`LlmError`].
 //! * **Every body has a cap**: 1 MiB for error bodies and probe answers, 16 MiB for a whole
 //!   answer, 1 MiB for one server-sent event, and what a turn keeps is capped by its token
 //!   budget (see "Caps" below).
@@ -86,8 +82,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
@@ -104,6 +98,7 @@ mod body;
 mod client;
 mod errors;
 mod retry;
+mod send;
 mod server;
 mod state;
 mod stream;
@@ -228,10 +223,9 @@ pub fn normalize_base_url(raw: &str) -> Result<String, LlmError> {
 pub struct OpenAiModel {
     cfg: OpenAiConfig,
     base_url: String,
-    client: Client<OpenAIConfig>,
-    /// The same HTTP client, for streamed turns and the server-kind probes.
+    /// The one HTTP client: turns, whole or streamed, and the server's probes.
     http: reqwest::Client,
-    /// The headers of a streamed request (the key among them; never printed).
+    /// The headers of a turn's request (the key among them; never printed).
     headers: reqwest::header::HeaderMap,
     stop_rejected: AtomicBool,
     /// The server refused the grammar field: never sent again.

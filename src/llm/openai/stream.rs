@@ -1,6 +1,5 @@
-//! A streamed turn: the request sent on the one HTTP client, the body read as reqwest's byte
-//! stream, its server-sent events framed by `eventsource-stream`, each event's chunk read by
-//! serde and taken into the turn's state. Returning early (a stop string seen, a repetition,
+//! A streamed turn: the answer (sent by `send.rs`) read as reqwest's byte stream, its
+//! server-sent events framed by `eventsource-stream`, each event's chunk read by serde and taken into the turn's state. Returning early (a stop string seen, a repetition,
 //! the turn's byte cap) drops the response, which closes the connection: the server stops
 //! generating.
 
@@ -10,13 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
-use reqwest::header::CONNECTION;
 
 use super::state::TurnState;
-use super::transport::{Fault, read_failure};
+use super::transport::Fault;
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
-use crate::llm::{Api, DeltaSink, LlmError};
+use crate::llm::{DeltaSink, LlmError};
 use crate::text::clip_bytes;
 
 /// The largest server-sent event accepted, counted as the bytes read since the last whole
@@ -26,37 +24,14 @@ use crate::text::clip_bytes;
 const MAX_EVENT: usize = 1 << 20;
 
 impl OpenAiModel {
-    /// Send a streamed request and read its events into `state` until the end, `[DONE]`, or
-    /// the state says the turn is over.
+    /// Read a streamed answer's events into `state` until the end, `[DONE]`, or the state says
+    /// the turn is over.
     pub(super) async fn stream(
         &self,
-        body: Vec<u8>,
+        response: reqwest::Response,
         state: &mut TurnState,
         on_delta: DeltaSink<'_>,
     ) -> Result<(), AttemptError> {
-        let path = match self.cfg.api {
-            Api::Chat => "/chat/completions",
-            Api::Completions => "/completions",
-        };
-        let mut request = self
-            .http
-            .post(format!("{}{path}", self.base_url))
-            .headers(self.headers.clone());
-        // llama-server closes a connection after a streamed answer without saying so, and the
-        // next request sent on it fails and waits for a retry (a third of the lab's turns did).
-        // Over plain HTTP (a local server) a new connection costs next to nothing: ask for the
-        // close, so the connection is never reused. Over TLS the connection is kept.
-        if self.base_url.starts_with("http://") {
-            request = request.header(CONNECTION, "close");
-        }
-        let response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.fault(Fault::Io(e), 0))?;
-        if !response.status().is_success() {
-            return Err(self.fault(Fault::Status(read_failure(response).await), 0));
-        }
         // Bytes read since the last whole event: the parser's pending text is at most this
         // (plus the rest of the read that ended that event).
         let pending = Arc::new(AtomicUsize::new(0));

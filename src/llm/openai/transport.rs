@@ -1,23 +1,14 @@
 //! The edge of the one HTTP client: every body tagloop reads is read here, up to a cap, and every
 //! answer that is not a success becomes a [`Fault`] for the one error mapper (`errors.rs`).
 //!
-//! * **Under async-openai** (its `middleware` feature) sits [`Transport`], a tower service over
-//!   our `reqwest::Client`. It replaces async-openai's executor so that (a) async-openai's own
-//!   retries, which cannot be turned off otherwise, never run, (b) a non-2xx answer is read here,
-//!   keeping the HTTP status, `Retry-After` and `Location` that async-openai would reduce to text,
-//!   and (c) a whole answer is read up to [`MAX_ANSWER_BODY`] before async-openai sees it (it
-//!   would read any size).
+//! * **Every non-2xx answer is read here** ([`read_failure`]), keeping its HTTP status,
+//!   `Retry-After` and `Location` whatever its body's shape (Ollama's `{"error":"…"}`,
+//!   llama.cpp's integer `code`, HTML from a proxy).
 //! * **Caps**: 1 MiB for error bodies and probe answers, 16 MiB for a whole answer (hundreds of
 //!   times a long turn's JSON). A body over its cap is dropped unread, which closes the
 //!   connection; an error body keeps its first MiB (the message is at the start).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
-
-use async_openai::error::OpenAIError;
-use async_openai::middleware::HttpRequestFactory;
 
 use crate::text::{byte_size, clip_bytes};
 
@@ -33,7 +24,7 @@ pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest whole (non-streamed) answer that is read.
 pub(super) const MAX_ANSWER_BODY: usize = 16 << 20;
 
-/// A non-2xx HTTP answer, read before async-openai can lose its status.
+/// A non-2xx HTTP answer: its status and what the error mapper reads of it.
 #[derive(Debug)]
 pub(super) struct HttpFailure {
     pub(super) status: u16,
@@ -73,49 +64,6 @@ impl std::fmt::Display for Fault {
 }
 
 impl std::error::Error for Fault {}
-
-/// The tower service under async-openai: one attempt, no retries, capped bodies,
-/// status-preserving errors.
-#[derive(Clone)]
-pub(super) struct Transport {
-    pub(super) http: reqwest::Client,
-}
-
-impl tower::Service<HttpRequestFactory> for Transport {
-    type Response = reqwest::Response;
-    type Error = OpenAIError;
-    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
-        let http = self.http.clone();
-        let boxed = |f: Fault| OpenAIError::Boxed(Box::new(f));
-        Box::pin(async move {
-            let request = factory.build().await?;
-            let response = http
-                .execute(request)
-                .await
-                .map_err(Fault::Io)
-                .map_err(boxed)?;
-            if !response.status().is_success() {
-                return Err(boxed(Fault::Status(read_failure(response).await)));
-            }
-            // async-openai reads whatever body it is given: it gets the capped copy.
-            let status = response.status();
-            let body = read_capped(response, MAX_ANSWER_BODY, "the answer")
-                .await
-                .map_err(boxed)?;
-            let rebuilt = http::Response::builder()
-                .status(status)
-                .body(body)
-                .map_err(|e| OpenAIError::InvalidArgument(e.to_string()))?;
-            Ok(reqwest::Response::from(rebuilt))
-        })
-    }
-}
 
 /// Read a body until its end or until `limit` bytes: the bytes, and whether the end was reached.
 /// Stopping early drops the response, which closes its connection. The one capped reader: the

@@ -121,6 +121,7 @@ pub use tools::{
 };
 
 mod text;
+mod upstream;
 
 /// The text protocol, its own crate ([`tagloop_protocol`]): reading a model turn, the action
 /// grammar, binding arguments to a tool, observations, dialects and the GBNF grammar of a turn.

@@ -1,8 +1,7 @@
 //! Grammar-constrained turns, as far as model clients are concerned: the grammar a request
-//! carries, whether to send it, which server is on the other end, and how a turn was
-//! constrained in the end.
+//! carries, whether to send it, and how a turn was constrained in the end (which server is on
+//! the other end is `crate::upstream`'s).
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -111,80 +110,6 @@ impl FromStr for GrammarSyntax {
             "llguidance" | "lark" => Ok(GrammarSyntax::Llguidance),
             other => Err(format!(
                 "unknown grammar syntax '{other}': expected gbnf or llguidance"
-            )),
-        }
-    }
-}
-
-/// The kind of server behind an OpenAI-compatible URL, as far as grammars go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ServerKind {
-    /// llama.cpp's `llama-server`: `grammar` (GBNF), lazy grammars with triggers.
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
-    /// vLLM: `structured_outputs.grammar`.
-    #[serde(rename = "vllm")]
-    Vllm,
-    /// SGLang: `ebnf`.
-    #[serde(rename = "sglang")]
-    Sglang,
-    /// Ollama: no general grammar.
-    #[serde(rename = "ollama")]
-    Ollama,
-    /// OpenAI and other hosted APIs without grammars.
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// Anything else.
-    #[serde(rename = "other")]
-    Other,
-}
-
-impl ServerKind {
-    /// The name used in options, configs and events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::LlamaCpp => "llama.cpp",
-            ServerKind::Vllm => "vllm",
-            ServerKind::Sglang => "sglang",
-            ServerKind::Ollama => "ollama",
-            ServerKind::OpenAi => "openai",
-            ServerKind::Other => "other",
-        }
-    }
-
-    /// Whether the server is known to constrain sampling to a grammar.
-    pub fn takes_grammar(self) -> bool {
-        matches!(
-            self,
-            ServerKind::LlamaCpp | ServerKind::Vllm | ServerKind::Sglang
-        )
-    }
-
-    /// Whether the server is known to take no grammar at all.
-    pub fn lacks_grammar(self) -> bool {
-        matches!(self, ServerKind::Ollama | ServerKind::OpenAi)
-    }
-}
-
-impl fmt::Display for ServerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ServerKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "llama.cpp" | "llamacpp" | "llama-cpp" | "llama-server" => Ok(ServerKind::LlamaCpp),
-            "vllm" => Ok(ServerKind::Vllm),
-            "sglang" => Ok(ServerKind::Sglang),
-            "ollama" => Ok(ServerKind::Ollama),
-            "openai" => Ok(ServerKind::OpenAi),
-            "other" => Ok(ServerKind::Other),
-            other => Err(format!(
-                "unknown server kind '{other}': expected llama.cpp, vllm, sglang, ollama, openai or other"
             )),
         }
     }

@@ -8,7 +8,6 @@ mod error;
 mod grammar;
 mod notice;
 pub mod openai;
-mod overflow;
 mod repeat;
 pub mod scripted;
 mod stops;
@@ -22,9 +21,9 @@ use serde_json::{Map, Value};
 
 pub use blocks::{BlockCheck, RepeatedBlock};
 pub use error::LlmError;
-pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, ServerKind, TurnGrammar};
+pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
-pub use overflow::ContextOverflow;
+pub use crate::upstream::{ContextOverflow, ServerKind};
 pub use repeat::{RepeatGuard, Repetition};
 pub use stops::StopScanner;
 

@@ -5,9 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::OpenAiModel;
-use crate::llm::{
-    Api, Constraint, GrammarSyntax, LlmError, Message, Prompt, ServerKind, TurnGrammar, TurnRequest,
-};
+use crate::llm::{Api, LlmError, Message, Prompt, TurnRequest};
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 const MAX_SERVER_STOPS: usize = 4;
@@ -112,38 +110,6 @@ impl OpenAiModel {
             body.insert(k.clone(), v.clone());
         }
         Ok(body)
-    }
-
-    /// Whether this turn's grammar goes in llguidance's form: stated for the client, a whole-turn
-    /// grammar that has one, a llama.cpp server (or one of unknown kind the user sends grammars
-    /// to), and not refused before.
-    pub(super) async fn sends_lark(&self, grammar: &TurnGrammar, constraint: Constraint) -> bool {
-        self.cfg.grammar_syntax == GrammarSyntax::Llguidance
-            && constraint == Constraint::Grammar
-            && grammar.lark.is_some()
-            && !self
-                .lark_rejected
-                .load(std::sync::atomic::Ordering::Relaxed)
-            && matches!(
-                self.server_kind().await,
-                ServerKind::LlamaCpp | ServerKind::Other
-            )
-    }
-
-    /// Put the Lark form in place of the GBNF text `add_grammar` wrote, when
-    /// [`OpenAiModel::sends_lark`] says so (llama.cpp reads both from `grammar`).
-    pub(super) async fn use_lark(
-        &self,
-        body: &mut Map<String, Value>,
-        grammar: &TurnGrammar,
-        constraint: Constraint,
-    ) {
-        if let Some(lark) = &grammar.lark
-            && body.contains_key("grammar")
-            && self.sends_lark(grammar, constraint).await
-        {
-            body.insert("grammar".into(), Value::String(lark.clone()));
-        }
     }
 
     /// The body's bytes, the same JSON as [`OpenAiModel::request_body`] (serde writes them

@@ -8,6 +8,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use super::{OpenAiConfig, OpenAiModel, normalize_base_url};
 use crate::llm::LlmError;
 use crate::secret::Redactor;
+use crate::upstream::{Endpoint, Upstream};
 
 impl OpenAiModel {
     /// Build a client (no request is made yet).
@@ -31,6 +32,16 @@ impl OpenAiModel {
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
         let headers = request_headers(&cfg)?;
+        let upstream = Upstream::new(
+            Endpoint {
+                base_url: base_url.clone(),
+                model: cfg.model.clone(),
+                api_key: cfg.api_key.clone(),
+                headers: cfg.headers.clone(),
+                stated: cfg.server,
+            },
+            http.clone(),
+        );
         let mut redactor = Redactor::new();
         redactor.add_secret(&cfg.api_key);
         Ok(OpenAiModel {
@@ -42,9 +53,7 @@ impl OpenAiModel {
             grammar_rejected: AtomicBool::new(false),
             lark_rejected: AtomicBool::new(false),
             prefill_rejected: AtomicBool::new(false),
-            server: tokio::sync::OnceCell::new(),
-            window: tokio::sync::OnceCell::new(),
-            no_tokenizer: AtomicBool::new(false),
+            upstream,
             redactor,
         })
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::server::names_grammar;
-use super::transport::{Fault, HttpFailure};
+use super::grammar::names_grammar;
+use crate::upstream::{Fault, HttpFailure};
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{ContextOverflow, LlmError};
 use crate::text::clip_bytes;

@@ -15,7 +15,7 @@
 //!   read from reqwest's byte stream, `eventsource-stream` framing the events and serde reading
 //!   each chunk. Dropping the answer at the first stop closes the connection, so the server
 //!   stops generating.
-//! * **Non-2xx answers are read by us** (`transport.rs`), so the HTTP status, `Retry-After` and
+//! * **Non-2xx answers are read by us** (`crate::upstream`), so the HTTP status, `Retry-After` and
 //!   `Location` survive error bodies that are not OpenAI-shaped (Ollama's `{"error":"…"}`,
 //!   llama.cpp's integer `code`, HTML from a proxy). One place (`errors.rs`) maps every
 //!   failure to [`LlmError`].
@@ -97,6 +97,7 @@ mod attempt;
 mod body;
 mod client;
 mod errors;
+mod grammar;
 mod retry;
 mod send;
 mod server;
@@ -104,14 +105,12 @@ mod state;
 mod stream;
 #[cfg(test)]
 mod tests;
-mod tokens;
-mod transport;
-mod window;
 mod wire;
 
 // The serve proxy reads its upstream's bodies with the same capped reader.
 #[cfg(feature = "serve")]
-pub(crate) use transport::read_up_to;
+pub(crate) use crate::upstream::read_up_to;
+use crate::upstream::Upstream;
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]
@@ -162,7 +161,7 @@ pub struct OpenAiConfig {
     /// states that the server has llguidance.
     pub grammar_syntax: GrammarSyntax,
     /// The model's context window in tokens, as stated by the user; `None`: learned from the
-    /// server before the first run (`window.rs`), when it says. A stated window makes no probe.
+    /// server before the first run (`crate::upstream`), when it says. A stated window makes no probe.
     pub context_window: Option<u64>,
 }
 
@@ -235,13 +234,9 @@ pub struct OpenAiModel {
     /// The server answered 400 to a chat that ends in the assistant's message: no prefill from
     /// then on.
     prefill_rejected: AtomicBool,
-    /// What the server-kind detection learned (its kind, and its window when the same answers
-    /// said it).
-    server: tokio::sync::OnceCell<server::Detected>,
-    /// The context window learned from the server (`None` inside: it did not say).
-    window: tokio::sync::OnceCell<Option<u64>>,
-    /// The server answered 404 to a token count: it has no tokenizer there, never asked again.
-    no_tokenizer: AtomicBool,
+    /// The server behind the base URL, and what was learnt of it (its kind, its window,
+    /// whether it has a tokenizer).
+    upstream: Upstream,
     /// The key (and its derived forms), removed from every error built from a server's answer.
     redactor: Redactor,
 }
@@ -294,11 +289,7 @@ impl Model for OpenAiModel {
     fn supports_prefill(&self) -> bool {
         // llama.cpp continues a conversation that ends in an assistant message (its
         // `--no-prefill-assistant` turns that off): known once the server was stated or probed.
-        let llama_cpp = || {
-            (self.cfg.server)
-                .or_else(|| self.server.get().map(|d| d.kind))
-                .is_some_and(|k| k == ServerKind::LlamaCpp)
-        };
+        let llama_cpp = || self.upstream.known_kind() == Some(ServerKind::LlamaCpp);
         self.cfg.api == Api::Chat
             && !self.prefill_rejected.load(Ordering::Relaxed)
             && (self.cfg.prefill || llama_cpp())
@@ -319,15 +310,13 @@ impl Model for OpenAiModel {
             }
             // Once per client: concurrent runs wait for the one probe. A stated window needs none.
             if self.cfg.context_window.is_none() {
-                self.window.get_or_init(|| self.learn_window()).await;
+                self.upstream.window().await;
             }
         })
     }
 
     fn context_window(&self) -> Option<u64> {
-        self.cfg
-            .context_window
-            .or_else(|| self.window.get().copied().flatten())
+        (self.cfg.context_window).or_else(|| self.upstream.learned_window())
     }
 
     fn count_tokens<'a>(
@@ -344,11 +333,7 @@ impl Model for OpenAiModel {
         // Once the server's kind is known (stated, or detected by an earlier run of this
         // client), an agent for a server that takes no grammar does not build one: `tagloop
         // batch` builds an agent per task.
-        match self
-            .cfg
-            .server
-            .or_else(|| self.server.get().map(|d| d.kind))
-        {
+        match self.upstream.known_kind() {
             Some(kind) if self.cfg.grammar == GrammarMode::Auto => kind.takes_grammar(),
             Some(kind) => !kind.lacks_grammar(),
             None => true,

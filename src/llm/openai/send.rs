@@ -3,7 +3,7 @@
 
 use reqwest::header::CONNECTION;
 
-use super::transport::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
+use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{Api, LlmError};

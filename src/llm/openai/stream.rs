@@ -11,7 +11,7 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 
 use super::state::TurnState;
-use super::transport::Fault;
+use crate::upstream::Fault;
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{DeltaSink, LlmError};

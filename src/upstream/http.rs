@@ -1,5 +1,6 @@
-//! The edge of the one HTTP client: every body tagloop reads is read here, up to a cap, and every
-//! answer that is not a success becomes a [`Fault`] for the one error mapper (`errors.rs`).
+//! The edge of the one HTTP client: every body tagloop reads from a model server (the model
+//! client's and the serve proxy's) is read here, up to a cap, and every answer that is not a
+//! success becomes a [`Fault`] for the model client's one error mapper (`llm/openai/errors.rs`).
 //!
 //! * **Every non-2xx answer is read here** ([`read_failure`]), keeping its HTTP status,
 //!   `Retry-After` and `Location` whatever its body's shape (Ollama's `{"error":"…"}`,
@@ -13,7 +14,7 @@ use std::time::Duration;
 use crate::text::{byte_size, clip_bytes};
 
 /// The part of an error answer's body that is read and kept.
-pub(super) const MAX_ERROR_BODY: usize = 1 << 20;
+const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// The largest answer to a server probe (`/props`, `/v1/models`) that is read.
 pub(super) const MAX_PROBE_BODY: usize = 1 << 20;
@@ -22,22 +23,22 @@ pub(super) const MAX_PROBE_BODY: usize = 1 << 20;
 pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest whole (non-streamed) answer that is read.
-pub(super) const MAX_ANSWER_BODY: usize = 16 << 20;
+pub const MAX_ANSWER_BODY: usize = 16 << 20;
 
 /// A non-2xx HTTP answer: its status and what the error mapper reads of it.
 #[derive(Debug)]
-pub(super) struct HttpFailure {
-    pub(super) status: u16,
-    pub(super) retry_after: Option<Duration>,
+pub struct HttpFailure {
+    pub status: u16,
+    pub retry_after: Option<Duration>,
     /// Where a 3xx points, resolved against the request's URL.
-    pub(super) location: Option<String>,
+    pub location: Option<String>,
     /// The start of the body (at most [`MAX_ERROR_BODY`]).
-    pub(super) body: String,
+    pub body: String,
 }
 
 /// What went wrong below the model client, in the kinds the error mapper tells apart.
 #[derive(Debug)]
-pub(super) enum Fault {
+pub enum Fault {
     /// The server answered, but not with a success (redirects included: none is followed).
     Status(HttpFailure),
     /// Connecting, sending or reading failed (timeouts included).
@@ -68,7 +69,7 @@ impl std::error::Error for Fault {}
 /// Read a body until its end or until `limit` bytes: the bytes, and whether the end was reached.
 /// Stopping early drops the response, which closes its connection. The one capped reader: the
 /// model client's and the serve proxy's upstream bodies are both read here.
-pub(crate) async fn read_up_to(
+pub async fn read_up_to(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {
@@ -86,7 +87,7 @@ pub(crate) async fn read_up_to(
 }
 
 /// A whole body of at most `limit` bytes, or [`Fault::TooLarge`] naming `what`.
-pub(super) async fn read_capped(
+pub async fn read_capped(
     response: reqwest::Response,
     limit: usize,
     what: &'static str,
@@ -102,7 +103,7 @@ pub(super) async fn read_capped(
 
 /// Read a non-2xx answer: its status, `Retry-After` (seconds), `Location`, and the start of
 /// its body (a body that breaks off keeps what arrived).
-pub(super) async fn read_failure(response: reqwest::Response) -> HttpFailure {
+pub async fn read_failure(response: reqwest::Response) -> HttpFailure {
     let status = response.status();
     let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
     let retry_after = header(reqwest::header::RETRY_AFTER)

@@ -21,8 +21,8 @@
 
 use serde_json::Value;
 
-/// A server's refusal of a prompt longer than its context window
-/// ([`LlmError::context_overflow`](super::LlmError::context_overflow)).
+/// A server's refusal of a prompt longer than its context window (what the model client's
+/// `LlmError::context_overflow` says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ContextOverflow {

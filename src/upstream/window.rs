@@ -1,8 +1,7 @@
 //! The server's context window: how many tokens a request (prompt and turn together) may take.
 //!
-//! Stated by the caller ([`OpenAiConfig::context_window`](super::OpenAiConfig::context_window):
-//! then no request is made), or learned once per client in [`Model::prepare`](crate::llm::Model::prepare),
-//! from the answers the server-kind detection already fetched whenever they say it:
+//! Stated by the caller (the model client's configuration: then no request is made), or learned
+//! once per client, before its first run, from the answers the server-kind detection already fetched whenever they say it:
 //!
 //! * **llama.cpp**: `GET /props` → `default_generation_settings.n_ctx`, which is the window of
 //!   *one slot*: `-c 2048 --parallel 2` serves 1,024 tokens a request, and that is what it
@@ -23,9 +22,9 @@
 
 use serde_json::{Value, json};
 
-use super::OpenAiModel;
-use super::transport::{MAX_PROBE_BODY, PROBE_TIMEOUT};
-use crate::llm::ServerKind;
+use super::Upstream;
+use super::http::{MAX_PROBE_BODY, PROBE_TIMEOUT};
+use super::kind::ServerKind;
 
 /// What Ollama serves when nothing says otherwise.
 pub(super) const OLLAMA_DEFAULT_WINDOW: u64 = 4096;
@@ -33,11 +32,20 @@ pub(super) const OLLAMA_DEFAULT_WINDOW: u64 = 4096;
 /// The largest window believed (a server may send any number).
 const MAX_WINDOW: u64 = 1 << 32;
 
-impl OpenAiModel {
-    /// The context window, learned from the server (see the module docs); called once per
-    /// client, by `prepare`, when no window is stated.
-    pub(super) async fn learn_window(&self) -> Option<u64> {
-        let (kind, seen) = match self.cfg.server {
+impl Upstream {
+    /// The context window, learned from the server once (see the module docs; concurrent
+    /// callers wait for the one probe).
+    pub async fn window(&self) -> Option<u64> {
+        *self.window.get_or_init(|| self.learn_window()).await
+    }
+
+    /// The context window when it was learned already.
+    pub fn learned_window(&self) -> Option<u64> {
+        self.window.get().copied().flatten()
+    }
+
+    async fn learn_window(&self) -> Option<u64> {
+        let (kind, seen) = match self.endpoint.stated {
             None => {
                 let detected = self.detected().await;
                 (detected.kind, detected.window)
@@ -50,7 +58,7 @@ impl OpenAiModel {
             (None, ServerKind::Ollama) => Some(self.ollama_window().await),
             (None, _) => None,
         };
-        tracing::debug!(server = %kind, window = ?window, url = %self.base_url, "context window");
+        tracing::debug!(server = %kind, window = ?window, url = %self.endpoint.base_url, "context window");
         window
     }
 
@@ -65,11 +73,12 @@ impl OpenAiModel {
             kind,
             ServerKind::LlamaCpp | ServerKind::Vllm | ServerKind::Sglang
         ) {
-            let models = self.get_json(format!("{}/models", self.base_url), true, PROBE_TIMEOUT);
+            let url = format!("{}/models", self.endpoint.base_url);
+            let models = self.get_json(url, true, PROBE_TIMEOUT);
             return models
                 .await
                 .ok()
-                .and_then(|m| from_models(&m, &self.cfg.model));
+                .and_then(|m| from_models(&m, &self.endpoint.model));
         }
         None
     }
@@ -81,11 +90,11 @@ impl OpenAiModel {
         if let Some(loaded) = ps
             .await
             .ok()
-            .and_then(|ps| ollama_loaded(&ps, &self.cfg.model))
+            .and_then(|ps| ollama_loaded(&ps, &self.endpoint.model))
         {
             return loaded;
         }
-        let body = json!({ "model": self.cfg.model }).to_string();
+        let body = json!({ "model": self.endpoint.model }).to_string();
         let request = self
             .http
             .post(format!("{root}/api/show"))

@@ -22,22 +22,37 @@ use std::time::Duration;
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::OpenAiModel;
-use super::transport::{MAX_ANSWER_BODY, MAX_PROBE_BODY};
-use crate::llm::{LlmError, Message, Prompt, Role, ServerKind};
-use crate::shown::Outside;
+use super::http::{MAX_ANSWER_BODY, MAX_PROBE_BODY};
+use super::kind::ServerKind;
+use super::{Upstream, UpstreamError};
 use crate::text::clip_bytes;
 
 /// Longest a count may take (tokenising is fast: it waits for no slot).
 const COUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What to count: a chat (its messages as the API takes them) or a text.
+#[derive(Debug, Clone, Copy)]
+pub enum Tokenize<'a, M> {
+    /// Chat messages; `continued`: the chat ends in the assistant's own message, which the
+    /// server continues (prefill), so the template must not open a new turn after it.
+    Chat {
+        /// The messages.
+        messages: &'a [M],
+        /// Whether the last message is continued.
+        continued: bool,
+    },
+    /// A plain text prompt.
+    Text(&'a str),
+}
+
 /// The body of a count request.
-#[derive(Serialize, Default)]
-struct CountBody<'a> {
+#[derive(Serialize)]
+#[serde(bound = "M: Serialize")]
+struct CountBody<'a, M> {
     #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    messages: Option<&'a [Message]>,
+    messages: Option<&'a [M]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,6 +63,20 @@ struct CountBody<'a> {
     add_generation_prompt: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     continue_final_message: Option<bool>,
+}
+
+impl<M> Default for CountBody<'_, M> {
+    fn default() -> Self {
+        CountBody {
+            model: None,
+            messages: None,
+            prompt: None,
+            content: None,
+            add_special: None,
+            add_generation_prompt: None,
+            continue_final_message: None,
+        }
+    }
 }
 
 /// A tokenizer's answer: vLLM's `count`, or the `tokens` list (counted, never kept).
@@ -96,42 +125,43 @@ fn cap_for(sent: usize) -> usize {
         .min(4 * MAX_ANSWER_BODY)
 }
 
-impl OpenAiModel {
-    /// [`Model::count_tokens`](crate::llm::Model::count_tokens) (see the module docs).
-    pub(super) async fn count(&self, prompt: &Prompt) -> Result<Option<u64>, LlmError> {
+impl Upstream {
+    /// The prompt's length in the server's own tokens; `Ok(None)`: this server cannot count it
+    /// (see the module docs).
+    pub async fn count<M: Serialize>(
+        &self,
+        prompt: Tokenize<'_, M>,
+    ) -> Result<Option<u64>, UpstreamError> {
         if self.no_tokenizer.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let kind = self.server_kind().await;
+        let kind = self.kind().await;
+        let model = Some(self.endpoint.model.as_str());
         let counted = match (kind, prompt) {
-            (ServerKind::LlamaCpp, Prompt::Chat(messages)) => {
+            (ServerKind::LlamaCpp, Tokenize::Chat { messages, .. }) => {
                 let body = CountBody {
                     messages: Some(messages),
                     ..CountBody::default()
                 };
-                match self.post_count::<Templated>("/apply-template", &body).await {
+                match self.post_count::<Templated, M>("/apply-template", &body).await {
                     Ok(t) => self.llama_tokenize(&t.prompt).await,
                     Err(e) => Err(e),
                 }
             }
-            (ServerKind::LlamaCpp, Prompt::Text(text)) => self.llama_tokenize(text).await,
-            (ServerKind::Vllm, Prompt::Chat(messages)) => {
-                // A chat that ends in the assistant's own message is continued (prefill), so
-                // the template must not open a new turn after it.
-                let prefill =
-                    self.cfg.prefill && messages.last().is_some_and(|m| m.role == Role::Assistant);
+            (ServerKind::LlamaCpp, Tokenize::Text(text)) => self.llama_tokenize(text).await,
+            (ServerKind::Vllm, Tokenize::Chat { messages, continued }) => {
                 let body = CountBody {
-                    model: Some(&self.cfg.model),
+                    model,
                     messages: Some(messages),
-                    add_generation_prompt: Some(!prefill),
-                    continue_final_message: prefill.then_some(true),
+                    add_generation_prompt: Some(!continued),
+                    continue_final_message: continued.then_some(true),
                     ..CountBody::default()
                 };
                 self.tokenize(&body).await
             }
-            (ServerKind::Vllm | ServerKind::Sglang, Prompt::Text(text)) => {
-                let body = CountBody {
-                    model: Some(&self.cfg.model),
+            (ServerKind::Vllm | ServerKind::Sglang, Tokenize::Text(text)) => {
+                let body = CountBody::<M> {
+                    model,
                     prompt: Some(text),
                     ..CountBody::default()
                 };
@@ -142,7 +172,8 @@ impl OpenAiModel {
         match counted {
             Ok(n) => Ok(Some(n)),
             Err(e) if matches!(e.status(), Some(404 | 405 | 501)) => {
-                tracing::info!(server = %kind, url = %self.base_url, error = %Outside(&e), "the server has no tokenizer endpoint; token counts are estimated from now on");
+                // Only the status is logged: the body is the server's text (it may echo the key).
+                tracing::info!(server = %kind, url = %self.endpoint.base_url, status = ?e.status(), "the server has no tokenizer endpoint; token counts are estimated from now on");
                 self.no_tokenizer.store(true, Ordering::Relaxed);
                 Ok(None)
             }
@@ -151,8 +182,8 @@ impl OpenAiModel {
     }
 
     /// llama.cpp's count of `text`, special tokens (BOS) added as for a turn.
-    async fn llama_tokenize(&self, text: &str) -> Result<u64, LlmError> {
-        let body = CountBody {
+    async fn llama_tokenize(&self, text: &str) -> Result<u64, UpstreamError> {
+        let body = CountBody::<()> {
             content: Some(text),
             add_special: Some(true),
             ..CountBody::default()
@@ -161,26 +192,25 @@ impl OpenAiModel {
     }
 
     /// `POST /tokenize`, counted.
-    async fn tokenize(&self, body: &CountBody<'_>) -> Result<u64, LlmError> {
-        let counted = self.post_count::<Counted>("/tokenize", body).await?;
+    async fn tokenize<M: Serialize>(&self, body: &CountBody<'_, M>) -> Result<u64, UpstreamError> {
+        let counted = self.post_count::<Counted, M>("/tokenize", body).await?;
         counted
             .count
             .or(counted.tokens.map(|t| t.0))
-            .ok_or_else(|| LlmError::Malformed {
-                url: self.base_url.clone(),
+            .ok_or_else(|| UpstreamError::Malformed {
                 reason: "/tokenize answered neither `count` nor `tokens`".into(),
                 snippet: String::new(),
             })
     }
 
     /// POST `body` to `path` at the server's root and read the answer as `T`.
-    async fn post_count<T: for<'de> Deserialize<'de>>(
+    async fn post_count<T: for<'de> Deserialize<'de>, M: Serialize>(
         &self,
         path: &str,
-        body: &CountBody<'_>,
-    ) -> Result<T, LlmError> {
+        body: &CountBody<'_, M>,
+    ) -> Result<T, UpstreamError> {
         let bytes = serde_json::to_vec(body)
-            .map_err(|e| LlmError::Other(format!("cannot encode the request: {e}")))?;
+            .map_err(|e| UpstreamError::Unexpected(format!("cannot encode the request: {e}")))?;
         let cap = cap_for(bytes.len());
         let request = self
             .http
@@ -188,13 +218,9 @@ impl OpenAiModel {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(bytes);
         let answer = self.send_capped(request, true, COUNT_TIMEOUT, cap).await?;
-        serde_json::from_slice(&answer).map_err(|e| {
-            let err = LlmError::Malformed {
-                url: self.base_url.clone(),
-                reason: format!("{path}: {e}"),
-                snippet: clip_bytes(&String::from_utf8_lossy(&answer), 200),
-            };
-            err.redacted(&self.redactor)
+        serde_json::from_slice(&answer).map_err(|e| UpstreamError::Malformed {
+            reason: format!("{path}: {e}"),
+            snippet: clip_bytes(&String::from_utf8_lossy(&answer), 200),
         })
     }
 }

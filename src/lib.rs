@@ -120,6 +120,7 @@ pub use tools::{
     tool_fn, toolkit,
 };
 
+mod scan;
 mod text;
 mod upstream;
 

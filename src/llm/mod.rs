@@ -3,14 +3,12 @@
 //!
 //! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
-mod blocks;
 mod error;
 mod grammar;
 mod notice;
 pub mod openai;
 mod repeat;
 pub mod scripted;
-mod stops;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +17,13 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use blocks::{BlockCheck, RepeatedBlock};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
-pub use crate::upstream::{ContextOverflow, ServerKind};
 pub use repeat::{RepeatGuard, Repetition};
-pub use stops::StopScanner;
+
+pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
+pub use crate::upstream::{ContextOverflow, ServerKind};
 
 /// Which endpoint, and so which prompt shape, a model is driven through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

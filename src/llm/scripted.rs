@@ -45,11 +45,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::repeat::RepeatGuard;
-use super::stops::StopScanner;
 use super::{
     DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnFuture, TurnRequest, TurnResult,
     Usage,
 };
+use crate::scan::StopScanner;
 
 /// Bytes per streamed delta.
 const CHUNK: usize = 16;

@@ -100,7 +100,12 @@ impl Upstream {
     }
 
     /// A JSON answer to a GET; at most 1 MiB.
-    async fn get_json(&self, url: String, key: bool, limit: Duration) -> Result<Value, UpstreamError> {
+    async fn get_json(
+        &self,
+        url: String,
+        key: bool,
+        limit: Duration,
+    ) -> Result<Value, UpstreamError> {
         let body = self
             .send_capped(self.http.get(&url), key, limit, MAX_PROBE_BODY)
             .await?;

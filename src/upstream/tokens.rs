@@ -143,13 +143,22 @@ impl Upstream {
                     messages: Some(messages),
                     ..CountBody::default()
                 };
-                match self.post_count::<Templated, M>("/apply-template", &body).await {
+                match self
+                    .post_count::<Templated, M>("/apply-template", &body)
+                    .await
+                {
                     Ok(t) => self.llama_tokenize(&t.prompt).await,
                     Err(e) => Err(e),
                 }
             }
             (ServerKind::LlamaCpp, Tokenize::Text(text)) => self.llama_tokenize(text).await,
-            (ServerKind::Vllm, Tokenize::Chat { messages, continued }) => {
+            (
+                ServerKind::Vllm,
+                Tokenize::Chat {
+                    messages,
+                    continued,
+                },
+            ) => {
                 let body = CountBody {
                     model,
                     messages: Some(messages),

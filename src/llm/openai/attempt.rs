@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use super::state::TurnState;
 use super::{AttemptError, OpenAiModel};
-use crate::llm::blocks::BlockWatch;
 use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Constraint, DeltaSink, TurnRequest, TurnResult};
+use crate::scan::BlockWatch;
 
 impl OpenAiModel {
     pub(super) async fn attempt(

@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::grammar::names_grammar;
-use crate::upstream::{Fault, HttpFailure};
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{ContextOverflow, LlmError};
 use crate::text::clip_bytes;
+use crate::upstream::{Fault, HttpFailure};
 
 /// Whether a 400 body complains about the `stop` parameter.
 pub(super) fn names_stop(body: &str) -> bool {

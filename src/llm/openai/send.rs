@@ -3,12 +3,11 @@
 
 use reqwest::header::CONNECTION;
 
-use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{Api, LlmError};
 use crate::text::clip_bytes;
-
+use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
 
 impl OpenAiModel {
     /// `POST` the body to the API's endpoint: the answer when it is a success, else its error.
@@ -44,7 +43,10 @@ impl OpenAiModel {
     }
 
     /// A whole (non-streamed) answer: read up to its cap, then by serde.
-    pub(super) async fn whole(&self, response: reqwest::Response) -> Result<WireChunk, AttemptError> {
+    pub(super) async fn whole(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<WireChunk, AttemptError> {
         let body = read_capped(response, MAX_ANSWER_BODY, "the answer")
             .await
             .map_err(|f| self.fault(f, 0))?;

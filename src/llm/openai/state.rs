@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::llm::blocks::BlockWatch;
 use crate::llm::repeat::{RepeatGuard, Repetition};
-use crate::llm::stops::StopScanner;
 use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
+use crate::scan::BlockWatch;
+use crate::scan::StopScanner;
 
 /// Bytes kept per token of a turn's budget: a token is a few bytes of text (4 on average in
 /// English, up to about 16 for the longest tokens of common vocabularies).

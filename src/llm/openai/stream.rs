@@ -11,11 +11,11 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 
 use super::state::TurnState;
-use crate::upstream::Fault;
 use super::wire::WireChunk;
 use super::{AttemptError, OpenAiModel};
 use crate::llm::{DeltaSink, LlmError};
 use crate::text::clip_bytes;
+use crate::upstream::Fault;
 
 /// The largest server-sent event accepted, counted as the bytes read since the last whole
 /// event. A chunk is a few hundred bytes; a server that never ends an event is cut off here

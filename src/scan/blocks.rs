@@ -4,10 +4,10 @@
 //!
 //! Small models at temperature 0 write their one call again and again until the token budget
 //! runs out; the copies are dropped by the reader anyway, so every token after the first copy
-//! is wasted time. The degeneration guard ([`super::RepeatGuard`]) needs a repetition of eight
+//! is wasted time. The degeneration guard (`crate::llm::RepeatGuard`) needs a repetition of eight
 //! units or several hundred bytes, far more than two copies of a call; this watch needs two.
 //! The turn ends before the copy (its text keeps everything up to the end of the last block
-//! that differed) as [`super::Finish::Stop`] at the closing tag. A request may add a check
+//! that differed) as a stop (`Finish::Stop`) at the closing tag. A request may add a check
 //! that every block after the first must pass ([`RepeatedBlock::later`]); one that fails it
 //! ends the turn the same way.
 

@@ -1,6 +1,8 @@
 //! Security (issue 9, items 1 and 4): configuration a run can write never redirects the key, and a
 //! key echoed back by a server is never written out. Each attack runs through the binary against
-//! loopback servers that record the `Authorization` header they receive.
+//! loopback servers that record the `Authorization` header they receive. And a run's own key
+//! (`--api-key`, a real HTTP server, a key in a tool's output) is written nowhere: not in the
+//! session, the events or the answer, and shell commands do not inherit it.
 
 use std::path::PathBuf;
 
@@ -11,6 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 
 mod common;
+use common::cli::{Env as CliEnv, all_files, outcome};
 use common::fake_server::{FakeConfig, FakeServer};
 
 /// The user's key, as they keep it in their shell's environment.
@@ -287,4 +290,176 @@ fn a_key_echoed_by_a_server_is_written_nowhere() {
     }
     assert!(events.contains("[redacted]"), "{events}");
     assert!(sessions[0].contains("[redacted]"), "{}", sessions[0]);
+}
+
+#[test]
+fn the_api_key_is_never_written_anywhere() {
+    let env = CliEnv::new();
+    let secret = "sk-test-SECRET-5e1f0c";
+    let m = env.turns_file(
+        "s",
+        &[
+            "<action>list_dir()</action>",
+            "<final_answer>x</final_answer>",
+        ],
+    );
+    let out = env
+        .run_model(
+            &m,
+            &["--api-key", secret, "--json", "--events", "ev.jsonl", "t"],
+        )
+        .env("RUST_LOG", "trace")
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+    let mut files = Vec::new();
+    all_files(env.dir.path(), &mut files);
+    assert!(files.len() >= 3);
+    for (p, bytes) in files {
+        if p.file_name().is_some_and(|n| n == "s") {
+            continue; // the script itself
+        }
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
+    }
+}
+
+/// A fake OpenAI-compatible server on loopback, hosted by its own runtime for a sync test.
+fn fake_server(cfg: FakeConfig) -> (tokio::runtime::Runtime, FakeServer) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeServer::start(cfg));
+    (rt, server)
+}
+
+#[test]
+fn against_a_real_http_server_the_key_is_sent_but_never_written() {
+    let env = CliEnv::new();
+    let secret = "sk-live-7f3e9a-DO-NOT-LEAK";
+    let mut cfg = FakeConfig::turns([
+        "<action>list_dir()</action>",
+        "<final_answer>listed</final_answer>",
+    ]);
+    cfg.require_key = Some(secret.into());
+    let (_rt, server) = fake_server(cfg);
+    for api in ["chat", "completions"] {
+        let out = env
+            .cmd()
+            .args([
+                "run",
+                "--base-url",
+                &server.base_url,
+                "--model",
+                "fake",
+                "--api",
+                api,
+                "--workspace",
+            ])
+            .arg(env.path("ws"))
+            .args(["--json", "--events", "ev.jsonl", "t"])
+            .env("OPENAI_API_KEY", secret)
+            .env("RUST_LOG", "trace")
+            .assert()
+            .get_output()
+            .clone();
+        let o = outcome(&out.stdout);
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains(secret),
+            "the key leaked into stderr"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+        if api == "chat" {
+            assert_eq!(
+                o["status"],
+                "ok",
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(o["final"], "listed");
+        }
+    }
+    let reqs = server.requests();
+    assert!(
+        reqs.iter()
+            .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {secret}")))
+    );
+    let mut files = Vec::new();
+    all_files(env.dir.path(), &mut files);
+    for (p, bytes) in files {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
+    }
+    // A wrong key is a runtime error (exit 1) that says what to check, without the key.
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--base-url",
+            &server.base_url,
+            "--model",
+            "fake",
+            "--api-key",
+            "wrong-key-123",
+            "--json",
+            "t",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let o = outcome(&out.stdout);
+    assert_eq!(o["status"], "error");
+    assert!(!o["error"].as_str().unwrap().contains("wrong-key-123"));
+}
+
+#[test]
+fn a_key_in_tool_output_is_redacted_and_shell_commands_do_not_inherit_it() {
+    let env = CliEnv::new();
+    let secret = "sk-proj-REDACT-ME-91c2";
+    std::fs::write(env.path("ws/leaky.txt"), format!("token={secret}\n")).unwrap();
+    let m = env.turns_file(
+        "s",
+        &[
+            "<action>read_file(path=\"leaky.txt\")</action>",
+            "<action>run_command(command=\"echo key=$OPENAI_API_KEY\")</action>",
+            "<final_answer>done</final_answer>",
+        ],
+    );
+    let out = env
+        .run_model(
+            &m,
+            &["--allow-shell", "--json", "--events", "ev.jsonl", "t"],
+        )
+        .env("OPENAI_API_KEY", secret)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+    let events = std::fs::read_to_string(env.path("ev.jsonl")).unwrap();
+    assert!(events.contains("token=[redacted]"), "{events}");
+    assert!(
+        events.contains("key=\\n") || events.contains("key=\n"),
+        "the shell saw no key"
+    );
+    let mut files = Vec::new();
+    all_files(env.dir.path(), &mut files);
+    for (p, bytes) in files {
+        if p.ends_with("leaky.txt") {
+            continue;
+        }
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "the key leaked into {}",
+            p.display()
+        );
+    }
 }

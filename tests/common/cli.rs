@@ -2,10 +2,11 @@
 //! folder (`sessions/`), and the command that runs `tagloop` there with nothing from the
 //! developer's environment (no server, key, model, log filter, user config or colour).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
+use serde_json::Value;
 
 /// A temporary folder for one test's runs.
 pub struct Env {
@@ -47,5 +48,43 @@ impl Env {
         let mut c = Command::from_std(self.std_cmd());
         c.timeout(Duration::from_secs(120));
         c
+    }
+}
+
+impl Env {
+    /// A script file `name` in the folder, of these turns: its path.
+    pub fn turns_file(&self, name: &str, turns: &[&str]) -> String {
+        super::script::file(&self.path(name), turns)
+    }
+
+    /// `tagloop run --model MODEL --workspace ws/ EXTRA…` in the folder.
+    pub fn run_model(&self, model: &str, extra: &[&str]) -> Command {
+        let mut c = self.cmd();
+        c.args(["run", "--model", model, "--workspace"])
+            .arg(self.path("ws"))
+            .args(extra);
+        c
+    }
+}
+
+/// The one JSON object `--json` printed.
+pub fn outcome(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {}",
+            String::from_utf8_lossy(out)
+        )
+    })
+}
+
+/// Every file under `dir`, with its bytes (to look for a key in all of them).
+pub fn all_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all_files(&p, out);
+        } else {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! `cargo bench --bench llm` (figures and how to read them: BENCHMARKS.md, "Model layer").
 
-#[path = "../tests/common/fake_server.rs"]
+#[path = "../tests/common/fake_server/mod.rs"]
 mod fake_server;
 
 use std::hint::black_box;

@@ -10,7 +10,7 @@
 //! 3. The raw floor: the very request bodies tagloop sent, grouped by task, replayed with plain
 //!    reqwest (streamed, the whole body read) at the same concurrency, each task's requests in order.
 
-#[path = "../tests/common/fake_server.rs"]
+#[path = "../tests/common/fake_server/mod.rs"]
 mod fake_server;
 #[path = "support/release.rs"]
 mod release;

@@ -16,7 +16,7 @@
 //! model latency matters. The Redis overhead per task is the worker CPU per task minus the batch
 //! CPU per task at the same concurrency, plus redis-server's CPU per task.
 
-#[path = "../tests/common/fake_server.rs"]
+#[path = "../tests/common/fake_server/mod.rs"]
 mod fake_server;
 #[path = "support/release.rs"]
 mod release;

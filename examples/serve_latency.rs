@@ -6,7 +6,7 @@
 //! cargo run --release --example serve_latency -- 500
 //! ```
 
-#[path = "../tests/common/fake_server.rs"]
+#[path = "../tests/common/fake_server/mod.rs"]
 mod fake_server;
 
 use std::time::{Duration, Instant};

@@ -3,9 +3,9 @@
 //! Sessions that go on are in cli_resume.rs, keys that never leak in security_keys.rs.
 
 use serde_json::Value;
-use std::path::PathBuf;
 mod common;
 use common::cli::{Env, outcome};
+use common::mcp_server_bin;
 
 #[test]
 fn run_json_prints_exactly_the_outcome_and_exits_0() {
@@ -319,24 +319,6 @@ fn an_unreachable_server_exits_1() {
         o["error"].as_str().unwrap().contains("cannot connect"),
         "{o}"
     );
-}
-
-/// The Rust MCP test server (`examples/mcp_test_server.rs`, built by `cargo test`).
-fn mcp_server_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("mcp_test_server");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --example mcp_test_server`",
-        bin.display()
-    );
-    bin
 }
 
 #[test]

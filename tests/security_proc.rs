@@ -1,41 +1,25 @@
-//! Issue 9, items 3, 7 and 8: what tagloop's children can see of its keys, how long they live,
-//! and how the write and confirm gates apply to MCP tools. Every test here reproduces an attack
-//! that worked before the fix.
+//! Issue 9, items 3 and 7: what tagloop's children can see of its keys and how long they live,
+//! and (item 8) the command line's gates on MCP writes. Every test here reproduces an attack that
+//! worked before the fix. The library's MCP gates are in security_mcp.rs.
 //!
 //! Processes are found by pids the commands write into their workspace; "gone" means the pid no
 //! longer exists or is a zombie (a zombie runs nothing; init in a container may be slow to reap).
 
 mod common;
-
+use common::mcp_server_bin;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
-use tagloop::tools::{ChildEnv, McpAccess, McpOptions, McpSource, Tool, ToolError};
-use tagloop::tools::{Confirm, FixedConfirm, run_shell};
+use tagloop::tools::ChildEnv;
+use tagloop::tools::run_shell;
 
 const OPENAI_KEY: &str = "sk-openai-SECRET-1234567890abcdef";
+
 const OTHER_KEY: &str = "sk-other-SECRET-0987654321fedcba";
 
 fn tagloop_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tagloop"))
-}
-
-fn mcp_server_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let dir = exe.parent().and_then(|p| p.parent()).expect("target/debug");
-    let bin = dir.join("examples").join("mcp_test_server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --example mcp_test_server`",
-        bin.display()
-    );
-    bin
 }
 
 /// Whether `pid` is a live (non-zombie) process.
@@ -455,121 +439,6 @@ fn the_shell_sees_no_key_in_its_environment_or_in_tagloops_proc() {
 
 // ---------------------------------------------------------------------------------------------
 // Item 8: MCP tools and the gates.
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().expect("object")
-}
-
-async fn start(opts: McpOptions) -> McpSource {
-    McpSource::start_with(&format!("'{}'", mcp_server_bin().display()), opts)
-        .await
-        .expect("test server starts")
-}
-
-fn find(src: &McpSource, name: &str) -> Option<Arc<dyn Tool>> {
-    src.tools().into_iter().find(|t| t.name() == name)
-}
-
-/// Counts the questions and answers with a fixed answer.
-struct Counting(AtomicUsize, bool);
-
-impl Confirm for Counting {
-    fn confirm<'a>(&'a self, _what: &'a str) -> BoxFuture<'a, bool> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(std::future::ready(self.1))
-    }
-}
-
-#[tokio::test]
-async fn an_mcp_write_tool_needs_allow_write() {
-    let src = start(McpOptions::default()).await;
-    assert!(find(&src, "tagloop_test.write_note").is_none());
-    assert_eq!(src.withheld(), ["tagloop_test.write_note"]);
-    // Tools the server annotates read-only are offered.
-    assert!(find(&src, "tagloop_test.echo").is_some());
-    src.shutdown().await;
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let note = dir.path().join("note.txt");
-    let src = start(McpOptions {
-        allow_write: true,
-        ..McpOptions::default()
-    })
-    .await;
-    let write = find(&src, "tagloop_test.write_note").expect("offered with allow_write");
-    write
-        .call(args(json!({"path": note.to_string_lossy(), "text": "hi"})))
-        .await
-        .expect("writes");
-    assert_eq!(std::fs::read_to_string(&note).expect("note"), "hi");
-    src.shutdown().await;
-}
-
-#[tokio::test]
-async fn confirm_covers_mcp_write_tools_and_not_read_only_ones() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let note = dir.path().join("note.txt");
-    let no = Arc::new(Counting(AtomicUsize::new(0), false));
-    let src = start(McpOptions {
-        allow_write: true,
-        confirm: Some(no.clone()),
-        ..McpOptions::default()
-    })
-    .await;
-    let write = find(&src, "tagloop_test.write_note").expect("offered");
-    let out = write
-        .call(args(json!({"path": note.to_string_lossy(), "text": "hi"})))
-        .await;
-    assert!(matches!(out, Err(ToolError::Refused(_))), "{out:?}");
-    assert!(!note.exists(), "a declined MCP write ran");
-    assert_eq!(no.0.load(Ordering::SeqCst), 1);
-    let echo = find(&src, "tagloop_test.echo").expect("echo");
-    assert_eq!(
-        echo.call(args(json!({"text": "x"}))).await.expect("echo"),
-        "x"
-    );
-    assert_eq!(
-        no.0.load(Ordering::SeqCst),
-        1,
-        "a read-only tool was asked about"
-    );
-    src.shutdown().await;
-
-    let src = start(McpOptions {
-        allow_write: true,
-        confirm: Some(Arc::new(FixedConfirm(true))),
-        ..McpOptions::default()
-    })
-    .await;
-    let write = find(&src, "tagloop_test.write_note").expect("offered");
-    write
-        .call(args(json!({"path": note.to_string_lossy(), "text": "yes"})))
-        .await
-        .expect("allowed");
-    assert_eq!(std::fs::read_to_string(&note).expect("note"), "yes");
-    src.shutdown().await;
-}
-
-#[tokio::test]
-async fn the_user_marks_a_server_read_only_or_write() {
-    let src = start(McpOptions {
-        access: McpAccess::ReadOnly,
-        ..McpOptions::default()
-    })
-    .await;
-    assert!(find(&src, "tagloop_test.write_note").is_some());
-    assert!(src.withheld().is_empty());
-    src.shutdown().await;
-
-    let src = start(McpOptions {
-        access: McpAccess::Write,
-        ..McpOptions::default()
-    })
-    .await;
-    assert!(src.tools().is_empty(), "every tool counts as a writer");
-    assert!(src.withheld().contains(&"tagloop_test.echo".to_string()));
-    src.shutdown().await;
-}
 
 #[test]
 fn the_cli_gates_mcp_writes_and_keeps_keys_from_mcp_servers() {

@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests (`mod common;`).
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod cli;
 pub mod fake_server;
 pub mod lab;
+pub mod openai;
 pub mod py;
 pub mod redis;
 pub mod script;

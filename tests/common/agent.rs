@@ -1,0 +1,110 @@
+//! An agent over a few test tools (`echo`, `add`, `fail`, `slow`), driven by the scripted model,
+//! and the run options and event sinks its tests use.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tagloop::agent::{Agent, AgentConfig, Event, EventSink, RunOptions};
+use tagloop::llm::scripted::ScriptedModel;
+use tagloop::llm::{Model, Role as MsgRole};
+use tagloop::tools::{Registry, ToolError, tool_fn};
+
+/// The scripted model of these turns.
+pub fn script(turns: &[&str]) -> Arc<ScriptedModel> {
+    super::script::model(turns)
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    /// The text to echo.
+    text: String,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+/// The arguments of a tool that takes none.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Nothing {}
+
+/// `echo`, `add`, `fail` (always fails) and `slow` (takes 30 s).
+pub fn tools() -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "echo",
+        "Echo the text back.",
+        |a: EchoArgs| async move { Ok(format!("echo: {}", a.text)) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "add",
+        "Add two integers.",
+        |a: AddArgs| async move { Ok((a.a + a.b).to_string()) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "fail",
+        "Always fails.",
+        |_: Nothing| async move { Err::<String, _>(ToolError::Failed("disk on fire".into())) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "slow",
+        "Takes forever.",
+        |_: Nothing| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok("late".to_string())
+        },
+    )));
+    r
+}
+
+/// An agent over [`tools`] with a 200 ms tool timeout, its config changed by `f`.
+pub fn agent(model: Arc<dyn Model>, f: impl FnOnce(&mut AgentConfig)) -> Agent {
+    let mut config = AgentConfig {
+        tool_timeout: Duration::from_millis(200),
+        ..AgentConfig::default()
+    };
+    f(&mut config);
+    Agent::builder(model)
+        .tools(tools())
+        .config(config)
+        .build()
+        .expect("agent builds")
+}
+
+/// The user messages after the system prompt and the task: the observations.
+pub fn observations(messages: &[tagloop::llm::Message]) -> Vec<String> {
+    messages
+        .iter()
+        .skip(2)
+        .filter(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+/// Run options that send the events to `sink`.
+pub fn with_events(sink: EventSink) -> RunOptions {
+    RunOptions {
+        events: Some(sink),
+        ..Default::default()
+    }
+}
+
+/// Run options that write the transcript to `dir/s.jsonl`.
+pub fn with_transcript(dir: &std::path::Path) -> RunOptions {
+    RunOptions {
+        transcript: Some(tagloop::session::Transcript::create(dir, "s").unwrap()),
+        ..Default::default()
+    }
+}
+
+/// A sink that keeps every event, and the events kept.
+pub fn collect_events() -> (EventSink, Arc<Mutex<Vec<Event>>>) {
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let s = store.clone();
+    (
+        Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())),
+        store,
+    )
+}

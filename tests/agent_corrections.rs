@@ -3,16 +3,19 @@
 //! results, and calls repeated or cycling.
 
 mod common;
-use common::agent::{agent, collect_events, observations, script, with_events};
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tagloop::agent::{Agent, Event, Role, Status};
 use tagloop::llm::{
     DeltaSink, Finish, LlmError, Model, Role as MsgRole, TurnRequest, TurnResult, Usage,
 };
+
+use common::agent::{agent, collect_events, observations, script, with_events};
 
 /// A model that returns fixed texts as they are, like a server that ignores stops and a client
 /// that does not enforce them (the loop must still cope).

@@ -3,18 +3,21 @@
 //! resuming. What the loop does with turns it cannot take as they are is in agent_corrections.rs.
 
 mod common;
-use common::agent::{
-    Nothing, agent, collect_events, observations, script, tools, with_events, with_transcript,
-};
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tagloop::agent::{Agent, Event, Resume, RunOptions, Status};
 use tagloop::llm::Api;
 use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Prompt, TurnRequest, TurnResult, Usage};
 use tagloop::tools::tool_fn;
+
+use common::agent::{
+    Nothing, agent, collect_events, observations, script, tools, with_events, with_transcript,
+};
 
 #[tokio::test]
 async fn a_tool_call_then_a_final_answer() {

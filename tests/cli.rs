@@ -2,8 +2,10 @@
 //! task from stdin, what `tools` and `prompt` show, shell completions, MCP servers and roles.
 //! Sessions that go on are in cli_resume.rs, keys that never leak in security_keys.rs.
 
-use serde_json::Value;
 mod common;
+
+use serde_json::Value;
+
 use common::cli::{Env, outcome};
 use common::mcp_server_bin;
 

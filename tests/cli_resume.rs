@@ -2,11 +2,14 @@
 //! continues to its end, a finished session takes a follow-up question, batches resume with one
 //! line a task, replay shows every step, and the session folder can come from `.env`.
 
-use serde_json::Value;
+mod common;
+
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
-mod common;
+
+use serde_json::Value;
+
 use common::cli::{Env, outcome};
 
 fn session_ids(env: &Env) -> Vec<Value> {

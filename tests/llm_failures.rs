@@ -3,13 +3,16 @@
 //! malformed answers — each a clear error, the key never in it.
 
 mod common;
-use common::fake_server::FakeConfig;
-use common::openai::{COMBOS, CUT, TURN, ok, one, turn};
+
 use std::time::{Duration, Instant};
+
 use tagloop::llm::Api;
 use tagloop::llm::LlmError;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::secret::Secret;
+
+use common::fake_server::FakeConfig;
+use common::openai::{COMBOS, CUT, TURN, ok, one, turn};
 
 #[tokio::test]
 async fn retries_500_then_succeeds() {

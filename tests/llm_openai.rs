@@ -3,13 +3,16 @@
 //! fields, the degeneration guard, SSE framing. Failing servers are in llm_failures.rs.
 
 mod common;
-use common::fake_server::{FakeConfig, FakeServer, StopMode};
-use common::openai::{COMBOS, CUT, TURN, config, ok, one, request, stops, turn};
+
 use std::time::Duration;
+
 use tagloop::llm::Api;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::{Enforcer, Finish, Message, Model, Prompt, Role, TurnRequest};
 use tagloop::secret::Secret;
+
+use common::fake_server::{FakeConfig, FakeServer, StopMode};
+use common::openai::{COMBOS, CUT, TURN, config, ok, one, request, stops, turn};
 
 async fn check_cut(mode: StopMode, want: Enforcer, tweak: fn(&mut FakeConfig)) {
     for (api, stream) in COMBOS {

@@ -3,13 +3,16 @@
 //! before the fix.
 
 mod common;
-use common::mcp_server_bin;
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
 use tagloop::tools::{Confirm, FixedConfirm};
 use tagloop::tools::{McpAccess, McpOptions, McpSource, Tool, ToolError};
+
+use common::mcp_server_bin;
 
 // ---------------------------------------------------------------------------------------------
 // Item 8: MCP tools and the gates.

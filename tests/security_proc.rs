@@ -6,13 +6,16 @@
 //! longer exists or is a zombie (a zombie runs nothing; init in a container may be slow to reap).
 
 mod common;
-use common::mcp_server_bin;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
+
 use tagloop::tools::ChildEnv;
 use tagloop::tools::run_shell;
+
+use common::mcp_server_bin;
 
 const OPENAI_KEY: &str = "sk-openai-SECRET-1234567890abcdef";
 

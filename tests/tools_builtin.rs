@@ -2,11 +2,14 @@
 //! `read_file`, `list_dir` and `search_files`, which tools the options make exist, their schemas.
 //! The tools that change things, confirm mode and `run_command` are in tools_write.rs.
 
-use serde_json::json;
-use std::fs;
 mod common;
-use common::tools::{env_rw, env_with, failed};
+
+use std::fs;
+
+use serde_json::json;
 use tagloop::tools::{Limits, ToolkitOptions};
+
+use common::tools::{env_rw, env_with, failed};
 
 #[test]
 fn gates_decide_which_tools_exist() {

@@ -2,14 +2,17 @@
 //! moves and deletes, confirm mode before each of them and each command, and `run_command`
 //! (exit codes, caps, time limits, process groups). The reading tools are in tools_builtin.rs.
 
-use futures::future::BoxFuture;
-use serde_json::json;
+mod common;
+
 use std::fs;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-mod common;
-use common::tools::{env_rw, env_with, failed, no_temp_files, refused};
+
+use futures::future::BoxFuture;
+use serde_json::json;
 use tagloop::tools::{Confirm, FixedConfirm, Limits, TerminalConfirm, ToolkitOptions};
+
+use common::tools::{env_rw, env_with, failed, no_temp_files, refused};
 
 // ------------------------------------------------------------------------------------------
 // write_file / append_file

@@ -9,6 +9,8 @@ pub mod openai;
 pub mod py;
 pub mod redis;
 pub mod script;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod serve_proc;
 pub mod tools;
 

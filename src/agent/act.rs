@@ -19,7 +19,8 @@ use super::Status;
 use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::{CallKey, Check};
-use super::run::{Ending, Next, Run};
+use super::next::{Ending, Next};
+use super::run::Run;
 
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool: the step's observation (a correction when

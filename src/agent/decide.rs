@@ -14,7 +14,8 @@ use super::Status;
 use super::correction::{Correction, DISCARDED_NOTE};
 use super::events::Event;
 use super::finalcheck::{self, Verdict};
-use super::run::{Ending, Next, Run};
+use super::next::{Ending, Next};
+use super::run::Run;
 use super::think::ModelTurn;
 
 impl Run<'_> {

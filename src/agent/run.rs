@@ -13,71 +13,14 @@ use crate::llm::{Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
-use super::context::{ContextState, Fit, context_full};
+use super::context::{ContextState, Fit};
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
-use super::think::Stop;
+use super::next::{Ending, Next};
+use super::plan::TurnPlan;
+use super::think::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
-
-/// How a run ends: the status, the accepted answer, and what went wrong (or why it stopped).
-#[derive(Debug)]
-pub(crate) struct Ending {
-    pub(crate) status: Status,
-    pub(crate) answer: Option<Value>,
-    pub(crate) error: Option<String>,
-}
-
-impl Ending {
-    /// The run ends without an answer.
-    pub(crate) fn stop(status: Status, error: impl Into<String>) -> Self {
-        Ending {
-            status,
-            answer: None,
-            error: Some(error.into()),
-        }
-    }
-}
-
-/// What a turn leads to. Only [`Next::Step`] counts as a step (in [`Run::steps`], the one
-/// place steps are counted): a refused final answer is a correction that costs no step.
-#[derive(Debug)]
-pub(crate) enum Next {
-    /// A step was taken (a tool ran, or the model was corrected): the observation for the
-    /// model, and whether the loop guard just refused a repeated call (the next turn may then
-    /// only answer).
-    Step {
-        observation: String,
-        refused_call: bool,
-    },
-    /// A final answer was refused: the model is told why.
-    Refused(String),
-    /// The context window has room for one final-answer-only turn only: ask for it.
-    LastTurn,
-    /// The run ends (an accepted answer among the ways).
-    End(Ending),
-}
-
-impl Next {
-    /// A step whose observation is `observation`.
-    pub(crate) fn step(observation: String) -> Self {
-        Next::Step {
-            observation,
-            refused_call: false,
-        }
-    }
-}
-
-/// What the loop knows between turns and hands to the next one.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TurnPlan {
-    /// The step limit is reached: only a final answer is accepted.
-    pub(crate) final_only: bool,
-    /// The model reasons first (see `grammars.rs`).
-    pub(crate) reasoning: bool,
-    /// The loop guard refused the last call: the next turn may only answer.
-    pub(crate) after_refused_call: bool,
-}
 
 /// The state of one run.
 pub(crate) struct Run<'a> {
@@ -149,8 +92,8 @@ impl<'a> Run<'a> {
             let step = self.progress.steps + 1;
             let next = async {
                 let first = match self.fit_request("", plan.final_only, None).await {
-                    Fit::Send(send) => send,
-                    Fit::Full { final_fits, why } => return context_full(plan, final_fits, why),
+                    Fit::Ready(request) => request,
+                    Fit::Full { final_fits, why } => return Next::context_full(plan, final_fits, why),
                 };
                 self.emit(Event::TurnStarted {
                     step,
@@ -158,11 +101,11 @@ impl<'a> Run<'a> {
                 });
                 let turn = match self.think(plan, first).await {
                     Ok(turn) => turn,
-                    Err(Stop::Model(e)) => {
+                    Err(TurnFailure::Model(e)) => {
                         return Next::End(Ending::stop(Status::Error, e.to_string()));
                     }
-                    Err(Stop::Context { final_fits, why }) => {
-                        return context_full(plan, final_fits, why);
+                    Err(TurnFailure::Context { final_fits, why }) => {
+                        return Next::context_full(plan, final_fits, why);
                     }
                 };
                 if turn.shows_reasoning && !plan.reasoning {

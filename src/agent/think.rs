@@ -20,9 +20,10 @@ use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
 use crate::protocol::{self, Inside, STOP_SEQUENCES};
 
 use super::Api;
-use super::context::{Fit, Send, prompt_bytes};
+use super::context::{Fit, PreparedRequest, prompt_bytes};
 use super::events::Event;
-use super::run::{Run, TurnPlan};
+use super::plan::TurnPlan;
+use super::run::Run;
 use super::thought_cut::thought_end;
 
 /// What one model turn gave, continuations joined.
@@ -41,7 +42,7 @@ pub(crate) struct ModelTurn {
 
 /// Why a turn could not be had.
 #[derive(Debug)]
-pub(crate) enum Stop {
+pub(crate) enum TurnFailure {
     /// The model failed (after the client's retries).
     Model(LlmError),
     /// The prompt does not fit the context window, even fitted; `final_fits` when a
@@ -52,7 +53,7 @@ pub(crate) enum Stop {
 impl Run<'_> {
     /// One model turn, with its continuations, asked as `plan` says; `first` is its first
     /// request, already fitted.
-    pub(super) async fn think(&mut self, plan: TurnPlan, first: Send) -> Result<ModelTurn, Stop> {
+    pub(super) async fn think(&mut self, plan: TurnPlan, first: PreparedRequest) -> Result<ModelTurn, TurnFailure> {
         let agent = self.agent;
         let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
         let mut generated = String::new();
@@ -71,7 +72,7 @@ impl Run<'_> {
             let send = match next.take() {
                 Some(send) => send,
                 None => match self.fit_request(&generated, plan.final_only, None).await {
-                    Fit::Send(send) => send,
+                    Fit::Ready(request) => request,
                     // No room to go on: the turn is what it is, cut as by its token limit.
                     Fit::Full { .. } => {
                         return Ok(ModelTurn {
@@ -162,17 +163,17 @@ impl Run<'_> {
                             .fit_request(&generated, plan.final_only, Some(overflow))
                             .await
                         {
-                            Fit::Send(send) => {
-                                next = Some(send);
+                            Fit::Ready(request) => {
+                                next = Some(request);
                                 continue;
                             }
                             Fit::Full { final_fits, why } => {
-                                return Err(Stop::Context { final_fits, why });
+                                return Err(TurnFailure::Context { final_fits, why });
                             }
                         }
                     }
                     Some(_) if agent.config.context.fits() => {
-                        return Err(Stop::Context {
+                        return Err(TurnFailure::Context {
                             final_fits: false,
                             why: format!(
                                 "the server refused the prompt as longer than its context window again, after fitting: {e}"
@@ -193,7 +194,7 @@ impl Run<'_> {
                                 shows_reasoning: reasoned,
                             });
                         }
-                        _ => return Err(Stop::Model(e)),
+                        _ => return Err(TurnFailure::Model(e)),
                     },
                 },
             };

@@ -44,9 +44,9 @@ impl Default for ContextState {
     }
 }
 
-/// A request that fits.
+/// A request that fits, ready to be sent.
 #[derive(Debug)]
-pub(crate) struct Send {
+pub(crate) struct PreparedRequest {
     /// The fitted prompt; `None`: the history as it is (nothing had to be left out).
     pub(crate) prompt: Option<Prompt>,
     /// The turn's token budget (shrunk when the window is nearly full).
@@ -57,7 +57,7 @@ pub(crate) struct Send {
 #[derive(Debug)]
 pub(crate) enum Fit {
     /// Send this.
-    Send(Send),
+    Ready(PreparedRequest),
     /// Not even the smallest turn fits; `final_fits` when a final-answer-only turn would.
     Full { final_fits: bool, why: String },
 }
@@ -100,7 +100,7 @@ impl Run<'_> {
                     final_fits: false,
                     why: "the server refused the prompt as longer than its context window, whose size it did not say".into(),
                 },
-                None => Fit::Send(Send {
+                None => Fit::Ready(PreparedRequest {
                     prompt: None,
                     max_tokens: asked,
                 }),
@@ -136,7 +136,7 @@ impl Run<'_> {
         }
         if tokens + budget + margin <= window && !note {
             self.context.sent_count = counted.then_some(tokens);
-            return Fit::Send(Send {
+            return Fit::Ready(PreparedRequest {
                 prompt: None,
                 max_tokens: asked,
             });
@@ -215,7 +215,7 @@ impl Run<'_> {
         });
         self.context.sent_count = counted.then_some(after);
         let untouched = report.is_empty() && !note;
-        Fit::Send(Send {
+        Fit::Ready(PreparedRequest {
             prompt: (!untouched).then_some(prompt),
             max_tokens,
         })

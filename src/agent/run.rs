@@ -9,7 +9,7 @@
 use serde_json::Value;
 use tracing::{Instrument, debug, info_span};
 
-use crate::llm::{Message, Role as MsgRole};
+use crate::llm::{ContextOverflow, Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
@@ -134,6 +134,32 @@ impl<'a> Run<'a> {
                 Next::End(ending) => return ending,
             }
         }
+    }
+
+    /// Fit the next request into the context window ([`ContextState::fit`]), and tell what
+    /// fitting left out.
+    pub(super) async fn fit_request(
+        &mut self,
+        partial: &str,
+        final_only: bool,
+        overflow: Option<ContextOverflow>,
+    ) -> Fit {
+        let step = self.progress.steps + 1;
+        let (fit, fitted) = self
+            .context
+            .fit(
+                self.agent,
+                &self.history,
+                partial,
+                final_only,
+                overflow,
+                step,
+            )
+            .await;
+        if let Some(event) = fitted {
+            self.emit(event);
+        }
+        fit
     }
 
     /// Set up the history: fresh from the task, or restored from a transcript.

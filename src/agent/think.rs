@@ -53,7 +53,11 @@ pub(crate) enum TurnFailure {
 impl Run<'_> {
     /// One model turn, with its continuations, asked as `plan` says; `first` is its first
     /// request, already fitted.
-    pub(super) async fn think(&mut self, plan: TurnPlan, first: PreparedRequest) -> Result<ModelTurn, TurnFailure> {
+    pub(super) async fn think(
+        &mut self,
+        plan: TurnPlan,
+        first: PreparedRequest,
+    ) -> Result<ModelTurn, TurnFailure> {
         let agent = self.agent;
         let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
         let mut generated = String::new();

@@ -16,7 +16,7 @@ use super::events::Event;
 use super::finalcheck::{self, Verdict};
 use super::next::{Ending, Next};
 use super::run::Run;
-use super::think::ModelTurn;
+use super::turn::ModelTurn;
 
 impl Run<'_> {
     /// Read the turn and decide what happens next.

@@ -46,6 +46,7 @@ mod run;
 mod schema_fit;
 mod think;
 mod thought_cut;
+mod turn;
 mod wrap;
 
 use std::sync::Arc;

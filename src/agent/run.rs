@@ -19,7 +19,7 @@ use super::history::History;
 use super::loopguard::LoopGuard;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
-use super::think::TurnFailure;
+use super::turn::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
 
 /// The state of one run.

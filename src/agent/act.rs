@@ -76,7 +76,7 @@ impl Run<'_> {
         });
         let key = CallKey::new(&call.tool, &args);
         match self.guard.check(&key) {
-            Check::Stop => {
+            Check::EndRun => {
                 return Next::End(Ending::stop(
                     Status::LoopDetected,
                     format!(
@@ -122,7 +122,7 @@ impl Run<'_> {
         let result = match futures::poll!(call.as_mut()) {
             std::task::Poll::Ready(result) => result,
             std::task::Poll::Pending => {
-                self.flush_transcript();
+                self.recorder.flush();
                 call.await
             }
         };

@@ -14,11 +14,13 @@ use crate::prompt::PromptError;
 use crate::protocol;
 
 use super::context::{ContextState, Fit};
+use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
+use super::record::Recorder;
 use super::turn::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
 
@@ -40,12 +42,14 @@ pub(crate) struct Run<'a> {
     /// The context window and the token estimate (see `context/`).
     pub(super) context: ContextState,
     session: Option<String>,
-    pub(super) transcript_failed: bool,
+    /// The caller's event sink and the transcript.
+    pub(super) recorder: Recorder,
 }
 
 impl<'a> Run<'a> {
-    pub(crate) fn new(agent: &'a Agent, task: &str, options: RunOptions) -> Self {
+    pub(crate) fn new(agent: &'a Agent, task: &str, mut options: RunOptions) -> Self {
         let session = options.transcript.as_ref().map(|t| t.id().to_string());
+        let recorder = Recorder::new(options.events.take(), options.transcript.take());
         Run {
             agent,
             task: task.to_string(),
@@ -59,7 +63,7 @@ impl<'a> Run<'a> {
             stops: Vec::new(),
             context: ContextState::default(),
             session,
-            transcript_failed: false,
+            recorder,
         }
     }
 
@@ -198,7 +202,7 @@ impl<'a> Run<'a> {
         self.requests = r.requests;
         self.history = History::restore(agent.config.api, &agent.templates, &input, r.messages)?;
         // The restored messages are already in the transcript: show them to the caller only.
-        if let Some(sink) = &self.options.events {
+        if let Some(sink) = self.recorder.sink() {
             for m in self.history.messages() {
                 sink(&Event::Message { message: m.clone() });
             }
@@ -213,6 +217,16 @@ impl<'a> Run<'a> {
             });
         }
         Ok(())
+    }
+
+    /// Give an event to the caller and the transcript ([`Recorder::emit`]).
+    pub(super) fn emit(&mut self, event: Event) {
+        self.recorder.emit(event);
+    }
+
+    /// Tell a correction ([`Recorder::correct`]); the text for the model.
+    pub(super) fn correct(&mut self, correction: Correction) -> String {
+        self.recorder.correct(correction)
     }
 
     /// Send the one observation of this step (with the step-limit notice when the limit is reached).

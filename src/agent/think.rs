@@ -61,11 +61,11 @@ impl Run<'_> {
             };
             match turn.read(result, &self.history, agent.config.max_continuations) {
                 AfterAnswer::ThoughtClosed(ending) => {
-                    self.notice(Notice::new(
+                    self.recorder.notice(Notice::new(
                         NoticeKind::ThoughtCut,
                         format!("the turn never left its thought: closed there with {ending:?}, the action or the answer is asked for alone"),
                     ));
-                    if let Some(sink) = &self.options.events {
+                    if let Some(sink) = self.recorder.sink() {
                         sink(&Event::TextDelta {
                             text: ending.to_string(),
                         });
@@ -99,7 +99,7 @@ impl Run<'_> {
         if stop.is_empty() {
             stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
         }
-        let (notices, kept) = self.notice_sink();
+        let (notices, kept) = self.recorder.notice_sink();
         let grammar = turn.grammar(agent.grammars());
         let strict_repeats_until = turn.strict_repeats_until(grammar.is_some());
         let request = TurnRequest {
@@ -115,7 +115,7 @@ impl Run<'_> {
             grammar,
             notices: Some(notices),
         };
-        let sink = self.options.events.clone();
+        let sink = self.recorder.sink().cloned();
         let mut on_delta = |d: &str| {
             if let Some(sink) = &sink {
                 sink(&Event::TextDelta {
@@ -130,7 +130,7 @@ impl Run<'_> {
             self.history.give_back(prompt);
         }
         self.stops = stop;
-        self.record_notices(&kept);
+        self.recorder.record_notices(&kept);
         let result = result?;
         self.context
             .estimator
@@ -145,7 +145,7 @@ impl Run<'_> {
             constraint: result.constraint,
         });
         if result.finish == Finish::Repeated {
-            self.notice(Notice::new(
+            self.recorder.notice(Notice::new(
                 NoticeKind::RepetitionCut,
                 "the turn kept repeating itself: cut after the first repetition",
             ));
@@ -165,7 +165,7 @@ impl Run<'_> {
         let fits = agent.config.context.fits();
         match e.context_overflow() {
             Some(overflow) if fits && !turn.retried_fitted() => {
-                self.notice(Notice::new(
+                self.recorder.notice(Notice::new(
                     NoticeKind::Retry,
                     format!("the server refused the prompt as longer than its context window: fitting it harder and asking once more ({e})"),
                 ));

@@ -79,3 +79,43 @@ impl Recorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A transcript that cannot be written is said once, to the caller, and the run's events
+    /// still reach the caller after it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_transcript_that_fails_is_said_once_and_the_events_go_on() {
+        let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+        let keep = seen.clone();
+        let sink: EventSink = Arc::new(move |e: &Event| keep.lock().unwrap().push(e.clone()));
+        // Every write to /dev/full fails (no space left on the device).
+        let transcript = Transcript::open_append(Path::new("/dev/full")).unwrap();
+        let mut recorder = Recorder::new(Some(sink), Some(transcript));
+        let turn = Event::TurnStarted {
+            step: 1,
+            final_only: false,
+        };
+        recorder.emit(turn.clone());
+        recorder.emit(turn.clone());
+        recorder.flush();
+        let kinds: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                Event::TurnStarted { .. } => "turn_started".to_string(),
+                Event::Notice { kind, .. } => kind.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kinds, ["turn_started", "transcript_failed", "turn_started"]);
+        assert!(recorder.transcript_failed);
+    }
+}

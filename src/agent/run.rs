@@ -1,10 +1,11 @@
 //! One run: think → act → observe, until a final answer is accepted or the run has to stop.
 //!
 //! Read it top to bottom. [`Run::execute`] sets the history up and loops; each step is
-//! [`Run::think`] (one model turn, in `think.rs`), then [`Run::decide`] (read the turn, in
-//! `decide.rs`), which acts when the turn calls a tool (`act.rs`) and either gives the one
-//! observation that goes back to the model or an [`Ending`]. Everything the loop emits goes
-//! through [`Run::emit`]: to the caller's event sink and, step by step, to the transcript.
+//! [`Run::think`] (one model turn, in `think.rs`, its state a `TurnInProgress` of `turn.rs`),
+//! then [`Run::decide`] (read the turn, in `decide.rs`), which acts when the turn calls a tool
+//! (`act.rs`) and either gives the one observation that goes back to the model or an
+//! [`Ending`]. `Run` keeps only what lives across turns; everything the loop emits goes through
+//! its [`Recorder`]: to the caller's event sink and, step by step, to the transcript.
 
 use serde_json::Value;
 use tracing::{Instrument, debug, info_span};

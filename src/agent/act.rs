@@ -19,7 +19,8 @@ use super::Status;
 use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::{CallKey, Check};
-use super::run::{Ending, Next, Run};
+use super::next::{Ending, Next};
+use super::run::Run;
 
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool: the step's observation (a correction when
@@ -75,7 +76,7 @@ impl Run<'_> {
         });
         let key = CallKey::new(&call.tool, &args);
         match self.guard.check(&key) {
-            Check::Stop => {
+            Check::EndRun => {
                 return Next::End(Ending::stop(
                     Status::LoopDetected,
                     format!(
@@ -121,7 +122,7 @@ impl Run<'_> {
         let result = match futures::poll!(call.as_mut()) {
             std::task::Poll::Ready(result) => result,
             std::task::Poll::Pending => {
-                self.flush_transcript();
+                self.recorder.flush();
                 call.await
             }
         };

@@ -14,8 +14,9 @@ use super::Status;
 use super::correction::{Correction, DISCARDED_NOTE};
 use super::events::Event;
 use super::finalcheck::{self, Verdict};
-use super::run::{Ending, Next, Run};
-use super::think::ModelTurn;
+use super::next::{Ending, Next};
+use super::run::Run;
+use super::turn::ModelTurn;
 
 impl Run<'_> {
     /// Read the turn and decide what happens next.

@@ -50,7 +50,7 @@ pub(crate) enum Check {
         earlier: String,
     },
     /// The model repeated a blocked call: the run ends with `loop_detected`.
-    Stop,
+    EndRun,
 }
 
 /// Remembers the calls that ran and their results.
@@ -64,7 +64,7 @@ impl LoopGuard {
     /// Judge the next call.
     pub(crate) fn check(&mut self, key: &CallKey) -> Check {
         if self.blocked.as_ref() == Some(key) {
-            return Check::Stop;
+            return Check::EndRun;
         }
         self.blocked = None;
         let n = self.ran.len();
@@ -131,7 +131,7 @@ mod tests {
             g.record(a.clone(), "R".into());
         }
         assert!(matches!(g.check(&a), Check::Blocked { earlier, .. } if earlier == "R"));
-        assert_eq!(g.check(&a), Check::Stop);
+        assert_eq!(g.check(&a), Check::EndRun);
     }
 
     #[test]

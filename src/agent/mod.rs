@@ -33,8 +33,10 @@ pub(crate) mod finalcheck;
 mod grammars;
 pub(crate) mod history;
 mod loopguard;
+mod next;
 mod notices;
 mod outcome;
+mod plan;
 mod preview;
 mod record;
 mod resume;
@@ -44,6 +46,7 @@ mod run;
 mod schema_fit;
 mod think;
 mod thought_cut;
+mod turn;
 mod wrap;
 
 use std::sync::Arc;

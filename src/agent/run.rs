@@ -1,83 +1,29 @@
 //! One run: think → act → observe, until a final answer is accepted or the run has to stop.
 //!
 //! Read it top to bottom. [`Run::execute`] sets the history up and loops; each step is
-//! [`Run::think`] (one model turn, in `think.rs`), then [`Run::decide`] (read the turn, in
-//! `decide.rs`), which acts when the turn calls a tool (`act.rs`) and either gives the one
-//! observation that goes back to the model or an [`Ending`]. Everything the loop emits goes
-//! through [`Run::emit`]: to the caller's event sink and, step by step, to the transcript.
+//! [`Run::think`] (one model turn, in `think.rs`, its state a `TurnInProgress` of `turn.rs`),
+//! then [`Run::decide`] (read the turn, in `decide.rs`), which acts when the turn calls a tool
+//! (`act.rs`) and either gives the one observation that goes back to the model or an
+//! [`Ending`]. `Run` keeps only what lives across turns; everything the loop emits goes through
+//! its [`Recorder`]: to the caller's event sink and, step by step, to the transcript.
 
 use serde_json::Value;
 use tracing::{Instrument, debug, info_span};
 
-use crate::llm::{Message, Role as MsgRole};
+use crate::llm::{ContextOverflow, Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
-use super::context::{ContextState, Fit, context_full};
+use super::context::{ContextState, Fit};
+use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
-use super::think::Stop;
+use super::next::{Ending, Next};
+use super::plan::TurnPlan;
+use super::record::Recorder;
+use super::turn::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
-
-/// How a run ends: the status, the accepted answer, and what went wrong (or why it stopped).
-#[derive(Debug)]
-pub(crate) struct Ending {
-    pub(crate) status: Status,
-    pub(crate) answer: Option<Value>,
-    pub(crate) error: Option<String>,
-}
-
-impl Ending {
-    /// The run ends without an answer.
-    pub(crate) fn stop(status: Status, error: impl Into<String>) -> Self {
-        Ending {
-            status,
-            answer: None,
-            error: Some(error.into()),
-        }
-    }
-}
-
-/// What a turn leads to. Only [`Next::Step`] counts as a step (in [`Run::steps`], the one
-/// place steps are counted): a refused final answer is a correction that costs no step.
-#[derive(Debug)]
-pub(crate) enum Next {
-    /// A step was taken (a tool ran, or the model was corrected): the observation for the
-    /// model, and whether the loop guard just refused a repeated call (the next turn may then
-    /// only answer).
-    Step {
-        observation: String,
-        refused_call: bool,
-    },
-    /// A final answer was refused: the model is told why.
-    Refused(String),
-    /// The context window has room for one final-answer-only turn only: ask for it.
-    LastTurn,
-    /// The run ends (an accepted answer among the ways).
-    End(Ending),
-}
-
-impl Next {
-    /// A step whose observation is `observation`.
-    pub(crate) fn step(observation: String) -> Self {
-        Next::Step {
-            observation,
-            refused_call: false,
-        }
-    }
-}
-
-/// What the loop knows between turns and hands to the next one.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TurnPlan {
-    /// The step limit is reached: only a final answer is accepted.
-    pub(crate) final_only: bool,
-    /// The model reasons first (see `grammars.rs`).
-    pub(crate) reasoning: bool,
-    /// The loop guard refused the last call: the next turn may only answer.
-    pub(crate) after_refused_call: bool,
-}
 
 /// The state of one run.
 pub(crate) struct Run<'a> {
@@ -97,12 +43,14 @@ pub(crate) struct Run<'a> {
     /// The context window and the token estimate (see `context/`).
     pub(super) context: ContextState,
     session: Option<String>,
-    pub(super) transcript_failed: bool,
+    /// The caller's event sink and the transcript.
+    pub(super) recorder: Recorder,
 }
 
 impl<'a> Run<'a> {
-    pub(crate) fn new(agent: &'a Agent, task: &str, options: RunOptions) -> Self {
+    pub(crate) fn new(agent: &'a Agent, task: &str, mut options: RunOptions) -> Self {
         let session = options.transcript.as_ref().map(|t| t.id().to_string());
+        let recorder = Recorder::new(options.events.take(), options.transcript.take());
         Run {
             agent,
             task: task.to_string(),
@@ -116,7 +64,7 @@ impl<'a> Run<'a> {
             stops: Vec::new(),
             context: ContextState::default(),
             session,
-            transcript_failed: false,
+            recorder,
         }
     }
 
@@ -149,8 +97,8 @@ impl<'a> Run<'a> {
             let step = self.progress.steps + 1;
             let next = async {
                 let first = match self.fit_request("", plan.final_only, None).await {
-                    Fit::Send(send) => send,
-                    Fit::Full { final_fits, why } => return context_full(plan, final_fits, why),
+                    Fit::Ready(request) => request,
+                    Fit::Full { final_fits, why } => return Next::context_full(plan, final_fits, why),
                 };
                 self.emit(Event::TurnStarted {
                     step,
@@ -158,11 +106,11 @@ impl<'a> Run<'a> {
                 });
                 let turn = match self.think(plan, first).await {
                     Ok(turn) => turn,
-                    Err(Stop::Model(e)) => {
+                    Err(TurnFailure::Model(e)) => {
                         return Next::End(Ending::stop(Status::Error, e.to_string()));
                     }
-                    Err(Stop::Context { final_fits, why }) => {
-                        return context_full(plan, final_fits, why);
+                    Err(TurnFailure::Context { final_fits, why }) => {
+                        return Next::context_full(plan, final_fits, why);
                     }
                 };
                 if turn.shows_reasoning && !plan.reasoning {
@@ -191,6 +139,32 @@ impl<'a> Run<'a> {
                 Next::End(ending) => return ending,
             }
         }
+    }
+
+    /// Fit the next request into the context window ([`ContextState::fit`]), and tell what
+    /// fitting left out.
+    pub(super) async fn fit_request(
+        &mut self,
+        partial: &str,
+        final_only: bool,
+        overflow: Option<ContextOverflow>,
+    ) -> Fit {
+        let step = self.progress.steps + 1;
+        let (fit, fitted) = self
+            .context
+            .fit(
+                self.agent,
+                &self.history,
+                partial,
+                final_only,
+                overflow,
+                step,
+            )
+            .await;
+        if let Some(event) = fitted {
+            self.emit(event);
+        }
+        fit
     }
 
     /// Set up the history: fresh from the task, or restored from a transcript.
@@ -229,7 +203,7 @@ impl<'a> Run<'a> {
         self.requests = r.requests;
         self.history = History::restore(agent.config.api, &agent.templates, &input, r.messages)?;
         // The restored messages are already in the transcript: show them to the caller only.
-        if let Some(sink) = &self.options.events {
+        if let Some(sink) = self.recorder.sink() {
             for m in self.history.messages() {
                 sink(&Event::Message { message: m.clone() });
             }
@@ -244,6 +218,16 @@ impl<'a> Run<'a> {
             });
         }
         Ok(())
+    }
+
+    /// Give an event to the caller and the transcript ([`Recorder::emit`]).
+    pub(super) fn emit(&mut self, event: Event) {
+        self.recorder.emit(event);
+    }
+
+    /// Tell a correction ([`Recorder::correct`]); the text for the model.
+    pub(super) fn correct(&mut self, correction: Correction) -> String {
+        self.recorder.correct(correction)
     }
 
     /// Send the one observation of this step (with the step-limit notice when the limit is reached).

@@ -1,12 +1,15 @@
 //! Fitting one request of a run: decide whether the prompt fits, count it when it is near the
-//! window, shorten the history sent, shrink the turn's budget, and say what was done.
+//! window, shorten the history sent, shrink the turn's budget, and say what was done. The run's
+//! [`ContextState`] owns this: it is the state fitting reads and changes between requests, and
+//! fitting is its method; the run hands it the agent and the history, and emits the event.
 
 use tracing::debug;
 
 use crate::llm::{ContextOverflow, Prompt};
 
+use super::super::Agent;
 use super::super::events::Event;
-use super::super::run::Run;
+use super::super::history::History;
 use super::count::{TokenEstimator, prompt_bytes};
 use super::final_turn::{self, FINAL_NOTE};
 use super::fit::fit_messages_within;
@@ -44,9 +47,9 @@ impl Default for ContextState {
     }
 }
 
-/// A request that fits.
+/// A request that fits, ready to be sent.
 #[derive(Debug)]
-pub(crate) struct Send {
+pub(crate) struct PreparedRequest {
     /// The fitted prompt; `None`: the history as it is (nothing had to be left out).
     pub(crate) prompt: Option<Prompt>,
     /// The turn's token budget (shrunk when the window is nearly full).
@@ -57,7 +60,7 @@ pub(crate) struct Send {
 #[derive(Debug)]
 pub(crate) enum Fit {
     /// Send this.
-    Send(Send),
+    Ready(PreparedRequest),
     /// Not even the smallest turn fits; `final_fits` when a final-answer-only turn would.
     Full { final_fits: bool, why: String },
 }
@@ -66,80 +69,84 @@ pub(crate) enum Fit {
 /// window (3/4): far from the window the estimate's error cannot matter.
 const NEAR: (u64, u64) = (3, 4);
 
-impl Run<'_> {
-    /// Fit the next request (the turn so far is `partial`; `final_only` for a turn that may only
-    /// answer). `overflow`: the server just refused the last one as too long, so fit harder.
-    pub(in crate::agent) async fn fit_request(
+impl ContextState {
+    /// Fit the next request of `history` to `agent`'s model (the turn so far is `partial`;
+    /// `final_only` for a turn that may only answer). `overflow`: the server just refused the
+    /// last one as too long, so fit harder. When something was left out or the budget shrunk,
+    /// the [`Event::ContextFitted`] of step `step` comes with the answer, for the run to emit.
+    pub(crate) async fn fit(
         &mut self,
+        agent: &Agent,
+        history: &History,
         partial: &str,
         final_only: bool,
         overflow: Option<ContextOverflow>,
-    ) -> Fit {
-        let config = &self.agent.config;
+        step: u32,
+    ) -> (Fit, Option<Event>) {
+        let config = &agent.config;
         let policy = config.context;
         let asked = config.max_tokens;
         if let Some(named) = overflow.and_then(|o| o.window)
             && policy.fits()
         {
             // The server said its window: the rest of the run fits to it.
-            self.context.window = Some(self.context.window.map_or(named, |w| w.min(named)));
+            self.window = Some(self.window.map_or(named, |w| w.min(named)));
         }
-        if let (Some(r), Some(sent)) = (overflow.and_then(|o| o.requested), self.context.sent_count)
+        if let (Some(r), Some(sent)) = (overflow.and_then(|o| o.requested), self.sent_count)
             && r > sent
         {
             // The server counted more than its tokenizer said of the same prompt: trust its
             // tokenizer only that much from now on.
             let scale = r as f64 / sent.max(1) as f64;
-            self.context.count_scale = self.context.count_scale.max(scale);
+            self.count_scale = self.count_scale.max(scale);
         }
-        self.context.sent_count = None;
-        let window = self.context.window.filter(|_| policy.fits());
+        self.sent_count = None;
+        let window = self.window.filter(|_| policy.fits());
         let Some(window) = window else {
-            return match overflow {
+            let fit = match overflow {
                 Some(_) => Fit::Full {
                     final_fits: false,
                     why: "the server refused the prompt as longer than its context window, whose size it did not say".into(),
                 },
-                None => Fit::Send(Send {
+                None => Fit::Ready(PreparedRequest {
                     prompt: None,
                     max_tokens: asked,
                 }),
             };
+            return (fit, None);
         };
-        let note = self.context.final_only;
+        let note = self.final_only;
         let budget = u64::from(asked.unwrap_or(policy.min_turn_tokens));
         let mut margin = u64::from(policy.margin_tokens);
         if overflow.is_some() {
             margin = margin * 4 + window / 10;
         }
-        let bytes = self.history.bytes(partial);
-        let mut tokens = self.context.estimator.estimate(bytes);
+        let bytes = history.bytes(partial);
+        let mut tokens = self.estimator.estimate(bytes);
         if let Some(r) = overflow.and_then(|o| o.requested)
             && r > tokens
         {
             // The server counted more than estimated: learn from it.
-            self.context.estimator.observe(bytes, r);
+            self.estimator.observe(bytes, r);
             tokens = r;
         }
         let mut counted = false;
         if (tokens + budget + margin) * NEAR.1 >= window * NEAR.0
-            && let Some(c) = self.count(&self.history.prompt_now(partial), bytes).await
+            && let Some(c) = self.count(agent, &history.prompt_now(partial), bytes).await
         {
             tokens = c;
             counted = true;
         }
         if note {
-            tokens += self
-                .context
-                .estimator
-                .tokens_of(FINAL_NOTE.len() as u64 + 2);
+            tokens += self.estimator.tokens_of(FINAL_NOTE.len() as u64 + 2);
         }
         if tokens + budget + margin <= window && !note {
-            self.context.sent_count = counted.then_some(tokens);
-            return Fit::Send(Send {
+            self.sent_count = counted.then_some(tokens);
+            let fit = Fit::Ready(PreparedRequest {
                 prompt: None,
                 max_tokens: asked,
             });
+            return (fit, None);
         }
         // A budget asked below the floor is the floor.
         let floor = u64::from(if final_only {
@@ -154,7 +161,7 @@ impl Run<'_> {
         // cuts what the estimate of the savings missed.
         let target = window.saturating_sub(margin + budget);
         let floor_target = window.saturating_sub(margin + floor);
-        let estimator = self.context.estimator;
+        let estimator = self.estimator;
         let mut short = tokens.saturating_sub(target);
         let mut short_last = tokens.saturating_sub(floor_target);
         let bytes_of = |t: u64| usize::try_from(estimator.bytes_of(t)).unwrap_or(usize::MAX);
@@ -162,7 +169,7 @@ impl Run<'_> {
         let (report, prompt, after) = loop {
             pass += 1;
             let fitted = fit_messages_within(
-                self.history.messages(),
+                history.messages(),
                 bytes_of(short),
                 bytes_of(short_last),
                 policy.keep_last_steps,
@@ -171,12 +178,12 @@ impl Run<'_> {
             if note {
                 final_turn::add_note(&mut messages);
             }
-            let prompt = self.history.prompt_from(messages, partial);
+            let prompt = history.prompt_from(messages, partial);
             let saved = (fitted.saved as f64 / estimator.bytes_per_token()).floor() as u64;
             let mut after = tokens.saturating_sub(saved);
             if counted
                 && !fitted.report.is_empty()
-                && let Some(c) = self.count(&prompt, prompt_bytes(&prompt)).await
+                && let Some(c) = self.count(agent, &prompt, prompt_bytes(&prompt)).await
             {
                 after = c;
                 if after > target && pass < 2 {
@@ -189,20 +196,21 @@ impl Run<'_> {
         };
         let room = window.saturating_sub(margin + after);
         if room < floor {
-            return Fit::Full {
+            let fit = Fit::Full {
                 final_fits: !final_only && room >= u64::from(policy.final_tokens),
                 why: format!(
                     "the context window of {window} tokens is full: the prompt takes {after} tokens after fitting, which leaves {room} for a turn"
                 ),
             };
+            return (fit, None);
         }
         let max_tokens = if room >= budget {
             asked
         } else {
             Some(u32::try_from(room).unwrap_or(u32::MAX))
         };
-        self.emit(Event::ContextFitted {
-            step: self.progress.steps + 1,
+        let fitted = Event::ContextFitted {
+            step,
             window,
             tokens_before: tokens,
             tokens_after: after,
@@ -212,23 +220,24 @@ impl Run<'_> {
             max_tokens,
             final_only: note,
             after_refusal: overflow.is_some(),
-        });
-        self.context.sent_count = counted.then_some(after);
+        };
+        self.sent_count = counted.then_some(after);
         let untouched = report.is_empty() && !note;
-        Fit::Send(Send {
+        let fit = Fit::Ready(PreparedRequest {
             prompt: (!untouched).then_some(prompt),
             max_tokens,
-        })
+        });
+        (fit, Some(fitted))
     }
 
     /// The server's count of `prompt` (`bytes` in size), when it can tell, raised by
     /// [`ContextState::count_scale`]; it calibrates the estimate too. A server that cannot, or
     /// fails to, leaves the estimate in charge.
-    async fn count(&mut self, prompt: &Prompt, bytes: u64) -> Option<u64> {
-        match self.agent.model.count_tokens(prompt).await {
+    async fn count(&mut self, agent: &Agent, prompt: &Prompt, bytes: u64) -> Option<u64> {
+        match agent.model.count_tokens(prompt).await {
             Ok(Some(n)) => {
-                let n = (n as f64 * self.context.count_scale).ceil() as u64;
-                self.context.estimator.observe(bytes, n);
+                let n = (n as f64 * self.count_scale).ceil() as u64;
+                self.estimator.observe(bytes, n);
                 Some(n)
             }
             Ok(None) => None,

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Import circles between the files of one module tree (issue 33): which files import each other,
+directly or round a longer circle.
+
+    python3 scripts/import-cycles.py [DIR]          (DIR: src/agent by default)
+
+A file imports another when one of its `use` declarations names an item the other defines. Paths
+are read as Rust resolves them, for `super::…`, `super::super::…`, `self::…` (in a `mod.rs`) and
+`crate::…`; a name a `mod.rs` re-exports (`pub use child::Name`, `pub(crate) use …`) counts as the
+child file that defines it, since a `mod.rs` that re-exports is the module's map, not a user of
+its children. `mod x;` declarations are not imports. Paths written out in code without a `use`
+are not counted, nor anything after a `#[cfg(test)]` line (a file's unit tests), nor files named
+`tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
+count; exits 1 when there is one.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def module_of(path):
+    """`src/agent/context/request.rs` -> ['agent', 'context', 'request']; a mod.rs is its folder."""
+    rel = os.path.relpath(path, os.path.join(ROOT, 'src'))
+    parts = rel[:-3].split(os.sep)
+    if parts[-1] == 'mod':
+        parts = parts[:-1]
+    return parts
+
+
+def file_of(module):
+    """The file that holds `module` (a list of names under src/), or None."""
+    base = os.path.join(ROOT, 'src', *module)
+    for candidate in (base + '.rs', os.path.join(base, 'mod.rs')):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def use_declarations(path):
+    """The text of each `use …;` declaration before the file's unit tests, and whether it is public."""
+    out, current, public = [], None, False
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            stripped = line.strip()
+            if stripped.startswith('#[cfg(test)]'):
+                break
+            if current is None:
+                m = re.match(r'(pub(\([^)]*\))?\s+)?use\s+(.*)', stripped)
+                if not m:
+                    continue
+                public, current = m.group(1) is not None, m.group(3)
+            else:
+                current += ' ' + stripped
+            if current.rstrip().endswith(';'):
+                out.append((current.rstrip()[:-1], public))
+                current = None
+    return out
+
+
+def expand(tree):
+    """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e'] (`as` renames and `self` kept as paths)."""
+    tree = tree.strip()
+    depth, brace = 0, None
+    for i, ch in enumerate(tree):
+        if ch == '{' and depth == 0:
+            brace = i
+            break
+    if brace is None:
+        return [re.sub(r'\s+as\s+\w+$', '', tree)]
+    prefix, inner = tree[:brace], tree[brace + 1:tree.rindex('}')]
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch == '{':
+            depth += 1
+        elif ch == '}':
+            depth -= 1
+        elif ch == ',' and depth == 0:
+            parts.append(inner[start:i])
+            start = i + 1
+    parts.append(inner[start:])
+    paths = []
+    for p in parts:
+        if p.strip():
+            for e in expand(p):
+                paths.append(prefix + e if e != 'self' else prefix.rstrip(':'))
+    return paths
+
+
+def absolute(path, module):
+    """A `use` path as names under the crate root, or None for another crate's."""
+    names = path.split('::')
+    if names[0] == 'crate':
+        return names[1:]
+    if names[0] == 'self':
+        return list(module) + names[1:]
+    if names[0] == 'super':
+        base = list(module)
+        while names and names[0] == 'super':
+            base = base[:-1]
+            names = names[1:]
+        return base + names
+    # A bare path names a child module of this one, or another crate (not followed).
+    if file_of(list(module) + names[:1]):
+        return list(module) + names
+    return None
+
+
+def reexports(mod_file, module):
+    """What a mod.rs re-exports: name -> the absolute path it stands for."""
+    out = {}
+    for decl, public in use_declarations(mod_file):
+        if not public:
+            continue
+        for p in expand(decl):
+            target = absolute(p, module)
+            if target:
+                out[target[-1]] = target
+    return out
+
+
+def target_file(names, seen=0):
+    """The file that defines the item `names` (absolute): the deepest module file on the path,
+    through the re-exports of a mod.rs."""
+    for cut in range(len(names), 0, -1):
+        f = file_of(names[:cut])
+        if f is None:
+            continue
+        rest = names[cut:]
+        if rest and f.endswith('mod.rs') and seen < 8:
+            again = reexports(f, names[:cut]).get(rest[0])
+            if again and again != names[:cut + 1]:
+                return target_file(again + rest[1:], seen + 1)
+        return f
+    return None
+
+
+def graph(top):
+    files = []
+    for d, _, names in os.walk(top):
+        files += [os.path.join(d, n) for n in names if n.endswith('.rs') and n != 'tests.rs']
+    edges = {f: set() for f in files}
+    for f in files:
+        module, is_mod_rs = module_of(f), f.endswith('mod.rs')
+        for decl, public in use_declarations(f):
+            if is_mod_rs and public:
+                continue
+            for p in expand(decl):
+                names = absolute(p, module)
+                target = names and target_file(names)
+                if target and target != f and target in edges:
+                    edges[f].add(target)
+    return edges
+
+
+def circles(edges):
+    """Tarjan's strongly connected components of two files or more."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    top = os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else 'src/agent')
+    edges = graph(top)
+    found = circles(edges)
+    for c in found:
+        print('circle: ' + ' <-> '.join(os.path.relpath(f, ROOT) for f in c))
+    count = sum(len(v) for v in edges.values())
+    print(f'{len(found)} import circle(s) among {len(edges)} files, {count} imports')
+    return 1 if found else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

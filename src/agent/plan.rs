@@ -1,0 +1,14 @@
+//! What the loop knows between turns and hands to the next one: whether the turn may only
+//! answer, and whether the model reasons first. Below both the loop (`run.rs`) and the turn
+//! (`think.rs`), so neither imports the other for it.
+
+/// What the loop knows between turns and hands to the next one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnPlan {
+    /// The step limit is reached: only a final answer is accepted.
+    pub(crate) final_only: bool,
+    /// The model reasons first (see `grammars.rs`).
+    pub(crate) reasoning: bool,
+    /// The loop guard refused the last call: the next turn may only answer.
+    pub(crate) after_refused_call: bool,
+}

@@ -19,6 +19,7 @@ use super::Status;
 use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::{CallKey, Check};
+use super::observed;
 use super::run::{Ending, Next, Run};
 
 impl Run<'_> {
@@ -113,6 +114,7 @@ impl Run<'_> {
         let started = Instant::now();
         let agent = self.agent;
         let config = &agent.config;
+        let shown = args.clone();
         let call = tokio::time::timeout(config.tool_timeout, tool.call(args))
             .instrument(info_span!("tool", name));
         let mut call = std::pin::pin!(call);
@@ -129,7 +131,11 @@ impl Run<'_> {
             Ok(Ok(out)) => (
                 true,
                 false,
-                protocol::truncate(&out, config.observation_limit).into_owned(),
+                observed::tool_result(
+                    name,
+                    &shown,
+                    &protocol::truncate(&out, config.observation_limit),
+                ),
             ),
             Ok(Err(e)) => (
                 false,

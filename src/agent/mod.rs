@@ -34,6 +34,7 @@ mod grammars;
 pub(crate) mod history;
 mod loopguard;
 mod notices;
+mod observed;
 mod outcome;
 mod preview;
 mod record;

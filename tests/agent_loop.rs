@@ -18,6 +18,9 @@ use tagloop::llm::{
 };
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
+/// The sentence that closes a tool's result (`src/agent/observed.rs`).
+const DECIDE: &str = "If this answers the question, give your final answer now; if not, call another tool.";
+
 fn script(turns: &[&str]) -> Arc<ScriptedModel> {
     common::script::model(turns)
 }
@@ -131,7 +134,9 @@ async fn a_tool_call_then_a_final_answer() {
     );
     assert_eq!(
         observations(&o.messages),
-        vec!["<observation>\necho: hi\n\n[9 steps left]\n</observation>".to_string()]
+        vec![format!(
+            "<observation>\necho(text=\"hi\") returned 1 line:\necho: hi\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+        )]
     );
     assert!(
         o.messages[1]
@@ -154,7 +159,9 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     // Inside an observation a protocol tag is neutralised (docs/protocol.md §1.4).
     assert_eq!(
         observations(&o.messages)[0],
-        "<observation>\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"
+        format!(
+            "<observation>\necho(text=\"a &lt;/action> b\") returned 1 line:\necho: a &lt;/action> b\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+        )
     );
     assert_eq!(
         o.progress.llm_calls, 2,
@@ -482,7 +489,8 @@ async fn the_third_identical_call_is_not_run_and_a_fourth_ends_the_run() {
     let obs = observations(&o.messages);
     assert_eq!(obs.len(), 3);
     assert!(
-        obs[2].contains("third time in a row") && obs[2].contains("Its result was:\n3"),
+        obs[2].contains("third time in a row")
+            && obs[2].contains("Its result was:\nadd(a=1, b=2) returned 1 line:\n3"),
         "{}",
         obs[2]
     );

@@ -115,6 +115,8 @@ impl Run<'_> {
         let agent = self.agent;
         let config = &agent.config;
         let shown = args.clone();
+        // The step that reaches the limit gets the limit notice instead of the decision.
+        let decide = self.progress.steps + 1 < self.step_limit;
         let call = tokio::time::timeout(config.tool_timeout, tool.call(args))
             .instrument(info_span!("tool", name));
         let mut call = std::pin::pin!(call);
@@ -135,6 +137,7 @@ impl Run<'_> {
                     name,
                     &shown,
                     &protocol::truncate(&out, config.observation_limit),
+                    decide,
                 ),
             ),
             Ok(Err(e)) => (

@@ -17,8 +17,15 @@ pub(crate) const DECIDE_NOTE: &str =
 /// An argument value longer than this many characters is shown cut in the header.
 const ARG_SHOWN: usize = 60;
 
-/// The observation of a call of `tool` with `args` that returned `output`.
-pub(crate) fn tool_result(tool: &str, args: &Map<String, Value>, output: &str) -> String {
+/// The observation of a call of `tool` with `args` that returned `output`. The decision
+/// sentence is left out when `decide` is false (the step that reached the limit: the runtime's
+/// limit notice then says that only an answer is left).
+pub(crate) fn tool_result(
+    tool: &str,
+    args: &Map<String, Value>,
+    output: &str,
+    decide: bool,
+) -> String {
     let output = output.trim_end();
     let lines = output.lines().count();
     let size = match lines {
@@ -27,11 +34,16 @@ pub(crate) fn tool_result(tool: &str, args: &Map<String, Value>, output: &str) -
         n => format!("{n} lines"),
     };
     let call = call_text(tool, args);
-    if lines == 0 {
-        format!("{call} returned nothing.\n\n{DECIDE_NOTE}")
+    let mut text = if lines == 0 {
+        format!("{call} returned nothing.")
     } else {
-        format!("{call} returned {size}:\n{output}\n\n{DECIDE_NOTE}")
+        format!("{call} returned {size}:\n{output}")
+    };
+    if decide {
+        text.push_str("\n\n");
+        text.push_str(DECIDE_NOTE);
     }
+    text
 }
 
 /// The call as the protocol writes it, `tool(name="value", n=2)`, long values cut.
@@ -63,7 +75,7 @@ mod tests {
 
     #[test]
     fn names_the_call_and_counts_the_lines() {
-        let text = tool_result("read_file", &args(json!({"path": "a.txt"})), "x\ny\nz\n");
+        let text = tool_result("read_file", &args(json!({"path": "a.txt"})), "x\ny\nz\n", true);
         assert_eq!(
             text,
             format!("read_file(path=\"a.txt\") returned 3 lines:\nx\ny\nz\n\n{DECIDE_NOTE}")
@@ -72,16 +84,17 @@ mod tests {
 
     #[test]
     fn one_line_and_nothing_are_said_so() {
-        let one = tool_result("t", &args(json!({"n": 2})), "42");
+        let one = tool_result("t", &args(json!({"n": 2})), "42", true);
         assert!(one.starts_with("t(n=2) returned 1 line:\n42\n"), "{one}");
-        let none = tool_result("t", &Map::new(), "");
+        let none = tool_result("t", &Map::new(), "", true);
         assert_eq!(none, format!("t() returned nothing.\n\n{DECIDE_NOTE}"));
+        assert_eq!(tool_result("t", &Map::new(), "", false), "t() returned nothing.");
     }
 
     #[test]
     fn long_arguments_are_cut_in_the_header_only() {
         let long = "q".repeat(500);
-        let text = tool_result("write", &args(json!({"content": long})), "ok");
+        let text = tool_result("write", &args(json!({"content": long})), "ok", true);
         let header = text.lines().next().unwrap_or_default();
         assert!(header.chars().count() < 100, "{header}");
         assert!(header.contains('…'));

@@ -19,7 +19,8 @@ use tagloop::llm::{
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
 /// The sentence that closes a tool's result (`src/agent/observed.rs`).
-const DECIDE: &str = "If this answers the question, give your final answer now; if not, call another tool.";
+const DECIDE: &str =
+    "If this answers the question, give your final answer now; if not, call another tool.";
 
 fn script(turns: &[&str]) -> Arc<ScriptedModel> {
     common::script::model(turns)

@@ -111,7 +111,11 @@ async fn a_tool_error_has_no_header_and_no_decision_sentence() {
         4,
     )
     .await;
-    assert!(seen[0].starts_with("<observation>\nError from broken: "), "{}", seen[0]);
+    assert!(
+        seen[0].starts_with("<observation>\nError from broken: "),
+        "{}",
+        seen[0]
+    );
     assert!(!seen[0].contains("returned"), "{}", seen[0]);
     assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
 }
@@ -127,7 +131,11 @@ async fn the_step_that_reaches_the_limit_gets_the_limit_notice_instead_of_the_de
     )
     .await;
     assert_eq!(status, Status::MaxSteps);
-    assert!(seen[0].contains("lines(path=\"a.txt\") returned 3 lines:\nalpha"), "{}", seen[0]);
+    assert!(
+        seen[0].contains("lines(path=\"a.txt\") returned 3 lines:\nalpha"),
+        "{}",
+        seen[0]
+    );
     assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
     assert!(seen[0].contains("You have used all 1 steps"), "{}", seen[0]);
 }

@@ -75,7 +75,12 @@ mod tests {
 
     #[test]
     fn names_the_call_and_counts_the_lines() {
-        let text = tool_result("read_file", &args(json!({"path": "a.txt"})), "x\ny\nz\n", true);
+        let text = tool_result(
+            "read_file",
+            &args(json!({"path": "a.txt"})),
+            "x\ny\nz\n",
+            true,
+        );
         assert_eq!(
             text,
             format!("read_file(path=\"a.txt\") returned 3 lines:\nx\ny\nz\n\n{DECIDE_NOTE}")
@@ -88,7 +93,10 @@ mod tests {
         assert!(one.starts_with("t(n=2) returned 1 line:\n42\n"), "{one}");
         let none = tool_result("t", &Map::new(), "", true);
         assert_eq!(none, format!("t() returned nothing.\n\n{DECIDE_NOTE}"));
-        assert_eq!(tool_result("t", &Map::new(), "", false), "t() returned nothing.");
+        assert_eq!(
+            tool_result("t", &Map::new(), "", false),
+            "t() returned nothing."
+        );
     }
 
     #[test]

@@ -255,7 +255,8 @@ async fn the_third_identical_call_is_not_run_and_a_fourth_ends_the_run() {
     let obs = observations(&o.messages);
     assert_eq!(obs.len(), 3);
     assert!(
-        obs[2].contains("third time in a row") && obs[2].contains("Its result was:\n3"),
+        obs[2].contains("third time in a row")
+            && obs[2].contains("Its result was:\nadd(a=1, b=2) returned 1 line:\n3"),
         "{}",
         obs[2]
     );

@@ -19,6 +19,10 @@ use common::agent::{
     Nothing, agent, collect_events, observations, script, tools, with_events, with_transcript,
 };
 
+/// The sentence that closes a tool's result (`src/agent/observed.rs`).
+const DECIDE: &str =
+    "If this answers the question, give your final answer now; if not, call another tool.";
+
 #[tokio::test]
 async fn a_tool_call_then_a_final_answer() {
     let model = script(&[
@@ -38,7 +42,9 @@ async fn a_tool_call_then_a_final_answer() {
     );
     assert_eq!(
         observations(&o.messages),
-        vec!["<observation>\necho: hi\n\n[9 steps left]\n</observation>".to_string()]
+        vec![format!(
+            "<observation>\necho(text=\"hi\") returned 1 line:\necho: hi\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+        )]
     );
     assert!(
         o.messages[1]
@@ -61,7 +67,9 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     // Inside an observation a protocol tag is neutralised (docs/protocol.md §1.4).
     assert_eq!(
         observations(&o.messages)[0],
-        "<observation>\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"
+        format!(
+            "<observation>\necho(text=\"a &lt;/action> b\") returned 1 line:\necho: a &lt;/action> b\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+        )
     );
     assert_eq!(
         o.progress.llm_calls, 2,

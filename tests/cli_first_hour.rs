@@ -92,7 +92,9 @@ fn example_read(prompt: &str) -> (String, String) {
 /// file holding `content`.
 fn real_read(dir: &std::path::Path, api: &str, path: &str, content: &str, steps: &str) -> String {
     std::fs::create_dir_all(dir.join("ws")).unwrap();
-    std::fs::write(dir.join("ws").join(path), content).unwrap();
+    let file = dir.join("ws").join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, content).unwrap();
     let script = common::script::file(
         &dir.join(format!("read-{api}.script")),
         &[
@@ -132,7 +134,7 @@ fn the_prompts_example_observation_is_what_read_file_really_returns() {
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
     // (api, the file the example's question is about, as a file would hold it)
     let cases = [
-        ("chat", "first line\nsecond line\n"),
+        ("chat", "kite: red\nstring: 40 m\n"),
         ("completions", "[web]\nhost = \"0.0.0.0\"\nport = 9090\n"),
     ];
     for (api, content) in cases {

@@ -20,6 +20,7 @@ use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::{CallKey, Check};
 use super::next::{Ending, Next};
+use super::observed;
 use super::run::Run;
 
 impl Run<'_> {
@@ -114,6 +115,9 @@ impl Run<'_> {
         let started = Instant::now();
         let agent = self.agent;
         let config = &agent.config;
+        let shown = args.clone();
+        // The step that reaches the limit gets the limit notice instead of the decision.
+        let decide = self.progress.steps + 1 < self.step_limit;
         let call = tokio::time::timeout(config.tool_timeout, tool.call(args))
             .instrument(info_span!("tool", name));
         let mut call = std::pin::pin!(call);
@@ -130,7 +134,12 @@ impl Run<'_> {
             Ok(Ok(out)) => (
                 true,
                 false,
-                protocol::truncate(&out, config.observation_limit).into_owned(),
+                observed::tool_result(
+                    name,
+                    &shown,
+                    &protocol::truncate(&out, config.observation_limit),
+                    decide,
+                ),
             ),
             Ok(Err(e)) => (
                 false,

@@ -35,6 +35,7 @@ pub(crate) mod history;
 mod loopguard;
 mod next;
 mod notices;
+mod observed;
 mod outcome;
 mod plan;
 mod preview;

@@ -1,0 +1,141 @@
+//! A tool's observation (src/agent/observed.rs), driven by the scripted model: the header names
+//! the call and counts the lines it returned, the tool's text follows as it is, and the decision
+//! sentence closes it; a tool's error keeps its own form.
+
+mod common;
+
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+
+use tagloop::agent::{Agent, AgentConfig, Status};
+use tagloop::llm::Role as MsgRole;
+use tagloop::tools::{Registry, ToolError, tool_fn};
+
+const DECIDE: &str =
+    "If this answers the question, give your final answer now; if not, call another tool.";
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct PathArgs {
+    /// The file.
+    path: String,
+}
+
+fn tools() -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "lines",
+        "Three lines, or none for empty.txt.",
+        |a: PathArgs| async move {
+            Ok(if a.path == "empty.txt" {
+                String::new()
+            } else {
+                "alpha\nbeta\ngamma\n".to_string()
+            })
+        },
+    )));
+    r.add(Arc::new(tool_fn(
+        "broken",
+        "Always fails.",
+        |_: PathArgs| async move { Err::<String, _>(ToolError::Failed("no such file".into())) },
+    )));
+    r
+}
+
+/// The observations a run with `turns` sent, after the task.
+async fn observations(turns: &[&str], max_steps: u32) -> (Status, Vec<String>) {
+    let config = AgentConfig {
+        max_steps,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::builder(common::script::model(turns))
+        .tools(tools())
+        .config(config)
+        .build()
+        .expect("agent builds");
+    let o = agent.run("t").await;
+    let seen = o
+        .messages
+        .iter()
+        .skip(2)
+        .filter(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .collect();
+    (o.status, seen)
+}
+
+#[tokio::test]
+async fn a_result_is_headed_by_its_call_and_line_count_and_closed_by_the_decision() {
+    let (status, seen) = observations(
+        &[
+            "<thought>Read.</thought>\n<action>lines(path=\"a.txt\")</action>",
+            "<final_answer>3</final_answer>",
+        ],
+        4,
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(
+        seen,
+        vec![format!(
+            "<observation>\nlines(path=\"a.txt\") returned 3 lines:\nalpha\nbeta\ngamma\n\n{DECIDE}\n\n[3 steps left]\n</observation>"
+        )]
+    );
+}
+
+#[tokio::test]
+async fn an_empty_result_is_said_to_be_empty() {
+    let (_, seen) = observations(
+        &[
+            "<action>lines(path=\"empty.txt\")</action>",
+            "<final_answer>none</final_answer>",
+        ],
+        4,
+    )
+    .await;
+    assert_eq!(
+        seen[0],
+        format!(
+            "<observation>\nlines(path=\"empty.txt\") returned nothing.\n\n{DECIDE}\n\n[3 steps left]\n</observation>"
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_tool_error_has_no_header_and_no_decision_sentence() {
+    let (_, seen) = observations(
+        &[
+            "<action>broken(path=\"a.txt\")</action>",
+            "<final_answer>gave up</final_answer>",
+        ],
+        4,
+    )
+    .await;
+    assert!(
+        seen[0].starts_with("<observation>\nError from broken: "),
+        "{}",
+        seen[0]
+    );
+    assert!(!seen[0].contains("returned"), "{}", seen[0]);
+    assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
+}
+
+#[tokio::test]
+async fn the_step_that_reaches_the_limit_gets_the_limit_notice_instead_of_the_decision() {
+    let (status, seen) = observations(
+        &[
+            "<action>lines(path=\"a.txt\")</action>",
+            "<final_answer>3</final_answer>",
+        ],
+        1,
+    )
+    .await;
+    assert_eq!(status, Status::MaxSteps);
+    assert!(
+        seen[0].contains("lines(path=\"a.txt\") returned 3 lines:\nalpha"),
+        "{}",
+        seen[0]
+    );
+    assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
+    assert!(seen[0].contains("You have used all 1 steps"), "{}", seen[0]);
+}

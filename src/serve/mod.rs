@@ -40,6 +40,8 @@
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
+//! * `native/`: the model's own tool format (`--tool-format`), where its chat template
+//!   declares tools: the template rendered here, a grammar of its `<tool_call>` blocks.
 //! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
 //!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools.
 //!
@@ -64,6 +66,7 @@ mod json_budget;
 mod listen;
 mod live;
 mod messages;
+mod native;
 mod plain;
 mod read;
 mod redact;
@@ -75,6 +78,7 @@ pub use config::ServeConfig;
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use listen::serve;
+pub use native::ToolFormat;
 pub use request::MAX_PARALLEL_CALLS;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and

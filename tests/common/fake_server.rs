@@ -36,6 +36,7 @@
 //! | `reject_prefill` | `400` to a chat that ends in an assistant message (an older llama.cpp under a thinking template) |
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
+//! | `chat_template` | the `chat_template` the `/props` answer carries |
 //! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
 //! | `props_n_ctx` | the window (`n_ctx`) `/props` reports (default 8192) |
 //! | `max_model_len` | `GET /v1/models` entries carry it (vLLM, SGLang) |
@@ -191,6 +192,8 @@ pub struct FakeConfig {
     pub ignore_max_tokens: bool,
     /// Bytes of padding in the `/props` answer (with `props`).
     pub props_padding: usize,
+    /// The `chat_template` the `/props` answer carries (with `props`).
+    pub chat_template: Option<String>,
     /// Answer every completion request with this status and this many bytes of body (`x`s),
     /// streamed in 64 KiB pieces; `aborted()` counts it when the client hangs up before the end.
     pub huge_body: Option<(u16, usize)>,
@@ -249,6 +252,7 @@ impl Default for FakeConfig {
             reject_prefill: false,
             ignore_max_tokens: false,
             props_padding: 0,
+            chat_template: None,
             huge_body: None,
             props_n_ctx: 8192,
             max_model_len: None,
@@ -572,7 +576,7 @@ async fn props(State(inner): State<Arc<Inner>>) -> Response {
     }
     json_response(
         StatusCode::OK,
-        json!({"default_generation_settings": {"n_ctx": inner.cfg.props_n_ctx}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding)}).to_string(),
+        json!({"default_generation_settings": {"n_ctx": inner.cfg.props_n_ctx}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding), "chat_template": inner.cfg.chat_template, "bos_token": "", "eos_token": "<|im_end|>"}).to_string(),
     )
 }
 

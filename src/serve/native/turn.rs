@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use super::{NativeFormat, tools_json};
 use crate::llm::{Finish, Prompt, TurnGrammar, TurnRequest};
-use crate::protocol::{NativeShape, ToolShape, native_grammar, parse_gbnf};
+use crate::protocol::{
+    NativeShape, ToolShape, TurnKind, native_grammar, parse_gbnf, read_turn_with,
+};
 use crate::serve::ServeError;
 use crate::serve::answer::{Core, Trace, answer as protocol_answer, client_reason, emit_answer};
 use crate::serve::conversation;
@@ -218,13 +220,39 @@ pub(super) fn read_native(
             }
             out
         }
-        None if *finish == Finish::Length => format!("<final_answer>{}", text.trim()),
-        None => format!("<final_answer>{}</final_answer>", text.trim()),
+        // A call written bare or in a fence (a server that took no grammar): the dialect
+        // reader knows the shape.
+        None => match dialect_call(text, ask) {
+            Some(action) => format!("<action>{action}</action>"),
+            None if *finish == Finish::Length => format!("<final_answer>{}", text.trim()),
+            None => format!("<final_answer>{}</final_answer>", text.trim()),
+        },
     };
     read(&as_protocol, finish, ask, role, answer_only).map_err(|refusal| Refusal {
         kept: text.to_owned(),
         ..refusal
     })
+}
+
+/// The call a text without `<tool_call>` holds as bare or fenced JSON (`{"name": …,
+/// "arguments": …}` naming a declared tool), in the protocol's syntax: the JSON is read as the
+/// dialect reader reads it inside an `<action>`.
+fn dialect_call(text: &str, ask: &Ask) -> Option<String> {
+    let mut json = text.trim();
+    if let Some(fenced) = json.strip_prefix("```") {
+        let body = fenced.split_once('\n')?.1;
+        json = body.trim_end().strip_suffix("```")?.trim();
+    }
+    if !json.starts_with('{') {
+        return None;
+    }
+    let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
+    let turn = read_turn_with(&format!("<action>{json}</action>"), &names);
+    let named = |action: &str| names.iter().any(|n| action.starts_with(&format!("{n}(")));
+    match (turn.kind, turn.dialect, turn.action) {
+        (TurnKind::Action, Some(_), Some(action)) if named(&action) => Some(action),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

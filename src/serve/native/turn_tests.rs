@@ -58,6 +58,20 @@ fn text_is_the_answer() {
 }
 
 #[test]
+fn a_call_written_as_fenced_or_bare_json_is_a_call() {
+    for text in [
+        "```json\n{\n  \"name\": \"weather\",\n  \"arguments\": {\"city\": \"Paris\"}\n}\n```",
+        "{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}",
+    ] {
+        let read = read_turn(text, &ask(json!({}))).unwrap();
+        assert!(
+            matches!(read.decision, Decision::Calls(ref c) if c[0].1["city"] == "Paris"),
+            "{text}: {read:?}"
+        );
+    }
+}
+
+#[test]
 fn text_where_a_call_is_required_is_refused_as_written() {
     let text = "It is sunny.";
     let refusal = read_turn(text, &ask(json!({"tool_choice": "required"}))).unwrap_err();

@@ -80,6 +80,9 @@ pub fn native_grammar(shape: &NativeShape<'_>) -> Grammar {
             Some(schema) => values.within("the output schema", |v| {
                 v.schema(schema, Place::Json, 0, "answer-json")
             }),
+            // The answer may not open with `{` or a code fence: small models that mean a call
+            // write its JSON bare or fenced (Qwen2.5-Coder 0.5B and 1.5B do), which no client
+            // would take for one; held back there, they open the `<tool_call>` block instead.
             None => {
                 let rest = excluding(values.g, "answer-text", &forbidden, &[], None, false);
                 let first = chars(
@@ -90,6 +93,8 @@ pub fn native_grammar(shape: &NativeShape<'_>) -> Grammar {
                         ClassItem::Char('\r'),
                         ClassItem::Char('\n'),
                         ClassItem::Char('<'),
+                        ClassItem::Char('{'),
+                        ClassItem::Char('`'),
                     ],
                 );
                 Expr::seq([first, Expr::rule(rest)])
@@ -161,6 +166,9 @@ mod tests {
         assert!(gbnf.starts_with("root ::= calls | answer"), "{gbnf}");
         assert!(gbnf.contains("<tool_call>\\n"), "{gbnf}");
         assert!(gbnf.contains("{0,2}"), "{gbnf}");
+        // A free answer cannot start as bare or fenced JSON.
+        let answer = gbnf.lines().find(|l| l.starts_with("answer ::= ")).unwrap();
+        assert!(answer.contains("{`"), "{answer}");
     }
 
     #[test]

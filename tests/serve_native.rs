@@ -98,7 +98,10 @@ async fn a_template_with_tools_is_asked_natively_and_its_call_comes_back() {
     assert_eq!(paths(&fake), ["/v1/completions"]);
     let prompt = sent[0].body["prompt"].as_str().unwrap();
     // The template's own text, the tools as Python's json.dumps writes them.
-    assert!(prompt.contains("<tools>\n{\"type\": \"function\""), "{prompt}");
+    assert!(
+        prompt.contains("<tools>\n{\"type\": \"function\""),
+        "{prompt}"
+    );
     assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt}");
     let grammar = sent[0].body["grammar"].as_str().unwrap();
     assert!(grammar.starts_with("root ::= calls | answer"), "{grammar}");
@@ -117,7 +120,8 @@ async fn a_native_text_turn_is_a_text_answer() {
 
 #[tokio::test]
 async fn a_bad_native_call_is_corrected_in_the_same_conversation() {
-    let bad = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>";
+    let bad =
+        "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>";
     let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[bad, PARIS])).await;
     let base = proxy(&fake, ToolFormat::Native, GrammarMode::Off).await;
     let (status, v) = post(&base, &question("Weather in Paris?")).await;

@@ -18,9 +18,9 @@ use tracing::info;
 
 use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
-use super::native::{Formats, NativeFormat};
 use super::config::ServeConfig;
 use super::face::{Mode, Reading, Render};
+use super::native::{Formats, NativeFormat};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
 use super::response::AnswerMeta;

@@ -26,7 +26,8 @@
 //! A `POST /v1/chat/completions` with `tools` (or `response_format: json_schema`) is answered
 //! by the core; one without is passed to the upstream unchanged. The parts:
 //!
-//! * `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
+//! * `body.rs`: the body's serde types (`serde_path_to_error` names a mistyped field);
+//!   `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
 //!   `json_budget.rs` counts its JSON values before any is built.
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
 //!   observations).
@@ -52,6 +53,7 @@
 //! With `parallel_tool_calls: false` a turn holds exactly one call, as in a run.
 
 mod answer;
+mod body;
 mod chunks;
 mod clients;
 mod config;

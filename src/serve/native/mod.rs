@@ -164,7 +164,9 @@ fn learn(
         return Ok(None);
     }
     let model = clients.get_with_api(cfg, name, Api::Completions)?;
-    tracing::info!("the upstream's chat template declares tools: serve asks in the model's own format");
+    tracing::info!(
+        "the upstream's chat template declares tools: serve asks in the model's own format"
+    );
     Ok(Some(Arc::new(NativeFormat {
         template,
         model,
@@ -175,7 +177,9 @@ fn learn(
 /// Whether `template` writes a probe tool into the prompt with the `<tool_call>` format.
 fn declares_tools(template: &ChatTemplate) -> Result<(), String> {
     const PROBE: &str = "tagloop_probe_tool";
-    let tools = [json!({"type": "function", "function": {"name": PROBE, "description": "A probe.", "parameters": {"type": "object", "properties": {}}}})];
+    let tools = [
+        json!({"type": "function", "function": {"name": PROBE, "description": "A probe.", "parameters": {"type": "object", "properties": {}}}}),
+    ];
     let messages = [json!({"role": "user", "content": "Hello."})];
     let prompt = template
         .render(&messages, &tools)

@@ -59,7 +59,11 @@ impl ChatTemplate {
     }
 
     /// The prompt for `messages` and `tools` (OpenAI's shapes), opened for the assistant's turn.
-    pub(crate) fn render(&self, messages: &[Value], tools: &[Value]) -> Result<String, TemplateError> {
+    pub(crate) fn render(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+    ) -> Result<String, TemplateError> {
         let template = self
             .env
             .get_template("chat")
@@ -157,8 +161,8 @@ fn tojson(value: Jinja, kwargs: minijinja::value::Kwargs) -> Result<Jinja, Error
         None => value.serialize(&mut Serializer::with_formatter(&mut out, Spaced)),
     };
     written.map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
-    let text =
-        String::from_utf8(out).map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let text = String::from_utf8(out)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
     Ok(Jinja::from_safe_string(text))
 }
 
@@ -189,9 +193,15 @@ mod tests {
     fn tojson_writes_as_python_does() {
         let t = ChatTemplate::new("{{ messages[0] | tojson }}", "", "").unwrap();
         let out = t
-            .render(&[json!({"role": "user", "content": "a <b> & c", "n": [1, 2]})], &[])
+            .render(
+                &[json!({"role": "user", "content": "a <b> & c", "n": [1, 2]})],
+                &[],
+            )
             .unwrap();
-        assert_eq!(out, r#"{"role": "user", "content": "a <b> & c", "n": [1, 2]}"#);
+        assert_eq!(
+            out,
+            r#"{"role": "user", "content": "a <b> & c", "n": [1, 2]}"#
+        );
     }
 
     #[test]

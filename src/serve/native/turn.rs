@@ -68,23 +68,21 @@ pub(crate) async fn answer(
     let mut last_reason = String::new();
     while left > 0 {
         left -= 1;
-        let prompt = native
-            .template
-            .render(&messages, &tools)
-            .map_err(|e| ServeError::Upstream {
-                reason: format!("the model's own tool format cannot be used: {e}"),
-            })?;
+        let prompt =
+            native
+                .template
+                .render(&messages, &tools)
+                .map_err(|e| ServeError::Upstream {
+                    reason: format!("the model's own tool format cannot be used: {e}"),
+                })?;
         request.prompt = Prompt::Text(prompt);
         trace.requests += 1;
-        let result = model
-            .turn(&request, &mut |_| {})
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %Outside(&e), "the upstream failed");
-                ServeError::Upstream {
-                    reason: client_reason(&e),
-                }
-            })?;
+        let result = model.turn(&request, &mut |_| {}).await.map_err(|e| {
+            tracing::warn!(error = %Outside(&e), "the upstream failed");
+            ServeError::Upstream {
+                reason: client_reason(&e),
+            }
+        })?;
         trace.usage.add(result.usage);
         let text = result.text;
         match read_native(&text, &result.finish, ask, &role, answer_only) {

@@ -39,10 +39,18 @@ fn a_repeated_block_is_one_call_and_without_parallel_only_the_first_counts() {
     let block = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n";
     let twice = format!("{block}{block}");
     let read = read_turn(&twice, &ask(json!({}))).unwrap();
-    assert!(matches!(read.decision, Decision::Calls(ref c) if c.len() == 1), "{read:?}");
-    let other = format!("{block}<tool_call>\n{{\"name\": \"weather\", \"arguments\": {{\"city\": \"Rome\"}}}}\n</tool_call>");
+    assert!(
+        matches!(read.decision, Decision::Calls(ref c) if c.len() == 1),
+        "{read:?}"
+    );
+    let other = format!(
+        "{block}<tool_call>\n{{\"name\": \"weather\", \"arguments\": {{\"city\": \"Rome\"}}}}\n</tool_call>"
+    );
     let read = read_turn(&other, &ask(json!({"parallel_tool_calls": false}))).unwrap();
-    assert!(matches!(read.decision, Decision::Calls(ref c) if c.len() == 1), "{read:?}");
+    assert!(
+        matches!(read.decision, Decision::Calls(ref c) if c.len() == 1),
+        "{read:?}"
+    );
 }
 
 #[test]
@@ -81,7 +89,8 @@ fn text_where_a_call_is_required_is_refused_as_written() {
 
 #[test]
 fn a_call_against_the_schema_is_refused() {
-    let text = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>";
+    let text =
+        "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"town\": \"Paris\"}}\n</tool_call>";
     let refusal = read_turn(text, &ask(json!({}))).unwrap_err();
     assert!(refusal.message.contains("city"), "{}", refusal.message);
 }
@@ -98,16 +107,34 @@ fn the_conversation_becomes_the_templates_messages() {
     let m = messages(&Ask::read(&body).unwrap());
     assert_eq!(m.len(), 4);
     assert_eq!(m[0]["role"], "system");
-    assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
-    assert_eq!(m[3], json!({"role": "tool", "name": "weather", "content": "Sunny."}));
+    assert_eq!(
+        m[2]["tool_calls"][0]["function"]["arguments"]["city"],
+        "Paris"
+    );
+    assert_eq!(
+        m[3],
+        json!({"role": "tool", "name": "weather", "content": "Sunny."})
+    );
 }
 
 #[test]
 fn the_grammar_follows_tool_choice() {
     let auto = grammar(&ask(json!({})), false).unwrap();
-    assert!(auto.gbnf.starts_with("root ::= calls | answer"), "{}", auto.gbnf);
+    assert!(
+        auto.gbnf.starts_with("root ::= calls | answer"),
+        "{}",
+        auto.gbnf
+    );
     let required = grammar(&ask(json!({"tool_choice": "required"})), false).unwrap();
-    assert!(required.gbnf.starts_with("root ::= calls\n"), "{}", required.gbnf);
+    assert!(
+        required.gbnf.starts_with("root ::= calls\n"),
+        "{}",
+        required.gbnf
+    );
     let answer = grammar(&ask(json!({})), true).unwrap();
-    assert!(answer.gbnf.starts_with("root ::= answer\n"), "{}", answer.gbnf);
+    assert!(
+        answer.gbnf.starts_with("root ::= answer\n"),
+        "{}",
+        answer.gbnf
+    );
 }

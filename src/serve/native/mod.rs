@@ -76,8 +76,11 @@ pub(crate) struct NativeFormat {
 /// The templates learnt per model name (as [`Clients`]: at most [`MAX_MODELS`], least
 /// recently used evicted). `None`: the upstream publishes no template that declares tools.
 pub(crate) struct Formats {
-    cache: Mutex<LruCache<String, Option<Arc<NativeFormat>>>>,
+    cache: Mutex<Learnt>,
 }
+
+/// What was learnt per model name.
+type Learnt = LruCache<String, Option<Arc<NativeFormat>>>;
 
 impl Formats {
     pub(crate) fn new() -> Formats {
@@ -126,10 +129,7 @@ impl Formats {
         Ok(found)
     }
 
-    fn lock(
-        &self,
-    ) -> Result<std::sync::MutexGuard<'_, LruCache<String, Option<Arc<NativeFormat>>>>, ServeError>
-    {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Learnt>, ServeError> {
         self.cache
             .lock()
             .map_err(|_| ServeError::Config("the template cache is poisoned".into()))

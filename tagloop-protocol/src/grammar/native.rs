@@ -49,7 +49,7 @@ pub struct NativeShape<'a> {
 ///     max_calls: 1, answer: true, output_schema: None,
 /// };
 /// let gbnf = native_grammar(&shape).to_gbnf();
-/// assert!(gbnf.contains(r#""\"get_weather\"""#));
+/// assert!(gbnf.contains(r#"{\"name\": \"get_weather\", \"arguments\": "#));
 /// assert!(parse_gbnf(&gbnf).is_ok());
 /// ```
 pub fn native_grammar(shape: &NativeShape<'_>) -> Grammar {

@@ -222,3 +222,23 @@ async fn protocol_by_name_never_asks_for_the_template() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(paths(&fake), ["/v1/chat/completions"]);
 }
+
+#[tokio::test]
+async fn a_streamed_native_answer_carries_its_calls() {
+    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[PARIS])).await;
+    let base = proxy(&fake, ToolFormat::Auto, GrammarMode::Off).await;
+    let mut body = question("Weather in Paris?");
+    body["stream"] = json!(true);
+    let r = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("\"tool_calls\""), "{text}");
+    assert!(text.contains("\"finish_reason\":\"tool_calls\""), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert_eq!(paths(&fake), ["/v1/completions"]);
+}

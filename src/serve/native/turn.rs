@@ -232,18 +232,34 @@ pub(super) fn read_native(
     })
 }
 
-/// The call a text without `<tool_call>` holds as bare or fenced JSON (`{"name": …,
-/// "arguments": …}` naming a declared tool), in the protocol's syntax: the JSON is read as the
-/// dialect reader reads it inside an `<action>`.
+/// The call a text without `<tool_call>` holds as bare JSON (`{"name": …, "arguments": …}`
+/// naming a declared tool), or as such JSON in a code fence anywhere in the text (the Qwen
+/// models explain, then write "the JSON object for the function call" in a fence), in the
+/// protocol's syntax: the JSON is read as the dialect reader reads it inside an `<action>`.
 fn dialect_call(text: &str, ask: &Ask) -> Option<String> {
-    let mut json = text.trim();
-    if let Some(fenced) = json.strip_prefix("```") {
-        let body = fenced.split_once('\n')?.1;
-        json = body.trim_end().strip_suffix("```")?.trim();
+    let whole = text.trim();
+    if whole.starts_with('{') {
+        return json_call(whole, ask);
     }
-    if !json.starts_with('{') {
-        return None;
+    // The fences' bodies: the text between an opening fence's line and the next fence.
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let (_, body) = after.split_once('\n')?;
+        let close = body.find("```")?;
+        let json = body[..close].trim();
+        if json.starts_with('{')
+            && let Some(call) = json_call(json, ask)
+        {
+            return Some(call);
+        }
+        rest = &body[close + 3..];
     }
+    None
+}
+
+/// `json` read as one call of a declared tool.
+fn json_call(json: &str, ask: &Ask) -> Option<String> {
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     let turn = read_turn_with(&format!("<action>{json}</action>"), &names);
     let named = |action: &str| names.iter().any(|n| action.starts_with(&format!("{n}(")));

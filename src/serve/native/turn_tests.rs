@@ -54,6 +54,13 @@ fn a_repeated_block_is_one_call_and_without_parallel_only_the_first_counts() {
 }
 
 #[test]
+fn a_fence_that_holds_no_declared_call_is_text() {
+    let text = "Like this:\n```json\n{\"name\": \"other\", \"arguments\": {}}\n```";
+    let read = read_turn(text, &ask(json!({}))).unwrap();
+    assert!(matches!(read.decision, Decision::Answer { .. }), "{read:?}");
+}
+
+#[test]
 fn text_is_the_answer() {
     let read = read_turn("I cannot tell the weather of Atlantis.", &ask(json!({}))).unwrap();
     assert_eq!(
@@ -70,6 +77,7 @@ fn a_call_written_as_fenced_or_bare_json_is_a_call() {
     for text in [
         "```json\n{\n  \"name\": \"weather\",\n  \"arguments\": {\"city\": \"Paris\"}\n}\n```",
         "{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}",
+        "Use the weather tool.\n\n```python\nweather('Paris')\n```\nHere's the JSON object for the function call:\n\n```json\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n```",
     ] {
         let read = read_turn(text, &ask(json!({}))).unwrap();
         assert!(

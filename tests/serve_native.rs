@@ -242,3 +242,29 @@ async fn a_streamed_native_answer_carries_its_calls() {
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
     assert_eq!(paths(&fake), ["/v1/completions"]);
 }
+
+#[tokio::test]
+async fn the_default_is_the_protocol_even_where_a_template_declares_tools() {
+    // The one model measured both ways did better in the protocol (BENCHMARKS.md).
+    assert_eq!(
+        ServeConfig::new("http://127.0.0.1:9/v1").tool_format,
+        ToolFormat::Protocol
+    );
+    let fake = FakeServer::start(upstream(
+        Some(TOOLS_TEMPLATE),
+        &["<action>weather(city=\"Paris\")</action>"],
+    ))
+    .await;
+    let mut cfg = ServeConfig::new(fake.base_url.clone());
+    cfg.model = Some("fake-model".into());
+    cfg.grammar = GrammarMode::Off;
+    let app = router(cfg).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let (status, v) = post(&format!("http://{addr}/v1"), &question("Weather in Paris?")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(paths(&fake), ["/v1/chat/completions"]);
+}

@@ -45,7 +45,7 @@ pub struct ServeArgs {
     /// The format the upstream is asked in: protocol (tagloop's text protocol), native (the
     /// model's own `<tool_call>` format, from the chat template llama.cpp publishes in
     /// /props), auto (native where the template declares tools, the protocol elsewhere)
-    #[arg(long, value_name = "FORMAT", default_value = "auto")]
+    #[arg(long, value_name = "FORMAT", default_value = "protocol")]
     tool_format: ToolFormat,
     /// Corrections of an unusable turn before the client gets a 502
     #[arg(long, default_value_t = 1)]

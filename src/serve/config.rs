@@ -47,8 +47,8 @@ pub struct ServeConfig {
     /// open-file limit); further ones wait in the listen queue until one closes. Applies where
     /// the endpoint is served by [`serve`](super::serve).
     pub max_connections: usize,
-    /// Which format the upstream is asked in (default [`ToolFormat::Auto`]: the model's own
-    /// where its chat template declares tools).
+    /// Which format the upstream is asked in (default [`ToolFormat::Protocol`]; `Auto` asks
+    /// in the model's own format where its chat template declares tools).
     pub tool_format: ToolFormat,
 }
 

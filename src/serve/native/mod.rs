@@ -10,7 +10,7 @@
 //! `tool_choice` allows one). The turn is read by the dialect reader and validated, refused and
 //! repaired as a protocol turn is (`turn.rs`).
 //!
-//! [`ToolFormat`] chooses: `protocol` never does this; `native` does it or refuses with a 502
+//! [`ToolFormat`] chooses: `protocol` (the default) never does this; `native` does it or refuses with a 502
 //! when the upstream publishes no usable template; `auto` does it where the template declares
 //! tools and falls back to the protocol otherwise (and for a conversation the template fails
 //! to render).
@@ -39,13 +39,14 @@ pub(crate) use turn::answer;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ToolFormat {
-    /// tagloop's text protocol, always.
+    /// tagloop's text protocol, always (the default: on the one model measured both ways,
+    /// Qwen2.5-Coder-0.5B, the protocol measured better; BENCHMARKS.md).
+    #[default]
     Protocol,
     /// The model's own tool-call format; a 502 when the upstream publishes no chat template
     /// that declares tools.
     Native,
     /// The model's own format where its template declares tools, the protocol elsewhere.
-    #[default]
     Auto,
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{NativeFormat, tools_json};
-use crate::llm::{Finish, Prompt, TurnGrammar, TurnRequest};
+use crate::llm::{Finish, LazyGrammar, Prompt, TurnGrammar, TurnRequest};
 use crate::protocol::{
     NativeShape, ToolShape, TurnKind, native_grammar, parse_gbnf, read_turn_with,
 };
@@ -148,10 +148,27 @@ fn grammar(ask: &Ask, answer_only: bool) -> Option<Arc<TurnGrammar>> {
         tracing::warn!(error = %Outside(&e), "the native grammar failed its own check; the turn is not constrained");
         return None;
     }
+    // Where the turn may call or answer, llama.cpp constrains it lazily from `<tool_call>` on,
+    // as its own tool calling does: `<tool_call>` is one special token in the models that use
+    // it, which a whole-turn grammar of the text `<tool_call>` masks (asked so, the Qwen 0.5B
+    // could not open a block and explained its calls in prose instead).
+    let lazy = (shape.max_calls > 0 && shape.answer)
+        .then(|| {
+            let calls = native_grammar(&NativeShape {
+                answer: false,
+                ..shape.clone()
+            })
+            .to_gbnf();
+            parse_gbnf(&calls).is_ok().then(|| LazyGrammar {
+                gbnf: calls,
+                triggers: vec!["<tool_call>".into()],
+            })
+        })
+        .flatten();
     Some(Arc::new(TurnGrammar {
         gbnf,
         lark: None,
-        lazy: None,
+        lazy,
     }))
 }
 

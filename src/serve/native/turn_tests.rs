@@ -145,4 +145,9 @@ fn the_grammar_follows_tool_choice() {
         "{}",
         answer.gbnf
     );
+    // A turn that may call or answer is constrained from `<tool_call>` on; the others whole.
+    let lazy = auto.lazy.as_ref().unwrap();
+    assert_eq!(lazy.triggers, ["<tool_call>"]);
+    assert!(lazy.gbnf.starts_with("root ::= calls\n"), "{}", lazy.gbnf);
+    assert!(required.lazy.is_none() && answer.lazy.is_none());
 }

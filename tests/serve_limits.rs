@@ -42,6 +42,13 @@ async fn bad_requests_name_their_field() {
             "tool_choice.function.name",
         ),
         (json!({"tool_choice": "sometimes"}), "tool_choice"),
+        // Read as serde types: a field of the wrong type is named by its path.
+        (json!({"stream": "yes"}), "stream"),
+        (
+            json!({"stream_options": {"include_usage": "please"}}),
+            "stream_options.include_usage",
+        ),
+        (json!({"max_tokens": -1}), "max_tokens"),
     ];
     for (extra, param) in cases {
         let (status, v) = post(&base, &ask(extra.clone())).await;

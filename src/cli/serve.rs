@@ -11,7 +11,7 @@ use clap::Args;
 
 use tagloop::llm::{Api, GrammarMode};
 use tagloop::secret::Secret;
-use tagloop::serve::ServeConfig;
+use tagloop::serve::{ServeConfig, ToolFormat};
 
 use super::usage::{UsageError, usage};
 
@@ -42,6 +42,11 @@ pub struct ServeArgs {
     /// one), on, off
     #[arg(long, default_value = "auto")]
     grammar: GrammarMode,
+    /// The format the upstream is asked in: protocol (tagloop's text protocol), native (the
+    /// model's own `<tool_call>` format, from the chat template llama.cpp publishes in
+    /// /props), auto (native where the template declares tools, the protocol elsewhere)
+    #[arg(long, value_name = "FORMAT", default_value = "protocol")]
+    tool_format: ToolFormat,
     /// Corrections of an unusable turn before the client gets a 502
     #[arg(long, default_value_t = 1)]
     repairs: u32,
@@ -103,6 +108,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.api_key = api_key;
     cfg.grammar = args.grammar;
     cfg.repairs = args.repairs;
+    cfg.tool_format = args.tool_format;
     cfg.session_dir = args.session_dir;
     cfg.max_body = args.max_body;
     cfg.timeout = Duration::from_secs(args.timeout.max(1));

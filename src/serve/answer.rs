@@ -54,6 +54,8 @@ pub(crate) struct Core<'a> {
     pub repairs: u32,
     /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
     pub redactor: &'a Redactor,
+    /// The model's own tool format, when serve asks in it (`native/`, `--tool-format`).
+    pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -271,7 +273,7 @@ fn rest_of<'w>(whole: &'w str, sent: &str, what: &str) -> &'w str {
 }
 
 /// The events of a decided answer.
-fn emit_answer(
+pub(crate) fn emit_answer(
     read: super::read::Read,
     server_reasoning: Option<String>,
     usage: Usage,

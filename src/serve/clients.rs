@@ -10,6 +10,7 @@ use lru::LruCache;
 
 use super::ServeError;
 use super::config::ServeConfig;
+use crate::llm::Api;
 use crate::llm::openai::{OpenAiConfig, OpenAiModel};
 
 /// Most model names a proxy keeps a client for.
@@ -35,15 +36,31 @@ impl Clients {
         cfg: &ServeConfig,
         name: &str,
     ) -> Result<Arc<OpenAiModel>, ServeError> {
+        self.get_with_api(cfg, name, cfg.api)
+    }
+
+    /// The client for `name` over `api` (the native tool format asks `/completions` whatever
+    /// `--api` says; native/).
+    pub(crate) fn get_with_api(
+        &self,
+        cfg: &ServeConfig,
+        name: &str,
+        api: Api,
+    ) -> Result<Arc<OpenAiModel>, ServeError> {
+        let key = if api == cfg.api {
+            name.to_owned()
+        } else {
+            format!("{}\u{0}{name}", api.as_str())
+        };
         let mut cache = self
             .cache
             .lock()
             .map_err(|_| ServeError::Config("the model cache is poisoned".into()))?;
-        if let Some(model) = cache.get(name) {
+        if let Some(model) = cache.get(&key) {
             return Ok(model.clone());
         }
         let mut client = OpenAiConfig::new(cfg.upstream.clone(), name.to_owned());
-        client.api = cfg.api;
+        client.api = api;
         client.api_key = cfg.upstream_key.clone();
         client.grammar = cfg.grammar;
         // The request's own time limit bounds the turn; the client retries what it wants retried.
@@ -55,7 +72,7 @@ impl Clients {
         client.max_retries = 1;
         let model =
             Arc::new(OpenAiModel::new(client).map_err(|e| ServeError::Config(e.to_string()))?);
-        cache.put(name.to_owned(), model.clone());
+        cache.put(key, model.clone());
         Ok(model)
     }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::ToolFormat;
 use crate::llm::{Api, GrammarMode};
 use crate::secret::Secret;
 
@@ -46,6 +47,9 @@ pub struct ServeConfig {
     /// open-file limit); further ones wait in the listen queue until one closes. Applies where
     /// the endpoint is served by [`serve`](super::serve).
     pub max_connections: usize,
+    /// Which format the upstream is asked in (default [`ToolFormat::Protocol`]; `Auto` asks
+    /// in the model's own format where its chat template declares tools).
+    pub tool_format: ToolFormat,
 }
 
 impl ServeConfig {
@@ -68,6 +72,7 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(15),
             body_timeout: Duration::from_secs(60),
             max_connections: 512,
+            tool_format: ToolFormat::default(),
         }
     }
 }

@@ -59,7 +59,11 @@ impl Mode {
         trace: &mut Trace,
     ) -> Result<(), ServeError> {
         match self {
-            Mode::Core => answer(core, ask, emit, trace).await,
+            // The one place the format is chosen: the model's own where serve learnt it.
+            Mode::Core => match &core.native {
+                Some(native) => super::native::answer(core, native, ask, emit, trace).await,
+                None => answer(core, ask, emit, trace).await,
+            },
             Mode::Plain => plain::answer(core, ask, emit, trace).await,
         }
     }

@@ -20,6 +20,7 @@ use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
 use super::config::ServeConfig;
 use super::face::{Mode, Reading, Render};
+use super::native::{Formats, NativeFormat};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
 use super::response::AnswerMeta;
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
     models: Clients,
+    /// The model's own tool format per model name, where serve learnt it (`native/`).
+    formats: Formats,
 }
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
@@ -53,6 +56,7 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         templates: super::conversation::templates()?,
         upstream,
         models: Clients::new(),
+        formats: Formats::new(),
         cfg,
     });
     Ok(Router::new()
@@ -332,6 +336,25 @@ pub(crate) fn model_for(
     shared.models.get(&shared.cfg, name)
 }
 
+/// The model's own tool format for a request the core answers with tools, where
+/// `--tool-format` and the upstream's chat template allow it.
+async fn native_for(
+    shared: &Shared,
+    ask: &Ask,
+    mode: &Mode,
+) -> Result<Option<Arc<NativeFormat>>, ServeError> {
+    if *mode != Mode::Core || ask.tools.is_empty() {
+        return Ok(None);
+    }
+    let name = shared
+        .cfg
+        .model
+        .as_deref()
+        .or(ask.model.as_deref())
+        .unwrap_or(DEFAULT_MODEL);
+    shared.formats.get(&shared.cfg, &shared.models, name).await
+}
+
 /// The answer's identity: a new id (the face's prefix), the model name given back, the time.
 fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
     AnswerMeta {
@@ -359,9 +382,11 @@ async fn core_answer(
     path: &'static str,
 ) -> Result<Response, ServeError> {
     let model = model_for(shared, ask.model.as_deref())?;
+    let native = native_for(shared, &ask, &mode).await?;
     if ask.stream {
         let answer = Answering {
             model,
+            native,
             ask,
             mode,
             render,
@@ -375,6 +400,7 @@ async fn core_answer(
         templates: &shared.templates,
         repairs: shared.cfg.repairs,
         redactor: shared.upstream.redactor(),
+        native,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -396,6 +422,7 @@ async fn core_answer(
 /// A streamed answer's work, which its task takes over.
 struct Answering {
     model: Arc<OpenAiModel>,
+    native: Option<Arc<NativeFormat>>,
     ask: Ask,
     mode: Mode,
     render: Arc<dyn Render>,
@@ -427,6 +454,7 @@ async fn stream_answer(
 ) -> Result<Response, ServeError> {
     let Answering {
         model,
+        native,
         ask,
         mode,
         render,
@@ -451,6 +479,7 @@ async fn stream_answer(
             templates: &shared.templates,
             repairs: shared.cfg.repairs,
             redactor: shared.upstream.redactor(),
+            native,
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

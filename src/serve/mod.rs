@@ -26,7 +26,8 @@
 //! A `POST /v1/chat/completions` with `tools` (or `response_format: json_schema`) is answered
 //! by the core; one without is passed to the upstream unchanged. The parts:
 //!
-//! * `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
+//! * `body.rs`: the body's serde types (`serde_path_to_error` names a mistyped field);
+//!   `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
 //!   `json_budget.rs` counts its JSON values before any is built.
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
 //!   observations).
@@ -40,6 +41,8 @@
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
 //! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
+//! * `native/`: the model's own tool format (`--tool-format`), where its chat template
+//!   declares tools: the template rendered here, a grammar of its `<tool_call>` blocks.
 //! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
 //!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools.
 //!
@@ -50,6 +53,7 @@
 //! With `parallel_tool_calls: false` a turn holds exactly one call, as in a run.
 
 mod answer;
+mod body;
 mod chunks;
 mod clients;
 mod config;
@@ -64,6 +68,7 @@ mod json_budget;
 mod listen;
 mod live;
 mod messages;
+mod native;
 mod plain;
 mod read;
 mod redact;
@@ -75,6 +80,7 @@ pub use config::ServeConfig;
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use listen::serve;
+pub use native::ToolFormat;
 pub use request::MAX_PARALLEL_CALLS;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and

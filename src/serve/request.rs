@@ -1,6 +1,7 @@
 //! Reading a `POST /v1/chat/completions` body into what the core needs ([`Ask`]), checking every
-//! field on the way: each refusal is a [`ServeError::BadRequest`] whose `param` names the field
-//! in OpenAI's form (`messages[2].tool_call_id`, `tools[0].function.parameters`).
+//! field on the way: the body's types are `body.rs`'s serde types, and each refusal is a
+//! [`ServeError::BadRequest`] whose `param` names the field in OpenAI's form
+//! (`messages[2].tool_call_id`, `tools[0].function.parameters`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::ServeError;
+use super::body::{self, Content, Message, ResponseFormat, Role, ToolChoice, read_body};
 use super::json_budget::{CountError, MAX_VALUES, count_values};
 
 /// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
@@ -128,45 +130,36 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, ServeError> {
 }
 
 impl Ask {
-    /// Check a request body and read it.
+    /// Check a request body and read it: its fields' types first ([`read_body`], which names
+    /// a field of the wrong type), then what types cannot say.
     pub(crate) fn read(body: &Value) -> Result<Ask, ServeError> {
-        if let Some(n) = body.get("n")
-            && !n.is_null()
-            && n.as_u64() != Some(1)
-        {
+        let b = read_body(body)?;
+        if b.n.is_some_and(|n| n != 1) {
             return Err(bad("only n = 1 is supported", "n"));
         }
-        check_pattern_count(body)?;
-        let tools = read_tools(body.get("tools"))?;
-        let choice = read_choice(body.get("tool_choice"), &tools)?;
-        let (output_schema, output_validator) =
-            read_response_format(body.get("response_format"))?.unzip();
-        let (instructions, conversation) = read_messages(body.get("messages"))?;
-        let opt_u32 = |k: &str| body.get(k).and_then(Value::as_u64).map(|v| v as u32);
+        let tools = b.tools.unwrap_or_default();
+        check_pattern_count(&tools, b.response_format.as_ref())?;
+        let tools = read_tools(tools)?;
+        let choice = read_choice(b.tool_choice, &tools)?;
+        let (output_schema, output_validator) = read_response_format(b.response_format)?.unzip();
+        let (instructions, conversation) = read_messages(b.messages)?;
         Ok(Ask {
-            model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+            model: b.model,
             instructions,
             conversation,
             tools,
             choice,
-            parallel: match body.get("parallel_tool_calls") {
-                None | Some(Value::Null) => true,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Err(bad("must be a boolean", "parallel_tool_calls")),
-            },
+            parallel: b.parallel_tool_calls.unwrap_or(true),
             output_schema,
             output_validator,
-            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-            include_usage: body
-                .pointer("/stream_options/include_usage")
-                .and_then(Value::as_bool)
+            stream: b.stream.unwrap_or(false),
+            include_usage: b
+                .stream_options
+                .and_then(|o| o.include_usage)
                 .unwrap_or(false),
-            temperature: body
-                .get("temperature")
-                .and_then(Value::as_f64)
-                .map(|t| t as f32),
-            max_tokens: opt_u32("max_completion_tokens").or_else(|| opt_u32("max_tokens")),
-            seed: body.get("seed").and_then(Value::as_i64),
+            temperature: b.temperature,
+            max_tokens: b.max_completion_tokens.or(b.max_tokens),
+            seed: b.seed,
         })
     }
 
@@ -176,32 +169,24 @@ impl Ask {
     }
 }
 
-fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
-    let Some(tools) = tools.filter(|t| !t.is_null()) else {
-        return Ok(Vec::new());
-    };
-    let list = tools
-        .as_array()
-        .ok_or_else(|| bad("must be an array", "tools"))?;
+fn read_tools(list: Vec<body::Tool>) -> Result<Vec<ToolSpec>, ServeError> {
     if list.len() > MAX_TOOLS {
         return Err(bad(format!("at most {MAX_TOOLS} tools"), "tools"));
     }
     let mut out: Vec<ToolSpec> = Vec::with_capacity(list.len());
-    for (i, t) in list.iter().enumerate() {
+    for (i, t) in list.into_iter().enumerate() {
         let p = |f: &str| format!("tools[{i}].{f}");
-        if t.get("type").and_then(Value::as_str) != Some("function") {
+        if t.kind.as_deref() != Some("function") {
             return Err(bad(
                 "only tools of type \"function\" are supported",
                 p("type"),
             ));
         }
         let f = t
-            .get("function")
-            .filter(|f| f.is_object())
+            .function
             .ok_or_else(|| bad("a function tool needs a `function` object", p("function")))?;
         let name = f
-            .get("name")
-            .and_then(Value::as_str)
+            .name
             .filter(|n| !n.trim().is_empty())
             .ok_or_else(|| bad("a tool needs a name", p("function.name")))?;
         if out.iter().any(|o| o.name == name) {
@@ -210,9 +195,9 @@ fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
                 p("function.name"),
             ));
         }
-        let parameters = match f.get("parameters") {
+        let parameters = match f.parameters {
             None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
-            Some(v @ Value::Object(_)) => v.clone(),
+            Some(v @ Value::Object(_)) => v,
             Some(_) => {
                 return Err(bad(
                     "the parameters must be a JSON Schema object",
@@ -229,12 +214,8 @@ fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
         let validator = crate::schema::compile(&parameters)
             .map_err(|e| bad(schema_refusal(&e), p("function.parameters")))?;
         out.push(ToolSpec {
-            name: name.to_owned(),
-            description: f
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            name,
+            description: f.description.unwrap_or_default(),
             parameters,
             validator: Arc::new(validator),
         });
@@ -242,10 +223,10 @@ fn read_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ServeError> {
     Ok(out)
 }
 
-fn read_choice(choice: Option<&Value>, tools: &[ToolSpec]) -> Result<Choice, ServeError> {
+fn read_choice(choice: Option<ToolChoice>, tools: &[ToolSpec]) -> Result<Choice, ServeError> {
     let choice = match choice {
-        None | Some(Value::Null) => return Ok(Choice::Auto),
-        Some(Value::String(s)) => match s.as_str() {
+        None => return Ok(Choice::Auto),
+        Some(ToolChoice::Mode(s)) => match s.as_str() {
             "auto" => Choice::Auto,
             "required" => Choice::Required,
             "none" => Choice::None,
@@ -258,23 +239,15 @@ fn read_choice(choice: Option<&Value>, tools: &[ToolSpec]) -> Result<Choice, Ser
                 ));
             }
         },
-        Some(v) => {
-            let name = v
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    bad(
-                        "expected {\"type\": \"function\", \"function\": {\"name\": …}}",
-                        "tool_choice",
-                    )
-                })?;
+        Some(ToolChoice::Function { function }) => {
+            let name = function.name;
             if !tools.iter().any(|t| t.name == name) {
                 return Err(bad(
                     format!("tool_choice names `{name}`, which is not among the tools"),
                     "tool_choice.function.name",
                 ));
             }
-            Choice::Named(name.to_owned())
+            Choice::Named(name)
         }
     };
     if tools.is_empty() && matches!(choice, Choice::Required) {
@@ -285,9 +258,18 @@ fn read_choice(choice: Option<&Value>, tools: &[ToolSpec]) -> Result<Choice, Ser
 
 /// The request's regular expressions (in every tool's parameters and in `response_format`)
 /// counted before any is compiled: at most [`crate::schema::MAX_PATTERNS`] for the request.
-fn check_pattern_count(body: &Value) -> Result<(), ServeError> {
-    let count = |key: &str| body.get(key).map_or(0, crate::schema::count_patterns);
-    let (in_tools, in_format) = (count("tools"), count("response_format"));
+fn check_pattern_count(
+    tools: &[body::Tool],
+    format: Option<&ResponseFormat>,
+) -> Result<(), ServeError> {
+    let in_tools: usize = tools
+        .iter()
+        .filter_map(|t| t.function.as_ref()?.parameters.as_ref())
+        .map(crate::schema::count_patterns)
+        .sum();
+    let in_format = format
+        .and_then(|f| f.json_schema.as_ref()?.schema.as_ref())
+        .map_or(0, crate::schema::count_patterns);
     let found = in_tools + in_format;
     let limit = crate::schema::MAX_PATTERNS;
     if found <= limit {
@@ -317,15 +299,16 @@ fn schema_refusal(e: &crate::schema::SchemaError) -> String {
 /// A compiled schema and the schema itself.
 type Compiled = (Value, Arc<jsonschema::Validator>);
 
-fn read_response_format(format: Option<&Value>) -> Result<Option<Compiled>, ServeError> {
-    let Some(format) = format.filter(|f| !f.is_null()) else {
+fn read_response_format(format: Option<ResponseFormat>) -> Result<Option<Compiled>, ServeError> {
+    let Some(format) = format else {
         return Ok(None);
     };
-    match format.get("type").and_then(Value::as_str) {
+    match format.kind.as_deref() {
         Some("text") => Ok(None),
         Some("json_schema") => {
             let schema = format
-                .pointer("/json_schema/schema")
+                .json_schema
+                .and_then(|j| j.schema)
                 .filter(|s| s.is_object())
                 .ok_or_else(|| {
                     bad(
@@ -333,9 +316,9 @@ fn read_response_format(format: Option<&Value>) -> Result<Option<Compiled>, Serv
                         "response_format.json_schema.schema",
                     )
                 })?;
-            let validator = crate::schema::compile(schema)
+            let validator = crate::schema::compile(&schema)
                 .map_err(|e| bad(schema_refusal(&e), "response_format.json_schema.schema"))?;
-            Ok(Some((schema.clone(), Arc::new(validator))))
+            Ok(Some((schema, Arc::new(validator))))
         }
         Some("json_object") => {
             let schema = serde_json::json!({"type": "object"});
@@ -350,16 +333,16 @@ fn read_response_format(format: Option<&Value>) -> Result<Option<Compiled>, Serv
     }
 }
 
-/// The text of a message's `content`: a string, or an array of `{"type": "text"}` parts.
-fn content_text(content: Option<&Value>, param: &str) -> Result<String, ServeError> {
+/// The text of a message's `content`: a string, or text parts joined.
+fn content_text(content: Option<Content>, param: &str) -> Result<String, ServeError> {
     match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => {
+        None => Ok(String::new()),
+        Some(Content::Text(s)) => Ok(s),
+        Some(Content::Parts(parts)) => {
             let mut out = String::new();
-            for (j, part) in parts.iter().enumerate() {
-                match part.get("text").and_then(Value::as_str) {
-                    Some(t) => out.push_str(t),
+            for (j, part) in parts.into_iter().enumerate() {
+                match part.text {
+                    Some(t) => out.push_str(&t),
                     None => {
                         return Err(bad(
                             "only text content parts are supported",
@@ -370,79 +353,72 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ServeErr
             }
             Ok(out)
         }
-        Some(_) => Err(bad("content must be a string or an array of parts", param)),
     }
 }
 
-fn read_messages(messages: Option<&Value>) -> Result<(String, Vec<Entry>), ServeError> {
+/// A past call's arguments: JSON text of an object (empty text: none), or an object.
+fn call_arguments(
+    arguments: Option<Value>,
+    param: String,
+) -> Result<Map<String, Value>, ServeError> {
+    let refuse = || bad("arguments must be a JSON object's text", param.clone());
+    match arguments {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Map::new()),
+        Some(Value::String(s)) => match serde_json::from_str(&s) {
+            Ok(Value::Object(o)) => Ok(o),
+            _ => Err(refuse()),
+        },
+        Some(Value::Object(o)) => Ok(o),
+        Some(_) => Err(refuse()),
+    }
+}
+
+fn read_messages(messages: Option<Vec<Message>>) -> Result<(String, Vec<Entry>), ServeError> {
     let list = messages
-        .and_then(Value::as_array)
         .filter(|m| !m.is_empty())
         .ok_or_else(|| bad("`messages` must be a non-empty array", "messages"))?;
     if list.len() > MAX_MESSAGES {
         return Err(bad(format!("at most {MAX_MESSAGES} messages"), "messages"));
     }
+    let count = list.len();
     let mut instructions: Vec<String> = Vec::new();
     let mut conversation: Vec<Entry> = Vec::new();
     // Call ids of the assistant messages so far, to the tool that made each call.
     let mut ids: HashMap<String, String> = HashMap::new();
-    for (i, m) in list.iter().enumerate() {
+    for (i, m) in list.into_iter().enumerate() {
         let p = |f: &str| format!("messages[{i}].{f}");
         let role = m
-            .get("role")
-            .and_then(Value::as_str)
+            .role
             .ok_or_else(|| bad("a message needs a role", p("role")))?;
-        let text = content_text(m.get("content"), &p("content"))?;
+        let text = content_text(m.content, &p("content"))?;
         match role {
-            "system" | "developer" => instructions.push(text),
-            "user" => conversation.push(Entry::Question(text)),
-            "assistant" => {
-                let reasoning = m
-                    .get("reasoning_content")
-                    .and_then(Value::as_str)
-                    .filter(|r| !r.trim().is_empty())
-                    .map(str::to_owned);
-                let calls = m.get("tool_calls").and_then(Value::as_array);
-                match calls.filter(|c| !c.is_empty()) {
+            Role::System | Role::Developer => instructions.push(text),
+            Role::User => conversation.push(Entry::Question(text)),
+            Role::Assistant => {
+                let reasoning = m.reasoning_content.filter(|r| !r.trim().is_empty());
+                match m.tool_calls.filter(|c| !c.is_empty()) {
                     Some(calls) => {
                         let mut past = Vec::with_capacity(calls.len());
-                        for (j, c) in calls.iter().enumerate() {
+                        for (j, c) in calls.into_iter().enumerate() {
                             let cp = |f: &str| format!("messages[{i}].tool_calls[{j}].{f}");
-                            let id = c
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .ok_or_else(|| bad("a tool call needs an id", cp("id")))?;
-                            let name = c
-                                .pointer("/function/name")
-                                .and_then(Value::as_str)
-                                .ok_or_else(|| {
-                                    bad("a tool call needs a name", cp("function.name"))
-                                })?;
-                            let args = match c.pointer("/function/arguments") {
-                                Some(Value::String(s)) if s.trim().is_empty() => Map::new(),
-                                Some(Value::String(s)) => match serde_json::from_str(s) {
-                                    Ok(Value::Object(o)) => o,
-                                    _ => {
-                                        return Err(bad(
-                                            "arguments must be a JSON object's text",
-                                            cp("function.arguments"),
-                                        ));
-                                    }
-                                },
-                                Some(Value::Object(o)) => o.clone(),
-                                None | Some(Value::Null) => Map::new(),
-                                Some(_) => {
+                            let id =
+                                c.id.ok_or_else(|| bad("a tool call needs an id", cp("id")))?;
+                            let (name, arguments) = match c.function {
+                                Some(body::CalledFunction {
+                                    name: Some(name),
+                                    arguments,
+                                }) => (name, arguments),
+                                _ => {
                                     return Err(bad(
-                                        "arguments must be a JSON object's text",
-                                        cp("function.arguments"),
+                                        "a tool call needs a name",
+                                        cp("function.name"),
                                     ));
                                 }
                             };
-                            ids.insert(id.to_owned(), name.to_owned());
-                            past.push(PastCall {
-                                name: name.to_owned(),
-                                arguments: args,
-                            });
+                            let arguments = call_arguments(arguments, cp("function.arguments"))?;
+                            ids.insert(id, name.clone());
+                            past.push(PastCall { name, arguments });
                         }
                         conversation.push(Entry::Calls {
                             reasoning,
@@ -452,12 +428,11 @@ fn read_messages(messages: Option<&Value>) -> Result<(String, Vec<Entry>), Serve
                     None => conversation.push(Entry::Answer { reasoning, text }),
                 }
             }
-            "tool" => {
+            Role::Tool => {
                 let id = m
-                    .get("tool_call_id")
-                    .and_then(Value::as_str)
+                    .tool_call_id
                     .ok_or_else(|| bad("a tool message needs a tool_call_id", p("tool_call_id")))?;
-                let name = ids.get(id).ok_or_else(|| {
+                let name = ids.get(&id).ok_or_else(|| {
                     bad(
                         format!("tool_call_id `{id}` matches no earlier assistant tool call"),
                         p("tool_call_id"),
@@ -468,9 +443,6 @@ fn read_messages(messages: Option<&Value>) -> Result<(String, Vec<Entry>), Serve
                     Some(Entry::Results(r)) => r.push(result),
                     _ => conversation.push(Entry::Results(vec![result])),
                 }
-            }
-            other => {
-                return Err(bad(format!("unknown role `{other}`"), p("role")));
             }
         }
     }
@@ -486,7 +458,7 @@ fn read_messages(messages: Option<&Value>) -> Result<(String, Vec<Entry>), Serve
     ) {
         return Err(bad(
             "the last message must be a user or tool message",
-            format!("messages[{}]", list.len() - 1),
+            format!("messages[{}]", count - 1),
         ));
     }
     Ok((instructions.join("\n\n"), conversation))

@@ -16,6 +16,7 @@
 //! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
 //! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
 //! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
+//! * `native.rs`: [`native_grammar`], a turn in a model's own `<tool_call>` JSON format.
 //! * `lark.rs`: [`Grammar::to_lark`], the same grammar in llguidance's Lark syntax.
 //!
 //! Parameters annotated [`PATH_ANNOTATION`] name paths that exist: given the workspace's
@@ -30,6 +31,7 @@ mod lark;
 #[cfg(test)]
 mod lark_tests;
 mod members;
+mod native;
 #[cfg(test)]
 mod path_tests;
 mod paths;
@@ -45,6 +47,7 @@ mod values;
 
 pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
+pub use native::{NativeShape, native_grammar};
 pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
 pub use turn::{
     LAZY_TRIGGERS, ToolShape, TurnShape, decision_grammar, decision_grammar_with, turn_grammar,

@@ -125,6 +125,8 @@ pub struct FakeConfig {
     pub ignore_max_tokens: bool,
     /// Bytes of padding in the `/props` answer (with `props`).
     pub props_padding: usize,
+    /// The `chat_template` the `/props` answer carries (with `props`).
+    pub chat_template: Option<String>,
     /// Answer every completion request with this status and this many bytes of body (`x`s),
     /// streamed in 64 KiB pieces; `aborted()` counts it when the client hangs up before the end.
     pub huge_body: Option<(u16, usize)>,
@@ -183,6 +185,7 @@ impl Default for FakeConfig {
             reject_prefill: false,
             ignore_max_tokens: false,
             props_padding: 0,
+            chat_template: None,
             huge_body: None,
             props_n_ctx: 8192,
             max_model_len: None,

@@ -36,6 +36,7 @@
 //! | `reject_prefill` | `400` to a chat that ends in an assistant message (an older llama.cpp under a thinking template) |
 //! | `ignore_max_tokens` | send the whole turn whatever the token limit (a server that runs on) |
 //! | `props_padding` | pad the llama.cpp `/props` answer with this many bytes (an oversized probe answer) |
+//! | `chat_template` | the `chat_template` the `/props` answer carries |
 //! | `huge_body` | answer every completion request with this status and this many bytes of body, streamed |
 //! | `props_n_ctx` | the window (`n_ctx`) `/props` reports (default 8192) |
 //! | `max_model_len` | `GET /v1/models` entries carry it (vLLM, SGLang) |

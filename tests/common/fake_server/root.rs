@@ -125,7 +125,7 @@ pub(super) async fn props(State(inner): State<Arc<Inner>>) -> Response {
     }
     json_response(
         StatusCode::OK,
-        json!({"default_generation_settings": {"n_ctx": inner.cfg.props_n_ctx}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding)}).to_string(),
+        json!({"default_generation_settings": {"n_ctx": inner.cfg.props_n_ctx}, "total_slots": 1, "model_path": "m.gguf", "padding": "x".repeat(inner.cfg.props_padding), "chat_template": inner.cfg.chat_template, "bos_token": "", "eos_token": "<|im_end|>"}).to_string(),
     )
 }
 

@@ -20,7 +20,7 @@ use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::{conversation, grammar, grounded};
+use super::{conversation, decide, grammar, grounded};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
@@ -52,6 +52,8 @@ pub(crate) struct Core<'a> {
     pub api: Api,
     pub templates: &'a Templates,
     pub repairs: u32,
+    /// Ask the model whether a first call's tool fits the question (`decide.rs`).
+    pub check_calls: bool,
     /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
     pub redactor: &'a Redactor,
 }
@@ -151,7 +153,29 @@ pub(crate) async fn answer(
             finish_committed(read, sent, result.reasoning, trace.usage, emit);
             return Ok(());
         }
-        match read(&text) {
+        let read = read(&text);
+        let declined = match &read {
+            Ok(r) if may_fall_back && !answer_only => {
+                let judged =
+                    decide::judge(core.model, core.api, core.check_calls, ask, r, &request).await;
+                trace.requests += judged.requests;
+                trace.usage.add(judged.usage);
+                judged.declined
+            }
+            _ => None,
+        };
+        if let Some(why) = declined {
+            // Calls the question did not ask for (decide.rs): the same prompt is asked again
+            // for an answer only; the declined turn stays out of the history.
+            tracing::debug!(reason = %why, "the turn's calls are declined");
+            trace.turns.push((text, Some(why)));
+            answer_only = true;
+            // Room for one correction, should an upstream without a grammar call again.
+            left = left.max(2);
+            switch_to_answer(core, ask, &mut request);
+            continue;
+        }
+        match read {
             Ok(read) => {
                 trace.turns.push((text, None));
                 emit_answer(read, result.reasoning, trace.usage, emit);

@@ -45,10 +45,6 @@ pub struct ServeArgs {
     /// Corrections of an unusable turn before the client gets a 502
     #[arg(long, default_value_t = 1)]
     repairs: u32,
-    /// Ask the model, in a short request of its own, whether a first call's tool can answer
-    /// the question, and answer in text when it says no (tool_choice auto only)
-    #[arg(long)]
-    check_calls: bool,
     /// Write one JSON transcript per answered request here
     #[arg(long, value_name = "DIR")]
     session_dir: Option<PathBuf>,
@@ -107,7 +103,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.api_key = api_key;
     cfg.grammar = args.grammar;
     cfg.repairs = args.repairs;
-    cfg.check_calls = args.check_calls;
     cfg.session_dir = args.session_dir;
     cfg.max_body = args.max_body;
     cfg.timeout = Duration::from_secs(args.timeout.max(1));

@@ -52,8 +52,6 @@ pub(crate) struct Core<'a> {
     pub api: Api,
     pub templates: &'a Templates,
     pub repairs: u32,
-    /// Ask the model whether a first call's tool fits the question (`decide.rs`).
-    pub check_calls: bool,
     /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
     pub redactor: &'a Redactor,
 }
@@ -155,13 +153,7 @@ pub(crate) async fn answer(
         }
         let read = read(&text);
         let declined = match &read {
-            Ok(r) if may_fall_back && !answer_only => {
-                let judged =
-                    decide::judge(core.model, core.api, core.check_calls, ask, r, &request).await;
-                trace.requests += judged.requests;
-                trace.usage.add(judged.usage);
-                judged.declined
-            }
+            Ok(r) if may_fall_back && !answer_only => decide::decline(ask, &r.decision),
             _ => None,
         };
         if let Some(why) = declined {

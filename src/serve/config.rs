@@ -26,10 +26,6 @@ pub struct ServeConfig {
     /// How many times a turn that cannot be used is corrected upstream before the client gets
     /// a 502 (default 1).
     pub repairs: u32,
-    /// Under `tool_choice: auto`, ask the model in a short request of its own whether the
-    /// tool of a turn's first call can answer the question, and decline the call when it says
-    /// no (`--check-calls`; default off: see docs/serve.md for what it measured).
-    pub check_calls: bool,
     /// Where a transcript of each answered request is written (one JSON file per request);
     /// `None`: none.
     pub session_dir: Option<PathBuf>,
@@ -65,7 +61,6 @@ impl ServeConfig {
             api_key: None,
             grammar: GrammarMode::Auto,
             repairs: 1,
-            check_calls: false,
             session_dir: None,
             max_body: 4 * 1024 * 1024,
             timeout: Duration::from_secs(300),

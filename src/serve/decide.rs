@@ -16,133 +16,17 @@
 //! * Arguments that cannot be judged are left out of the test: booleans, nulls, empty values,
 //!   and values of a property whose schema lists its choices (`enum`, `const`): the tool, not
 //!   the question, gave those. A call with no argument left to judge is kept.
-//! * **The model's check, with `--check-calls`.** For a first call the grounding keeps, one
-//!   more request of its own (the question and the tool's name and description, nothing else;
-//!   a yes/no grammar where the turns have one) asks whether the tool can answer the question;
-//!   "no" declines the call the same way. Asked after its own call in the conversation, the
-//!   0.5B agreed with itself every time; asked apart, it can say no. Off by default (see
-//!   docs/serve.md for what it measured).
 //! * A call after the first is held to more (every value grounded) as the turn streams
 //!   (`grounded.rs`); a call already answered in the history is dropped (`read.rs`).
+//!
+//! Tried and dropped: asking the model itself, yes or no, whether the call's tool can answer
+//! the question. Asked after its own call it said yes to every irrelevant question; asked in a
+//! prompt of its own it said no to right calls too (BENCHMARKS.md, "Serve's decision").
 
 use serde_json::Value;
 
-use std::sync::Arc;
-
-use super::read::{Decision, Read};
+use super::read::Decision;
 use super::request::{Ask, Choice, Entry, ToolSpec};
-use crate::llm::{Api, LlmError, Message, Model, Prompt, Role, TurnGrammar, TurnRequest, Usage};
-
-/// What [`judge`] decided, and what asking cost.
-pub(crate) struct Judged {
-    /// Why the turn's calls are declined; `None` keeps them.
-    pub declined: Option<String>,
-    /// Upstream requests made for the check, and their usage.
-    pub requests: u32,
-    pub usage: Usage,
-}
-
-/// Whether the calls of `read` (the turn `text`) are declined, and why: the grounding rule,
-/// then, for a call it keeps and when asked to, the model's own check.
-pub(crate) async fn judge(
-    model: &dyn Model,
-    api: Api,
-    check: bool,
-    ask: &Ask,
-    read: &Read,
-    request: &TurnRequest,
-) -> Judged {
-    let mut judged = Judged {
-        declined: decline(ask, &read.decision),
-        requests: 0,
-        usage: Usage::default(),
-    };
-    if judged.declined.is_some() || !matches!(read.decision, Decision::Calls(_)) || !check {
-        return judged;
-    }
-    judged.requests = 1;
-    match model_confirms(model, api, ask, &read.decision, request, &mut judged.usage).await {
-        Ok(true) => {}
-        Ok(false) => {
-            judged.declined = Some(
-                "declined: the model's check says the tool does not do what the question asks"
-                    .into(),
-            )
-        }
-        Err(e) => {
-            tracing::warn!(error = %crate::shown::Outside(&e), "the call's check failed; the call is kept");
-        }
-    }
-    judged
-}
-
-/// The grammar of the check's answer.
-const YES_NO: &str = "root ::= \"yes\" | \"no\"";
-
-/// Ask the model whether the tool of the turn's first call can answer the question:
-/// `Ok(true)` unless it answers "no". The question is put in a prompt of its own (tool, question,
-/// nothing else), not after the model's own call, which it would only agree with; under a
-/// yes/no grammar where the turns have one.
-pub(crate) async fn model_confirms(
-    model: &dyn Model,
-    api: Api,
-    ask: &Ask,
-    decision: &Decision,
-    turn: &TurnRequest,
-    usage: &mut Usage,
-) -> Result<bool, LlmError> {
-    let Decision::Calls(calls) = decision else {
-        return Ok(true);
-    };
-    let Some(tool) = calls.first().and_then(|(name, _)| ask.tool(name)) else {
-        return Ok(true);
-    };
-    let question = ask
-        .conversation
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            Entry::Question(q) => Some(q.as_str()),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let asked = format!(
-        "Question: {}\n\nTool: {} - {}\n\nCan this tool answer the question? Answer yes or no.",
-        question.trim(),
-        tool.name,
-        tool.description.trim()
-    );
-    let prompt = match api {
-        Api::Chat => Prompt::Chat(vec![
-            Message::new(Role::System, CHECK_SYSTEM),
-            Message::new(Role::User, asked),
-        ]),
-        Api::Completions => Prompt::Text(format!("{CHECK_SYSTEM}\n\n{asked}\nAnswer: ")),
-    };
-    let request = TurnRequest {
-        prompt,
-        temperature: Some(0.0),
-        max_tokens: Some(3),
-        seed: turn.seed,
-        keep_repetitions: true,
-        grammar: turn.grammar.as_ref().map(|_| {
-            Arc::new(TurnGrammar {
-                gbnf: YES_NO.into(),
-                lark: None,
-                lazy: None,
-            })
-        }),
-        ..TurnRequest::default()
-    };
-    let result = model.turn(&request, &mut |_| {}).await?;
-    usage.add(result.usage);
-    let said = result.text.trim_start().to_lowercase();
-    tracing::debug!(answer = %said, tool = %tool.name, "the call's check");
-    Ok(!said.starts_with("no"))
-}
-
-/// The check's instructions.
-const CHECK_SYSTEM: &str = "You judge whether a tool can answer a question. A tool made for something else cannot, even when the question gives values it takes.";
 
 /// Whether the read turn's calls are declined, and why (for the transcript and the log):
 /// `None` keeps the decision as read.

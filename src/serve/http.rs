@@ -374,7 +374,6 @@ async fn core_answer(
         api: shared.cfg.api,
         templates: &shared.templates,
         repairs: shared.cfg.repairs,
-        check_calls: shared.cfg.check_calls,
         redactor: shared.upstream.redactor(),
     };
     let mut events: Vec<ServeEvent> = Vec::new();
@@ -451,7 +450,6 @@ async fn stream_answer(
             api: shared.cfg.api,
             templates: &shared.templates,
             repairs: shared.cfg.repairs,
-            check_calls: shared.cfg.check_calls,
             redactor: shared.upstream.redactor(),
         };
         let keep = shared.cfg.session_dir.is_some();

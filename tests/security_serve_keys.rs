@@ -144,7 +144,8 @@ async fn an_upstream_that_writes_the_key_into_its_turn_does_not_hand_it_to_the_c
         let fake = FakeServer::start(FakeConfig {
             token_chars: 2,
             ..FakeConfig::turns([
-                format!("<action>weather(city=\"Bearer {KEY}\")</action>"),
+                // "Paris" is the question's: the call is not declined as ungrounded.
+                format!("<action>weather(city=\"Paris Bearer {KEY}\")</action>"),
                 format!("<final_answer>Your key is {KEY}, keep it safe.</final_answer>"),
             ])
         })
@@ -161,7 +162,7 @@ async fn an_upstream_that_writes_the_key_into_its_turn_does_not_hand_it_to_the_c
         let (_, calls) = read_answer(&body, stream);
         assert_eq!(
             calls,
-            [json!({"city": "Bearer [redacted]"})],
+            [json!({"city": "Paris Bearer [redacted]"})],
             "stream={stream}"
         );
 

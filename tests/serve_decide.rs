@@ -3,7 +3,8 @@
 //! calls all come back; a call the conversation already made (its result is in the history the
 //! client sent) is dropped, and a turn of nothing else is asked again for an answer; a refused
 //! turn written again word for word, or the spent repair budget, ends in an answer-only turn
-//! instead of a 502 under `auto`, never in an unvalidated call.
+//! instead of a 502 under `auto`, never in an unvalidated call; a first call none of whose
+//! required values the conversation gave is declined for an answer (`src/serve/decide.rs`).
 
 mod common;
 
@@ -313,4 +314,86 @@ async fn under_required_a_turn_that_never_validates_is_still_a_502() {
     let (status, v) = post(&base, &body).await;
     assert_eq!(status, 502, "{v}");
     assert_eq!(fake.request_count(), 2);
+}
+
+#[tokio::test]
+async fn a_first_call_of_values_the_question_never_gave_is_declined_for_an_answer() {
+    // BFCL irrelevance on Qwen2.5-Coder-0.5B: asked what no tool does, the model calls the
+    // one tool there with values of its own. The call is declined; the same prompt is asked
+    // again for an answer only, and the client gets the text.
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<thought>I should solve it.</thought>\n<action>weather(city=\"Paris\")</action>",
+        "<thought>No tool solves equations.</thought>\n<final_answer>x = 2</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let (status, v) = post(&base, &question("Solve 3x + 1 = 7.")).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(calls(&v).is_empty(), "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "x = 2");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    // The same conversation, asked under the answer's grammar: the declined turn is not in it.
+    assert_eq!(reqs[0].body["messages"], reqs[1].body["messages"]);
+    let second = reqs[1].body["grammar"].as_str().unwrap();
+    assert!(!second.contains("<action>"), "{second}");
+}
+
+#[tokio::test]
+async fn a_call_with_one_value_the_question_gave_is_kept() {
+    // "Boston, MA" for "Boston": a word of the value is enough; the first call is kept.
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<action>weather(city=\"Boston, MA\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &question("Is it raining in boston?")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Boston, MA"}))]
+    );
+    assert_eq!(fake.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_declined_call_written_again_without_a_grammar_is_corrected_not_a_502() {
+    // Without a grammar the answer-only turn may call again: it is corrected, and the
+    // client still gets the answer.
+    let call = "<action>weather(city=\"Paris\")</action>";
+    let fake = FakeServer::start(FakeConfig::turns([
+        call,
+        call,
+        "<final_answer>I have no tool for that.</final_answer>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &question("Tell me a joke.")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "I have no tool for that."
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 3);
+    let told = last_message(&reqs[2].body);
+    assert!(told.contains("No tool may be called"), "{told}");
+}
+
+#[tokio::test]
+async fn under_required_an_ungrounded_call_is_not_declined() {
+    let fake = FakeServer::start(FakeConfig::turns([
+        "<action>weather(city=\"Paris\")</action>",
+    ]))
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let mut body = question("Tell me a joke.");
+    body["tool_choice"] = json!("required");
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        calls(&v),
+        vec![("weather".into(), json!({"city": "Paris"}))]
+    );
 }

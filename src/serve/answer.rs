@@ -20,7 +20,7 @@ use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::{conversation, grammar, grounded};
+use super::{conversation, decide, grammar, grounded};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
@@ -153,7 +153,23 @@ pub(crate) async fn answer(
             finish_committed(read, sent, result.reasoning, trace.usage, emit);
             return Ok(());
         }
-        match read(&text) {
+        let read = read(&text);
+        let declined = match &read {
+            Ok(r) if may_fall_back && !answer_only => decide::decline(ask, &r.decision),
+            _ => None,
+        };
+        if let Some(why) = declined {
+            // Calls the question did not ask for (decide.rs): the same prompt is asked again
+            // for an answer only; the declined turn stays out of the history.
+            tracing::debug!(reason = %why, "the turn's calls are declined");
+            trace.turns.push((text, Some(why)));
+            answer_only = true;
+            // Room for one correction, should an upstream without a grammar call again.
+            left = left.max(2);
+            switch_to_answer(core, ask, &mut request);
+            continue;
+        }
+        match read {
             Ok(read) => {
                 trace.turns.push((text, None));
                 emit_answer(read, result.reasoning, trace.usage, emit);

@@ -34,6 +34,8 @@
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
 //! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
+//! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
+//!   of values the conversation never gave is declined, and answered instead).
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
@@ -58,6 +60,7 @@ mod chunks;
 mod clients;
 mod config;
 mod conversation;
+mod decide;
 mod error;
 mod event;
 mod face;

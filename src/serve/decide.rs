@@ -1,0 +1,330 @@
+//! Serve's decision after a turn is read: whether its calls are calls the question asked for.
+//!
+//! Small models do not decline. Asked something no declared tool does ("solve this equation"
+//! with a distance tool, "where is Tokyo?" with a weather tool), Qwen2.5-Coder-0.5B writes a
+//! thought that names the right method and then calls whatever tool is there, filling its
+//! arguments with values of its own. The model will not take a "no tool fits" branch (a
+//! grammar that made the thought open with the decision, and a `respond(text)` tool, were
+//! both measured and lost: BENCHMARKS.md), so the runtime decides:
+//!
+//! * **Ungrounded first call → decline.** Under `tool_choice: auto`, a turn's first call whose
+//!   required arguments are, every one of them, values the conversation never gave (not in the
+//!   client's instructions, user messages or tool results, allowing for case, a word of a
+//!   longer value, and numbers written differently: `5`, `5.0`, `five`, `5%` for `0.05`) is
+//!   not a call the question asked for. The turn is declined: the core asks the same prompt
+//!   again for an answer only (answer.rs), and the client gets a text answer.
+//! * Arguments that cannot be judged are left out of the test: booleans, nulls, empty values,
+//!   and values of a property whose schema lists its choices (`enum`, `const`): the tool, not
+//!   the question, gave those. A call with no argument left to judge is kept.
+//! * A call after the first is held to more (every value grounded) as the turn streams
+//!   (`grounded.rs`); a call already answered in the history is dropped (`read.rs`).
+//!
+//! Tried and dropped: asking the model itself, yes or no, whether the call's tool can answer
+//! the question. Asked after its own call it said yes to every irrelevant question; asked in a
+//! prompt of its own it said no to right calls too (BENCHMARKS.md, "Serve's decision").
+
+use serde_json::Value;
+
+use super::read::Decision;
+use super::request::{Ask, Choice, Entry, ToolSpec};
+
+/// Whether the read turn's calls are declined, and why (for the transcript and the log):
+/// `None` keeps the decision as read.
+pub(crate) fn decline(ask: &Ask, decision: &Decision) -> Option<String> {
+    match decision {
+        Decision::Calls(calls) => calls
+            .first()
+            .and_then(|(name, args)| declined_first_call(ask, name, args)),
+        Decision::Answer { .. } => None,
+    }
+}
+
+/// Why a turn whose first call is `name(args)` is declined.
+fn declined_first_call(
+    ask: &Ask,
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Option<String> {
+    if ask.choice != Choice::Auto {
+        return None;
+    }
+    let tool = ask.tool(name)?;
+    let said = Said::of(ask);
+    let judged: Vec<&str> = judged_arguments(tool, args).collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let grounded = judged
+        .iter()
+        .any(|a| args.get(*a).is_some_and(|v| said.mentions(v)));
+    (!grounded).then(|| {
+        format!(
+            "declined: no value of {name}'s required arguments ({}) is in the conversation",
+            judged.join(", ")
+        )
+    })
+}
+
+/// The required arguments of `tool` present in `args` whose values can be judged.
+fn judged_arguments<'a>(
+    tool: &'a ToolSpec,
+    args: &'a serde_json::Map<String, Value>,
+) -> impl Iterator<Item = &'a str> + 'a {
+    let required = tool.parameters["required"].as_array();
+    let properties = &tool.parameters["properties"];
+    required
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(move |name| {
+            let schema = &properties[*name];
+            let chosen = schema.get("enum").is_some() || schema.get("const").is_some();
+            !chosen && args.get(*name).is_some_and(judgeable)
+        })
+}
+
+/// Whether a value says something the question could have given.
+fn judgeable(value: &Value) -> bool {
+    match value {
+        Value::String(s) => !s.trim().is_empty(),
+        Value::Number(_) => true,
+        Value::Array(items) => items.iter().any(judgeable),
+        Value::Object(map) => map.values().any(judgeable),
+        Value::Bool(_) | Value::Null => false,
+    }
+}
+
+/// What the conversation said: its text lower-cased, its words, and its numbers.
+struct Said {
+    text: String,
+    words: Vec<String>,
+    numbers: Vec<f64>,
+}
+
+impl Said {
+    fn of(ask: &Ask) -> Said {
+        let mut text = ask.instructions.to_lowercase();
+        for entry in &ask.conversation {
+            text.push('\n');
+            match entry {
+                Entry::Question(q) => text.push_str(&q.to_lowercase()),
+                Entry::Results(results) => {
+                    for (_, r) in results {
+                        text.push_str(&r.to_lowercase());
+                        text.push('\n');
+                    }
+                }
+                Entry::Answer { .. } | Entry::Calls { .. } => {}
+            }
+        }
+        let words: Vec<String> = words(&text).map(stem).collect();
+        let mut numbers: Vec<f64> = numbers(&text).collect();
+        numbers.extend(words.iter().filter_map(|w| number_word(w)));
+        Said {
+            text,
+            words,
+            numbers,
+        }
+    }
+
+    /// Whether the conversation gave `value` (for a list or an object: any of its values).
+    fn mentions(&self, value: &Value) -> bool {
+        match value {
+            Value::String(s) => self.mentions_text(s),
+            Value::Number(n) => n.as_f64().is_some_and(|n| self.mentions_number(n)),
+            Value::Array(items) => items
+                .iter()
+                .filter(|v| judgeable(v))
+                .any(|v| self.mentions(v)),
+            Value::Object(map) => map
+                .values()
+                .filter(|v| judgeable(v))
+                .any(|v| self.mentions(v)),
+            Value::Bool(_) | Value::Null => false,
+        }
+    }
+
+    fn mentions_text(&self, s: &str) -> bool {
+        let s = s.trim().to_lowercase();
+        if self.text.contains(&s) {
+            return true;
+        }
+        // A value the model completed or reshaped ("Boston, MA" for "Boston", a path around a
+        // file's name): one of its words the question said is enough; a number in it counts
+        // as the number.
+        words(&s).any(|w| match w.parse::<f64>() {
+            Ok(n) => self.mentions_number(n),
+            Err(_) => {
+                let w = stem(w);
+                w.chars().count() >= 3
+                    && !STOP_WORDS.contains(&w.as_str())
+                    && self.words.contains(&w)
+            }
+        })
+    }
+
+    fn mentions_number(&self, n: f64) -> bool {
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+        self.numbers
+            .iter()
+            .any(|&x| close(x, n) || close(x / 100.0, n) || close(x * 100.0, n))
+    }
+}
+
+/// Words: runs of letters and digits (a decimal point inside a number kept).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .filter(|w| !w.is_empty())
+}
+
+/// A word without a plural's `s` (`cities` → `citie` on both sides is good enough to match).
+fn stem(word: &str) -> String {
+    let w = word
+        .strip_suffix('s')
+        .filter(|w| w.len() >= 3)
+        .unwrap_or(word);
+    w.to_string()
+}
+
+/// The numbers written in digits in `text`: `1,200`, `3.5`, `-2`, `10km` (10).
+fn numbers(text: &str) -> impl Iterator<Item = f64> + '_ {
+    text.split(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | ',' | '-')))
+        .filter_map(|t| {
+            let t = t.trim_matches(|c| matches!(c, '.' | ','));
+            let plain: String = t.chars().filter(|c| *c != ',').collect();
+            plain
+                .trim_start_matches('-')
+                .parse::<f64>()
+                .ok()
+                .map(|n| if plain.starts_with('-') { -n } else { n })
+        })
+        .flat_map(|n| [n, -n])
+}
+
+/// A number written as a word.
+fn number_word(word: &str) -> Option<f64> {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    if let Some(i) = WORDS.iter().position(|w| *w == word) {
+        return Some(i as f64);
+    }
+    Some(match word {
+        "thirty" => 30.0,
+        "forty" => 40.0,
+        "fifty" => 50.0,
+        "hundred" => 100.0,
+        "thousand" => 1000.0,
+        "million" => 1e6,
+        "dozen" => 12.0,
+        "half" => 0.5,
+        "twice" | "double" => 2.0,
+        _ => return None,
+    })
+}
+
+/// Words too common to ground a value on their own.
+const STOP_WORDS: &[&str] = &[
+    "the", "and", "for", "with", "from", "that", "this", "what", "who", "how", "are", "was", "you",
+    "your", "all", "any", "not", "but", "can", "get", "has", "have", "its", "our", "out",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::request::parse_json;
+
+    fn ask(question: &str, properties: Value, required: &[&str]) -> Ask {
+        let body = serde_json::json!({
+            "messages": [{"role": "system", "content": "The user lives in Lyon."},
+                         {"role": "user", "content": question}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": properties, "required": required}}}]
+        });
+        Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
+    }
+
+    fn declined(ask: &Ask, args: Value) -> bool {
+        let Value::Object(args) = args else {
+            panic!("not an object")
+        };
+        declined_first_call(ask, "f", &args).is_some()
+    }
+
+    #[test]
+    fn values_the_conversation_gave_are_kept_however_written() {
+        let props = serde_json::json!({"a": {}, "b": {}});
+        let a = ask(
+            "Area of a triangle, base five and height 1,200 m; rate 5%, in Boston.",
+            props,
+            &["a", "b"],
+        );
+        assert!(!declined(&a, serde_json::json!({"a": 5, "b": 1200.0})));
+        assert!(!declined(&a, serde_json::json!({"a": 0.05})));
+        assert!(!declined(&a, serde_json::json!({"a": "Boston, MA"})));
+        assert!(!declined(&a, serde_json::json!({"a": "TRIANGLES"})));
+        // The instructions count as said.
+        assert!(!declined(&a, serde_json::json!({"a": "lyon"})));
+        // One grounded required argument is enough.
+        assert!(!declined(&a, serde_json::json!({"a": "Paris", "b": 5})));
+    }
+
+    #[test]
+    fn a_call_of_values_nobody_gave_is_declined() {
+        let props = serde_json::json!({"a": {}, "b": {}, "unit": {"enum": ["km", "mi"]}});
+        let a = ask("Solve 3x^2 + 2x - 1 = 0.", props, &["a", "b", "unit"]);
+        assert!(declined(
+            &a,
+            serde_json::json!({"a": "Paris", "b": [7, 8], "unit": "km"})
+        ));
+        assert!(declined(
+            &a,
+            serde_json::json!({"a": {"lat": 48.85}, "b": "zzz"})
+        ));
+    }
+
+    #[test]
+    fn calls_with_nothing_to_judge_are_kept() {
+        let props = serde_json::json!({"a": {}, "unit": {"enum": ["km", "mi"]}, "opt": {}});
+        let a = ask("Hello there.", props, &["a", "unit"]);
+        // A boolean, an enum's value, an optional argument: not judged.
+        assert!(!declined(
+            &a,
+            serde_json::json!({"a": true, "unit": "km", "opt": "zzz"})
+        ));
+        assert!(!declined(&a, serde_json::json!({})));
+    }
+
+    #[test]
+    fn only_auto_declines() {
+        let body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Hi"}],
+            "tool_choice": "required",
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"a": {}}, "required": ["a"]}}}]
+        });
+        let a = Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap();
+        assert!(!declined(&a, serde_json::json!({"a": "zzz"})));
+    }
+}

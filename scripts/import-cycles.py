@@ -12,9 +12,9 @@ are read as Rust resolves them, for `super::…`, `super::super::…`, `self::�
 `crate::…`; a name a module file re-exports (`pub use child::Name`, `pub(crate) use …`) counts as
 the child file that defines it, since a module file that re-exports is the module's map, not a
 user of its children. A module file is a `mod.rs`, an `x.rs` beside its folder `x/` (the same
-module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. Paths written out in code without a `use`
-are not counted, nor anything after a `#[cfg(test)]` line (a file's unit tests), nor files named
-`tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
+module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. Paths
+written out in code without a `use` are not counted, nor anything after a `#[cfg(test)]` line (a
+file's unit tests), nor files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
 count; exits 1 when there is one.
 """
 import os

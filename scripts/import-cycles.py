@@ -4,13 +4,17 @@ directly or round a longer circle.
 
     python3 scripts/import-cycles.py [DIR]          (DIR: src/agent by default)
 
+DIR is any folder inside a crate's `src` (`src`, `src/agent`, `tagloop-protocol/src`); `crate::…`
+paths are read from that crate's `src`. CI runs it on `src` and on `tagloop-protocol/src`.
+
 A file imports another when one of its `use` declarations names an item the other defines. Paths
 are read as Rust resolves them, for `super::…`, `super::super::…`, `self::…` (in a `mod.rs`) and
-`crate::…`; a name a `mod.rs` re-exports (`pub use child::Name`, `pub(crate) use …`) counts as the
-child file that defines it, since a `mod.rs` that re-exports is the module's map, not a user of
-its children. `mod x;` declarations are not imports. Paths written out in code without a `use`
-are not counted, nor anything after a `#[cfg(test)]` line (a file's unit tests), nor files named
-`tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
+`crate::…`; a name a module file re-exports (`pub use child::Name`, `pub(crate) use …`) counts as
+the child file that defines it, since a module file that re-exports is the module's map, not a
+user of its children. A module file is a `mod.rs`, an `x.rs` beside its folder `x/` (the same
+module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. Paths
+written out in code without a `use` are not counted, nor anything after a `#[cfg(test)]` line (a
+file's unit tests), nor files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
 count; exits 1 when there is one.
 """
 import os
@@ -18,11 +22,14 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The crate's `src` folder the files are read under (`crate::…` starts here); set by main() from
+# the folder checked, so `tagloop-protocol/src` is read as its own crate.
+SRC = os.path.join(ROOT, 'src')
 
 
 def module_of(path):
     """`src/agent/context/request.rs` -> ['agent', 'context', 'request']; a mod.rs is its folder."""
-    rel = os.path.relpath(path, os.path.join(ROOT, 'src'))
+    rel = os.path.relpath(path, SRC)
     parts = rel[:-3].split(os.sep)
     if parts[-1] == 'mod':
         parts = parts[:-1]
@@ -31,11 +38,20 @@ def module_of(path):
 
 def file_of(module):
     """The file that holds `module` (a list of names under src/), or None."""
-    base = os.path.join(ROOT, 'src', *module)
+    base = os.path.join(SRC, *module)
     for candidate in (base + '.rs', os.path.join(base, 'mod.rs')):
         if os.path.isfile(candidate):
             return candidate
     return None
+
+
+def is_map(path):
+    """Whether a file is a module with children: a `mod.rs`, a `lib.rs`/`main.rs` crate root, or an
+    `x.rs` beside a folder `x/` (the newer spelling of `x/mod.rs`)."""
+    name = os.path.basename(path)
+    if name == 'mod.rs' or (name in ('lib.rs', 'main.rs') and os.path.dirname(path) == SRC):
+        return True
+    return os.path.isdir(path[:-3])
 
 
 def use_declarations(path):
@@ -128,7 +144,7 @@ def target_file(names, seen=0):
         if f is None:
             continue
         rest = names[cut:]
-        if rest and f.endswith('mod.rs') and seen < 8:
+        if rest and is_map(f) and seen < 8:
             again = reexports(f, names[:cut]).get(rest[0])
             if again and again != names[:cut + 1]:
                 return target_file(again + rest[1:], seen + 1)
@@ -142,9 +158,9 @@ def graph(top):
         files += [os.path.join(d, n) for n in names if n.endswith('.rs') and n != 'tests.rs']
     edges = {f: set() for f in files}
     for f in files:
-        module, is_mod_rs = module_of(f), f.endswith('mod.rs')
+        module, map_file = module_of(f), is_map(f)
         for decl, public in use_declarations(f):
-            if is_mod_rs and public:
+            if map_file and public:
                 continue
             for p in expand(decl):
                 names = absolute(p, module)
@@ -185,8 +201,23 @@ def circles(edges):
     return out
 
 
+def crate_src(top):
+    """The `src` folder of the crate that holds `top` (the nearest folder named `src` above it)."""
+    d = top
+    while os.path.basename(d) != 'src':
+        parent = os.path.dirname(d)
+        if parent == d:
+            sys.exit(f'{top} is not inside a crate\'s src folder')
+        d = parent
+    return d
+
+
 def main():
-    top = os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else 'src/agent')
+    global SRC
+    top = os.path.abspath(os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else 'src/agent'))
+    if not os.path.isdir(top):
+        sys.exit(f'no such folder: {top}')
+    SRC = crate_src(top)
     edges = graph(top)
     found = circles(edges)
     for c in found:

@@ -82,8 +82,8 @@
 //! `tagloop = { version = "0.1", default-features = false }`.
 //!
 //! The binary is built on this library, so a few public names exist only for it (the `queue`
-//! module, the `shown` module, the process-tree helpers in `tools`, the session listing and
-//! lookup helpers): they are hidden from these docs and are not part of the stable API
+//! module, the `shown` and `text` modules, the process-tree helpers in `tools`, the session
+//! listing and lookup helpers): they are hidden from these docs and are not part of the stable API
 //! (ARCHITECTURE.md, "The library's surface").
 
 #![warn(missing_docs)]
@@ -105,6 +105,10 @@ pub mod session;
 // inside the crate. Public only for the binary, so hidden: not part of the library's API.
 #[doc(hidden)]
 pub mod shown;
+// Byte counts and clipped text as a user reads them; public only so the binary's messages say a
+// size the same way (`text::byte_size`), so hidden: not part of the library's API.
+#[doc(hidden)]
+pub mod text;
 pub mod tools;
 
 // The curated API: what a program embedding an agent needs, at the root (see the crate docs).
@@ -121,7 +125,6 @@ pub use tools::{
 };
 
 mod scan;
-mod text;
 mod upstream;
 
 /// The text protocol, its own crate ([`tagloop_protocol`]): reading a model turn, the action

@@ -24,8 +24,10 @@ pub(crate) fn clip_bytes(s: &str, max: usize) -> String {
 }
 
 /// A byte count as a user reads it: `16 MiB`, `512 KiB` when that is exact, else `1500 bytes`
-/// (a limit one byte over 64 MiB must not read as "64 MiB").
-pub(crate) fn byte_size(bytes: usize) -> String {
+/// (a limit one byte over 64 MiB must not read as "64 MiB"). Takes an in-memory length
+/// (`usize`) or a file's (`u64`); a count that fits no `u64` (none does) would read as the largest.
+pub fn byte_size(bytes: impl TryInto<u64>) -> String {
+    let bytes = bytes.try_into().unwrap_or(u64::MAX);
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
@@ -54,5 +56,7 @@ mod tests {
         assert_eq!(byte_size((1 << 20) + (512 << 10)), "1536 KiB");
         assert_eq!(byte_size((64 << 20) + 1), "67108865 bytes");
         assert_eq!(byte_size(100), "100 bytes");
+        assert_eq!(byte_size(100_usize), byte_size(100_u64));
+        assert_eq!(byte_size(5_u64 << 40), "5242880 MiB");
     }
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use tagloop::text::byte_size;
+
 /// Largest file a workspace may hold: 64 MiB.
 pub const MAX_WORKSPACE_FILE: u64 = 64 << 20;
 
@@ -95,21 +97,11 @@ impl TaskFolder {
             bail!(
                 "role file {} is {}, over the {} a role file may be",
                 path.display(),
-                size(meta.len()),
-                size(MAX_ROLE_FILE)
+                byte_size(meta.len()),
+                byte_size(MAX_ROLE_FILE)
             );
         }
         Ok(file)
-    }
-}
-
-/// `n` bytes for a message: in MiB when that is exact, else in bytes (a file one byte over a
-/// 64 MiB bound must not read as "64.0 MiB").
-fn size(n: u64) -> String {
-    if n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else {
-        format!("{n} bytes")
     }
 }
 
@@ -152,15 +144,15 @@ fn survey(dir: &Path) -> Result<Survey> {
                 bail!(
                     "file {} is {}, over the {} a workspace file may be",
                     rel.display(),
-                    size(len),
-                    size(MAX_WORKSPACE_FILE)
+                    byte_size(len),
+                    byte_size(MAX_WORKSPACE_FILE)
                 );
             }
             total += len;
             if total > MAX_WORKSPACE_BYTES {
                 bail!(
                     "holds more than {} of files (at {})",
-                    size(MAX_WORKSPACE_BYTES),
+                    byte_size(MAX_WORKSPACE_BYTES),
                     rel.display()
                 );
             }
@@ -203,7 +195,7 @@ fn copy_file(from: &Path, to: &Path) -> Result<()> {
     let mut out = File::create_new(to)?;
     let copied = std::io::copy(&mut file.take(MAX_WORKSPACE_FILE + 1), &mut out)?;
     if copied > MAX_WORKSPACE_FILE {
-        bail!("grew over {}", size(MAX_WORKSPACE_FILE));
+        bail!("grew over {}", byte_size(MAX_WORKSPACE_FILE));
     }
     Ok(())
 }
@@ -261,5 +253,22 @@ mod tests {
         );
         f.set_len(MAX_WORKSPACE_FILE).unwrap();
         assert!(survey(lab.path()).is_ok());
+    }
+
+    #[test]
+    fn sizes_read_as_the_library_says_them() {
+        // The crate's one byte_size: a whole number of KiB reads in KiB, here as everywhere.
+        let lab = tempfile::tempdir().unwrap();
+        let role = lab.path().join("role.md");
+        File::create(&role)
+            .unwrap()
+            .set_len(MAX_ROLE_FILE + 1024)
+            .unwrap();
+        let folder = TaskFolder::of(&lab.path().join("suite.jsonl"), "the suite's folder").unwrap();
+        let err = format!("{:#}", folder.role_file(Path::new("role.md")).unwrap_err());
+        assert!(
+            err.contains("is 1025 KiB, over the 1 MiB a role file may be"),
+            "{err}"
+        );
     }
 }

@@ -21,20 +21,19 @@
 
 mod keeper;
 mod run;
+mod shared;
 mod signals;
 mod storer;
 mod taker;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use tokio::sync::{Mutex, mpsc, watch};
-use tokio::task::AbortHandle;
+use tokio::sync::mpsc;
 
 use tagloop::queue::Queue;
 
@@ -45,6 +44,7 @@ use super::session_dir::SessionArgs;
 use super::setup::Setup;
 use super::usage::usage;
 use run::Runner;
+use shared::Shared;
 use signals::{retry_until_ok, signal_count};
 use taker::{Pace, Taker};
 
@@ -75,36 +75,6 @@ pub struct WorkerArgs {
     pub sessions: SessionArgs,
     #[command(flatten)]
     pub opts: RunOpts,
-}
-
-/// A task this worker holds: computing, or computed and waiting to be stored.
-struct Held {
-    /// The task's id, as text.
-    key: String,
-    /// Stops the computation; `None` once it is computed.
-    abort: Option<AbortHandle>,
-}
-
-/// What the worker did, for its last line.
-#[derive(Default)]
-struct Tally {
-    ran: AtomicU64,
-    not_ok: AtomicU64,
-    duplicates: AtomicU64,
-    handed_back: AtomicU64,
-}
-
-/// What the taker, the keeper and the storer share.
-#[derive(Clone)]
-struct Shared {
-    queue: Arc<Queue>,
-    /// This worker's name in the queue (its consumer name).
-    name: String,
-    /// The tasks held, by stream entry id.
-    held: Arc<Mutex<HashMap<String, Held>>>,
-    tally: Arc<Tally>,
-    /// How many stop signals were received.
-    signals: watch::Receiver<u8>,
 }
 
 /// The flags checked, as durations and counts.

@@ -11,7 +11,7 @@
 
 use memchr::memmem;
 
-use super::Redactor;
+use super::redactor::Redactor;
 
 impl Redactor {
     /// Where `held` can be cut: everything before is safe to redact and pass on now.

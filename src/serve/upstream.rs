@@ -36,10 +36,11 @@ use futures::stream::BoxStream;
 use tokio::time::{Instant, timeout_at};
 
 use super::error::{ErrorBody, ServeError};
-use crate::llm::openai::{normalize_base_url, read_up_to};
+use crate::llm::openai::normalize_base_url;
 use crate::secret::{ByteStreamRedactor, Redactor, Secret};
 use crate::shown::Outside;
 use crate::text::byte_size;
+use crate::upstream::read_up_to;
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! What tagloop knows about the server behind an OpenAI-compatible base URL, apart from asking it
-//! for a turn: which server it is (llama.cpp, vLLM, SGLang, Ollama, OpenAI: `kind.rs`), how many
+//! for a turn: which server it is (llama.cpp, vLLM, SGLang, Ollama, OpenAI: `kind.rs`, asked in `detect.rs`),
 //! tokens its context window takes (`window.rs`), how many tokens a prompt is by its own
 //! tokenizer (`tokens.rs`), and how it words a refusal of a prompt too long for that window
 //! (`overflow.rs`); below them, the edge of the HTTP client every body is read through, up to a
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::secret::Secret;
 
+mod detect;
 mod error;
 mod http;
 mod kind;

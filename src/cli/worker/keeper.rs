@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Shared;
+use super::shared::Shared;
 
 /// Every `every`, until aborted: say the worker is alive, keep its tasks from being claimed, and
 /// stop the ones another worker has finished.

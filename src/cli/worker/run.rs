@@ -11,7 +11,7 @@ use tagloop::queue::{Delivery, Queue};
 
 use super::super::batch::{parse_task, run_one};
 use super::super::setup::Setup;
-use super::Tally;
+use super::shared::Tally;
 use super::storer::Computed;
 
 /// What every task of this worker runs with.

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Shared;
+use super::shared::Shared;
 use super::signals::Backoff;
 
 /// A computed result on its way to Redis. `line` is `Null` when there is nothing to store (the

@@ -10,9 +10,9 @@ use tokio::task::JoinSet;
 use tagloop::queue::{Delivery, QueueError};
 
 use super::run::Runner;
+use super::shared::{Held, Shared};
 use super::signals::Backoff;
 use super::storer::Computed;
-use super::{Held, Shared};
 
 /// How the taker paces itself, from `--concurrency` and `--claim-after`.
 pub(super) struct Pace {

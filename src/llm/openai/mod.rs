@@ -107,10 +107,7 @@ mod stream;
 mod tests;
 mod wire;
 
-// The serve proxy reads its upstream's bodies with the same capped reader.
 use crate::upstream::Upstream;
-#[cfg(feature = "serve")]
-pub(crate) use crate::upstream::read_up_to;
 
 /// Settings of an [`OpenAiModel`].
 #[derive(Debug, Clone)]

@@ -8,7 +8,8 @@
 //!
 //! * `request.rs`: the body, with `serde` types, into the shared model;
 //! * `blocks.rs`: the core's events as content blocks (`stops.rs` cuts the text at the
-//!   client's `stop_sequences`); `render.rs` the whole `message`, `stream.rs` the events;
+//!   client's `stop_sequences`); `message.rs` the whole `message` (`render.rs` picks whole or
+//!   streamed), `stream.rs` the events;
 //! * `error.rs`: Anthropic's error shape; `count.rs`: `count_tokens`.
 //!
 //! A request without tools has no pass-through here: it is answered as a plain chat on the
@@ -17,6 +18,7 @@
 mod blocks;
 mod count;
 mod error;
+mod message;
 mod render;
 mod request;
 mod stops;

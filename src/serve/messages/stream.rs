@@ -20,7 +20,7 @@ use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::blocks::{Blocks, Op};
-use super::render::message;
+use super::message::message;
 use crate::serve::ServeEvent;
 use crate::serve::response::AnswerMeta;
 

@@ -1,12 +1,38 @@
-//! The parse error model: the furthest point reached, what was expected there (a bit set merged
-//! across branches), and where the parser was, turned into one message and an offset.
-
-use super::ActionError;
+//! The action grammar's errors: [`ActionError`] and [`SignatureError`], and the parse error model
+//! behind the first: the furthest point reached, what was expected there (a bit set merged across
+//! branches), and where the parser was, turned into one message and an offset.
 
 use nom::{
     IResult,
     error::{ErrorKind, ParseError},
 };
+
+/// Why an action did not parse: the furthest point reached and what was expected there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[error("{message} at offset {offset}")]
+#[non_exhaustive]
+pub struct ActionError {
+    /// What was expected, in words a model can act on.
+    pub message: String,
+    /// Byte offset into the action text.
+    pub offset: usize,
+    /// True when the text ended inside a string that was never closed (a stop string may have cut
+    /// it: the runtime then lets the model continue the same turn).
+    pub open_string: bool,
+}
+
+/// A tool signature that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "bad tool signature `{text}`: {reason} (expected something like `write_file(path, content)`)"
+)]
+#[non_exhaustive]
+pub struct SignatureError {
+    /// The text passed to [`Signature::parse`](crate::Signature::parse), untrimmed.
+    pub text: String,
+    /// What was wrong.
+    pub reason: String,
+}
 
 /// What the parser expected, as a bit set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

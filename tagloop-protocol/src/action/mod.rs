@@ -22,6 +22,7 @@ mod tests;
 
 use serde_json::Value;
 
+pub use error::{ActionError, SignatureError};
 pub use grammar::MAX_DEPTH;
 use lex::{ident, tool_ident};
 use search::{
@@ -49,20 +50,6 @@ pub struct Call {
     pub warnings: Vec<String>,
 }
 
-/// Why an action did not parse: the furthest point reached and what was expected there.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
-#[error("{message} at offset {offset}")]
-#[non_exhaustive]
-pub struct ActionError {
-    /// What was expected, in words a model can act on.
-    pub message: String,
-    /// Byte offset into the action text.
-    pub offset: usize,
-    /// True when the text ended inside a string that was never closed (a stop string may have cut
-    /// it: the runtime then lets the model continue the same turn).
-    pub open_string: bool,
-}
-
 /// A tool signature for quote disambiguation: `write_file(path, content)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
@@ -72,19 +59,6 @@ pub struct Signature {
     pub params: Vec<String>,
     /// Parameters written with a trailing `?` (`read_file(path, start_line?)`): they may be left out.
     pub optional: Vec<String>,
-}
-
-/// A tool signature that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "bad tool signature `{text}`: {reason} (expected something like `write_file(path, content)`)"
-)]
-#[non_exhaustive]
-pub struct SignatureError {
-    /// The text passed to [`Signature::parse`], untrimmed.
-    pub text: String,
-    /// What was wrong.
-    pub reason: String,
 }
 
 impl Signature {

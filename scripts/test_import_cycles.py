@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Tests of scripts/import-cycles.py on small crates written to a temporary folder.
+
+    python3 scripts/test_import_cycles.py          (CI runs it before the check itself)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'import-cycles.py')
+
+
+def check(files, folder='src'):
+    """Write `files` (path -> text) under a fresh crate and run the script on its `folder`:
+    (exit code, output)."""
+    with tempfile.TemporaryDirectory() as crate:
+        for path, text in files.items():
+            full = os.path.join(crate, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, 'w', encoding='utf-8') as f:
+                f.write(text)
+        run = subprocess.run([sys.executable, SCRIPT, os.path.join(crate, folder)],
+                             capture_output=True, text=True, check=False)
+        return run.returncode, run.stdout + run.stderr
+
+
+class ImportCycles(unittest.TestCase):
+    def test_two_files_that_import_each_other_are_a_circle(self):
+        code, out = check({
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': 'use crate::b::B;\npub struct A;\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/a.rs <-> ', out)
+        self.assertIn('1 import circle(s)', out)
+
+    def test_a_crate_outside_the_repository_src_is_read_from_its_own_src(self):
+        # crate:: paths of tagloop-protocol/src were once looked up in ./src: 0 imports found.
+        code, out = check({
+            'proto/src/lib.rs': 'mod a;\nmod b;\n',
+            'proto/src/a.rs': 'use crate::b::B;\npub struct A;\n',
+            'proto/src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        }, folder='proto/src')
+        self.assertEqual(code, 1, out)
+        self.assertIn('2 imports', out)
+
+    def test_a_parent_file_that_uses_a_child_which_uses_it_is_a_circle(self):
+        code, out = check({
+            'src/lib.rs': 'mod x;\n',
+            'src/x.rs': 'mod child;\nuse child::Thing;\npub struct Shared;\n',
+            'src/x/child.rs': 'use super::Shared;\npub struct Thing;\n',
+        })
+        self.assertEqual(code, 1, out)
+        self.assertIn('/src/x.rs <-> ', out)
+        self.assertIn('/src/x/child.rs', out)
+
+    def test_an_x_rs_that_only_re_exports_its_child_is_its_map_as_a_mod_rs_is(self):
+        for parent in ('src/x.rs', 'src/x/mod.rs'):
+            code, out = check({
+                'src/lib.rs': 'mod x;\n',
+                parent: 'mod child;\npub use child::Thing;\npub struct Shared;\n',
+                'src/x/child.rs': 'use super::Shared;\npub struct Thing;\n',
+                'src/user.rs': 'use crate::x::Thing;\n',
+            })
+            self.assertEqual(code, 0, parent + ': ' + out)
+            # user.rs -> x/child.rs (through the re-export), child.rs -> the parent.
+            self.assertIn('2 imports', out)
+
+    def test_a_folder_outside_any_src_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = subprocess.run([sys.executable, SCRIPT, d], capture_output=True, text=True,
+                                 check=False)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("not inside a crate's src folder", run.stderr)
+
+
+if __name__ == '__main__':
+    unittest.main()

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::ToolFormat;
+use super::tool_format::ToolFormat;
 use crate::llm::{Api, GrammarMode};
 use crate::secret::Secret;
 

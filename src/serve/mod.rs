@@ -77,14 +77,15 @@ mod read;
 mod redact;
 mod request;
 mod response;
+mod tool_format;
 mod upstream;
 
 pub use config::ServeConfig;
 pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use listen::serve;
-pub use native::ToolFormat;
 pub use request::MAX_PARALLEL_CALLS;
+pub use tool_format::ToolFormat;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and
 /// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`), to serve on its own or

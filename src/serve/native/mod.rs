@@ -20,7 +20,6 @@ mod template;
 mod turn;
 
 use std::num::NonZeroUsize;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
@@ -35,35 +34,7 @@ use crate::shown::Outside;
 pub(crate) use template::ChatTemplate;
 pub(crate) use turn::answer;
 
-/// Which format serve asks the upstream in (`--tool-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ToolFormat {
-    /// tagloop's text protocol, always (the default: on the one model measured both ways,
-    /// Qwen2.5-Coder-0.5B, the protocol measured better; BENCHMARKS.md).
-    #[default]
-    Protocol,
-    /// The model's own tool-call format; a 502 when the upstream publishes no chat template
-    /// that declares tools.
-    Native,
-    /// The model's own format where its template declares tools, the protocol elsewhere.
-    Auto,
-}
-
-impl FromStr for ToolFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "protocol" => Ok(ToolFormat::Protocol),
-            "native" => Ok(ToolFormat::Native),
-            "auto" => Ok(ToolFormat::Auto),
-            other => Err(format!(
-                "unknown tool format '{other}': expected protocol, native or auto"
-            )),
-        }
-    }
-}
+use super::tool_format::ToolFormat;
 
 /// A model asked in its own format: its chat template and a `/completions` client.
 pub(crate) struct NativeFormat {

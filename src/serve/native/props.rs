@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::llm::openai::read_up_to;
+use crate::upstream::read_up_to;
 
 /// Time the probe may take.
 const PROBE_TIME: Duration = Duration::from_secs(10);

@@ -28,6 +28,7 @@ mod config;
 pub mod context;
 pub(crate) mod correction;
 mod decide;
+mod error;
 mod events;
 pub(crate) mod finalcheck;
 mod grammars;
@@ -58,6 +59,7 @@ use serde_json::Value;
 pub use builder::AgentBuilder;
 pub use config::{AgentConfig, DEFAULT_MAX_TOKENS};
 pub use context::{ContextMode, ContextPolicy};
+pub use error::AgentError;
 pub use events::{Event, EventSink};
 pub use outcome::{Outcome, Progress, Status};
 pub use preview::{Preview, preview, preview_grammar};
@@ -71,29 +73,6 @@ use crate::session::Transcript;
 use crate::tools::Registry;
 
 use crate::llm::Api;
-
-/// Errors while setting up an agent or a run (a run itself ends in an [`Outcome`], whatever happens).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AgentError {
-    /// A prompt template could not be read, parsed or rendered (see [`PromptError`]; the message
-    /// names the template or its file).
-    #[error(transparent)]
-    Prompt(#[from] PromptError),
-    /// A role could not be built: its file did not read or parse, or its output schema is not a
-    /// valid JSON Schema (see [`RoleError`]).
-    #[error(transparent)]
-    Role(#[from] RoleError),
-    /// The accepted final answer does not deserialize into the requested Rust type.
-    #[error("the final answer does not fit the requested type: {error}")]
-    Decode {
-        /// The outcome with the JSON value, so the caller still has the answer.
-        outcome: Box<Outcome<Value>>,
-        /// Why serde refused the value.
-        #[source]
-        error: serde_json::Error,
-    },
-}
 
 /// One run's inputs beyond the task.
 #[derive(Default)]

@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
+use super::OpenAiModel;
+use super::attempt_error::AttemptError;
 use super::state::TurnState;
-use super::{AttemptError, OpenAiModel};
 use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Constraint, DeltaSink, TurnRequest, TurnResult};
 use crate::scan::BlockWatch;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::OpenAiModel;
+use super::attempt_error::AttemptError;
 use super::grammar::names_grammar;
-use super::{AttemptError, OpenAiModel};
 use crate::llm::{ContextOverflow, LlmError};
 use crate::text::clip_bytes;
 use crate::upstream::{Fault, HttpFailure};

@@ -94,6 +94,7 @@ use super::Api;
 use crate::secret::{Redactor, Secret};
 
 mod attempt;
+mod attempt_error;
 mod body;
 mod client;
 mod errors;
@@ -244,28 +245,6 @@ impl std::fmt::Debug for OpenAiModel {
             .field("cfg", &self.cfg)
             .field("stop_rejected", &self.stop_rejected.load(Ordering::Relaxed))
             .finish()
-    }
-}
-
-/// What went wrong in one attempt, with what the retry loop needs to know.
-struct AttemptError {
-    err: LlmError,
-    /// Text was already passed to the caller: never retry.
-    emitted: bool,
-    /// A 400 naming `stop`.
-    stop_rejected: bool,
-    /// A 400 naming the grammar field.
-    grammar_rejected: bool,
-}
-
-impl From<LlmError> for AttemptError {
-    fn from(err: LlmError) -> Self {
-        AttemptError {
-            err,
-            emitted: false,
-            stop_rejected: false,
-            grammar_rejected: false,
-        }
     }
 }
 

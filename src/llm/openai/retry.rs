@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 
-use super::{AttemptError, OpenAiModel};
+use super::OpenAiModel;
+use super::attempt_error::AttemptError;
 use crate::llm::notice::quote;
 use crate::llm::{
     Api, DeltaSink, LlmError, NOTICE_LOG_TARGET, Notice, NoticeKind, Prompt, Role, TurnRequest,

@@ -3,8 +3,9 @@
 
 use reqwest::header::CONNECTION;
 
+use super::OpenAiModel;
+use super::attempt_error::AttemptError;
 use super::wire::WireChunk;
-use super::{AttemptError, OpenAiModel};
 use crate::llm::{Api, LlmError};
 use crate::text::clip_bytes;
 use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};

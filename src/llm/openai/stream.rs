@@ -10,9 +10,10 @@ use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 
+use super::OpenAiModel;
+use super::attempt_error::AttemptError;
 use super::state::TurnState;
 use super::wire::WireChunk;
-use super::{AttemptError, OpenAiModel};
 use crate::llm::{DeltaSink, LlmError};
 use crate::text::clip_bytes;
 use crate::upstream::Fault;

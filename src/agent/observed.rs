@@ -64,6 +64,30 @@ fn value_text(value: &Value) -> String {
     format!("{cut}…")
 }
 
+/// Where a tool's own lines are in an observation's `body` (a [`tool_result`], possibly after a
+/// runtime notice): `(skip, count)`, the number of body lines before its first line and how many
+/// it has, read from the header this file writes. `None` when the body has no such header (an
+/// error, a result written before headers existed). Line numbers in a cut marker are the tool's,
+/// not the body's: the 81-line log read at `-c 2048` was said to be cut at "lines 11-74" when
+/// lines 10-73 were.
+pub(crate) fn output_lines(body: &str) -> Option<(usize, usize)> {
+    body.lines()
+        .take(HEADER_WITHIN)
+        .enumerate()
+        .find_map(|(i, line)| {
+            let (_, size) = line.rsplit_once(") returned ")?;
+            let count = match size.strip_suffix(':')? {
+                "1 line" => 1,
+                n => n.strip_suffix(" lines")?.parse().ok()?,
+            };
+            Some((i + 1, count))
+        })
+}
+
+/// How many of an observation body's first lines may hold the header (a runtime notice such as
+/// the loop guard's may come first).
+const HEADER_WITHIN: usize = 4;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +130,17 @@ mod tests {
         let header = text.lines().next().unwrap_or_default();
         assert!(header.chars().count() < 100, "{header}");
         assert!(header.contains('…'));
+    }
+
+    #[test]
+    fn the_header_tells_where_the_tools_lines_are() {
+        let one = tool_result("read_file", &args(json!({"path": "a"})), "x\ny\nz", true);
+        assert_eq!(output_lines(&one), Some((1, 3)));
+        let single = tool_result("t", &Map::new(), "42", false);
+        assert_eq!(output_lines(&single), Some((1, 1)));
+        let after_notice = format!("You made this call before. Its result was:\n{one}");
+        assert_eq!(output_lines(&after_notice), Some((2, 3)));
+        assert_eq!(output_lines("line 1\nline 2"), None);
+        assert_eq!(output_lines(&tool_result("t", &Map::new(), "", true)), None);
     }
 }

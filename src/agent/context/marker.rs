@@ -40,18 +40,20 @@ impl StepCall {
     }
 }
 
-/// The marker put where the middle of an observation was cut: `lines` are the cut lines'
-/// numbers within the observation's body (1-based, inclusive), `bytes` their size.
-pub(super) fn cut_marker(call: &StepCall, lines: (usize, usize), bytes: usize) -> String {
-    let what = format!(
-        "[… {} cut here to fit the context window",
-        size(bytes, lines.1 + 1 - lines.0)
-    );
-    match call.tool() {
-        Some("read_file") => {
-            // The body's first line is the file's `start_line` (1 when none was given).
+/// The marker put where the middle of an observation was cut: `lines` are the tool's own cut
+/// lines (1-based, inclusive, counted from the first line the tool returned; `None` when only
+/// the runtime's own notes were cut), `bytes` the size of what was cut.
+pub(super) fn cut_marker(call: &StepCall, lines: Option<(usize, usize)>, bytes: usize) -> String {
+    let cut = match lines {
+        Some((a, b)) => size(bytes, b + 1 - a),
+        None => format!("{bytes} byte{}", if bytes == 1 { "" } else { "s" }),
+    };
+    let what = format!("[… {cut} cut here to fit the context window");
+    match (call.tool(), lines) {
+        (Some("read_file"), Some((from, to))) => {
+            // The tool's first line is the file's `start_line` (1 when none was given).
             let first = call.arg("start_line").and_then(Value::as_u64).unwrap_or(1) as usize;
-            let (a, b) = (first + lines.0 - 1, first + lines.1 - 1);
+            let (a, b) = (first + from - 1, first + to - 1);
             match call.arg("path").and_then(Value::as_str) {
                 Some(path) => format!(
                     "{what}: lines {a}-{b} of the file. To see them: read_file(path={}, start_line={a})]",
@@ -62,11 +64,11 @@ pub(super) fn cut_marker(call: &StepCall, lines: (usize, usize), bytes: usize) -
                 ),
             }
         }
-        Some(tool) if tool.contains("search") || tool.contains("grep") => {
+        (Some(tool), _) if tool.contains("search") || tool.contains("grep") => {
             format!("{what}. To see them, run the same search again, or a narrower one]")
         }
-        Some(tool) => format!("{what}. To see them, call {tool} again]"),
-        None => format!("{what}]"),
+        (Some(tool), _) => format!("{what}. To see them, call {tool} again]"),
+        (None, _) => format!("{what}]"),
     }
 }
 

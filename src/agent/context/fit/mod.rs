@@ -20,6 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::observed;
 use crate::llm::{Message, Role};
 
 use super::marker::{self, StepCall};
@@ -237,9 +238,8 @@ fn shorten(content: &str, call: &StepCall, head_bytes: usize, tail_bytes: usize)
     if cut_to <= cut_from {
         return None;
     }
-    let first = line_of(body, cut_from);
-    let last = line_of(body, cut_to - 1);
-    let mark = marker::cut_marker(call, (first, last), cut_to - cut_from);
+    let lines = tool_lines(body, line_of(body, cut_from), line_of(body, cut_to - 1));
+    let mark = marker::cut_marker(call, lines, cut_to - cut_from);
     let mut s = String::with_capacity(content.len() - (cut_to - cut_from) + mark.len() + 2);
     s.push_str(&content[..start]);
     s.push_str(&body[..head]);
@@ -249,6 +249,16 @@ fn shorten(content: &str, call: &StepCall, head_bytes: usize, tail_bytes: usize)
     s.push_str(&body[tail..]);
     s.push_str(&content[end..]);
     (s.len() < content.len()).then_some(s)
+}
+
+/// The cut body lines `first..=last` as the tool's own lines (1-based, inclusive): the header
+/// the runtime writes above a tool's result and the notes below it are not the tool's lines.
+/// `None` when no line of the tool's was cut. A body without a header is the tool's text alone.
+fn tool_lines(body: &str, first: usize, last: usize) -> Option<(usize, usize)> {
+    let (skip, count) = observed::output_lines(body).unwrap_or((0, usize::MAX));
+    let first = first.saturating_sub(skip).max(1);
+    let last = last.saturating_sub(skip).min(count);
+    (first <= last).then_some((first, last))
 }
 
 /// The observation replaced by one line that says how large the result was (text after it kept).

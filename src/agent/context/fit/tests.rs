@@ -226,3 +226,51 @@ fn the_last_cut_stops_at_the_shortest_form_and_at_what_it_is_asked() {
     let f = fit_messages_within(&h, usize::MAX, 0, 1);
     assert_eq!(f.messages, h);
 }
+
+/// The marker's numbers for a cut observation as the runtime writes it (a header above the
+/// tool's lines, the decision sentence and the steps left below): the file's own lines, exactly
+/// the ones missing, never the header or the notes.
+fn assert_marker_names_the_missing_lines(cut: &str) {
+    let kept: Vec<usize> = cut
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.get(..4)?.parse().ok())
+        .collect();
+    let marker = cut.lines().find(|l| l.starts_with("[…")).expect("a marker");
+    let range = marker
+        .split(": lines ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .expect("a range");
+    let (a, b) = range.split_once('-').expect("a-b");
+    let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+    let head_last = kept.iter().copied().filter(|&n| n < a).max().unwrap_or(0);
+    let tail_first = kept.iter().copied().find(|&n| n > b).unwrap_or(101);
+    assert_eq!((head_last + 1, tail_first - 1), (a, b), "{cut}");
+    assert!(
+        marker.contains(&format!(r#"read_file(path="app.log", start_line={a})"#)),
+        "{marker}"
+    );
+}
+
+#[test]
+fn a_cut_under_the_observations_header_names_the_files_lines() {
+    let args = serde_json::json!({"path": "app.log"});
+    let result = crate::agent::observed::tool_result(
+        "read_file",
+        args.as_object().expect("an object"),
+        &lines(100),
+        true,
+    );
+    let notice = "This is the third time in a row you make exactly this call; it was not run again. \
+                  Its result was:";
+    for body in [
+        format!("{result}\n\n[5 steps left]"),
+        format!("{notice}\n{result}\nUse that result.\n\n[3 steps left]"),
+    ] {
+        let h = history(&[(r#"read_file(path="app.log")"#, body)]);
+        for asked in [1000, 3300, usize::MAX] {
+            let f = fit_messages(&h, asked, 1);
+            assert_marker_names_the_missing_lines(&f.messages[3].content);
+        }
+    }
+}

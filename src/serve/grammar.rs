@@ -22,7 +22,7 @@ use tracing::warn;
 
 use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
 use crate::llm::{Api, TurnGrammar};
-use crate::protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
+use crate::protocol::{TurnShape, parse_gbnf, turn_grammar};
 use crate::shown::Outside;
 
 /// The grammar for `ask`'s turn; `None` when it cannot be written (then nothing is sent).
@@ -37,18 +37,7 @@ pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
 }
 
 fn build(ask: &Ask, api: Api, answer_only: bool) -> Option<Arc<TurnGrammar>> {
-    let tools: Vec<ToolShape<'_>> = ask
-        .tools
-        .iter()
-        .filter(|t| match &ask.choice {
-            Choice::Named(n) => &t.name == n,
-            _ => true,
-        })
-        .map(|t| ToolShape {
-            name: &t.name,
-            parameters: &t.parameters,
-        })
-        .collect();
+    let tools = ask.offered_tools();
     let final_only = answer_only || matches!(ask.choice, Choice::None) || tools.is_empty();
     let shape = TurnShape {
         tools,

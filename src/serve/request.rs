@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::ServeError;
 use super::body::{self, Content, Message, ResponseFormat, Role, ToolChoice, read_body};
 use super::json_budget::{CountError, MAX_VALUES, count_values};
+use crate::protocol::ToolShape;
 
 /// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
 /// 1..=this many `<action>` blocks in a turn.
@@ -130,6 +131,22 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, ServeError> {
 }
 
 impl Ask {
+    /// The tools the model may call under this request's `tool_choice` (only the named one
+    /// when a function is named), as the grammars take them.
+    pub(crate) fn offered_tools(&self) -> Vec<ToolShape<'_>> {
+        self.tools
+            .iter()
+            .filter(|t| match &self.choice {
+                Choice::Named(n) => &t.name == n,
+                _ => true,
+            })
+            .map(|t| ToolShape {
+                name: &t.name,
+                parameters: &t.parameters,
+            })
+            .collect()
+    }
+
     /// Check a request body and read it: its fields' types first ([`read_body`], which names
     /// a field of the wrong type), then what types cannot say.
     pub(crate) fn read(body: &Value) -> Result<Ask, ServeError> {

@@ -15,9 +15,7 @@ use serde_json::{Value, json};
 
 use super::{NativeFormat, tools_json};
 use crate::llm::{Finish, LazyGrammar, Prompt, TurnGrammar, TurnRequest};
-use crate::protocol::{
-    NativeShape, ToolShape, TurnKind, native_grammar, parse_gbnf, read_turn_with,
-};
+use crate::protocol::{NativeShape, TurnKind, native_grammar, parse_gbnf, read_turn_with};
 use crate::serve::ServeError;
 use crate::serve::answer::{Core, Trace, answer as protocol_answer, client_reason, emit_answer};
 use crate::serve::conversation;
@@ -120,18 +118,7 @@ pub(crate) async fn answer(
 
 /// The grammar of a native turn for `ask`; `None` when it does not read back.
 fn grammar(ask: &Ask, answer_only: bool) -> Option<Arc<TurnGrammar>> {
-    let tools: Vec<ToolShape<'_>> = ask
-        .tools
-        .iter()
-        .filter(|t| match &ask.choice {
-            Choice::Named(n) => &t.name == n,
-            _ => true,
-        })
-        .map(|t| ToolShape {
-            name: &t.name,
-            parameters: &t.parameters,
-        })
-        .collect();
+    let tools = ask.offered_tools();
     let calls = !answer_only && conversation::allows_calls(ask);
     let shape = NativeShape {
         tools,

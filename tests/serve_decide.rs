@@ -11,23 +11,9 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer, StopMode};
+use common::serve::proxy;
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
-use tagloop::serve::{ServeConfig, router};
-
-async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> String {
-    let mut cfg = ServeConfig::new(fake.base_url.clone());
-    cfg.model = Some("fake-model".into());
-    cfg.grammar = GrammarMode::Off;
-    tune(&mut cfg);
-    let app = router(cfg).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
-}
 
 fn tools() -> Value {
     json!([

@@ -45,17 +45,11 @@ fn upstream(template: Option<&str>, turns: &[&str]) -> FakeConfig {
 }
 
 async fn proxy(fake: &FakeServer, format: ToolFormat, grammar: GrammarMode) -> String {
-    let mut cfg = ServeConfig::new(fake.base_url.clone());
-    cfg.model = Some("fake-model".into());
-    cfg.grammar = grammar;
-    cfg.tool_format = format;
-    let app = router(cfg).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    common::serve::proxy(fake, |cfg| {
+        cfg.grammar = grammar;
+        cfg.tool_format = format;
+    })
+    .await
 }
 
 fn question(q: &str) -> Value {

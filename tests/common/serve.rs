@@ -13,13 +13,8 @@ pub async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> St
     cfg.model = Some("fake-model".into());
     cfg.grammar = GrammarMode::Off;
     tune(&mut cfg);
-    let app = router(cfg).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v1")
+    let app = router(cfg).expect("router");
+    format!("{}/v1", super::serve_on_loopback(app).await)
 }
 
 /// Two tools: `weather` (a city, days from 1) and `time` (a city).

@@ -121,7 +121,10 @@ async fn llguidance_gets_the_same_grammar_in_lark() {
         .unwrap()
         .to_string();
     assert!(grammar.starts_with("%llguidance {}\n"), "{grammar}");
-    assert!(grammar.contains("action-closed"), "parallel calls: {grammar}");
+    assert!(
+        grammar.contains("action-closed"),
+        "parallel calls: {grammar}"
+    );
 }
 
 #[tokio::test]

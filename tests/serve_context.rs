@@ -75,11 +75,17 @@ async fn long_tool_results_are_cut_and_the_request_is_answered() {
     let base = proxy(&fake, move |c| c.session_dir = Some(dir)).await;
     let body = long_conversation();
     let whole: usize = log("oslo", 120).len() + log("bergen", 120).len();
-    assert!(whole as u64 / 4 > WINDOW, "the results alone overflow the window");
+    assert!(
+        whole as u64 / 4 > WINDOW,
+        "the results alone overflow the window"
+    );
 
     let (status, v) = post(&base, &body).await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["choices"][0]["message"]["content"], "It rained on Monday.");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "It rained on Monday."
+    );
     assert_eq!(fake.refused(), 0, "nothing over the window was sent");
 
     let sent: Vec<_> = fake
@@ -93,13 +99,19 @@ async fn long_tool_results_are_cut_and_the_request_is_answered() {
     assert!(prompt + max_tokens <= WINDOW, "{prompt} + {max_tokens}");
     let text = sent_text(&sent[0].body);
     // The results keep a head and a tail around the run's marker.
-    assert!(text.contains("cut here to fit the context window"), "{text}");
+    assert!(
+        text.contains("cut here to fit the context window"),
+        "{text}"
+    );
     assert!(text.contains("bergen line 0001") && text.contains("bergen line 0120"));
     assert!(!text.contains("bergen line 0060"), "the middle was cut");
     // The questions and the tools are whole.
     assert!(text.contains("How was the weather in Oslo this week?"));
     assert!(text.contains("And in Bergen? When did it rain there?"));
-    assert!(text.contains("Local time of a city."), "the tools are in the system prompt");
+    assert!(
+        text.contains("Local time of a city."),
+        "the tools are in the system prompt"
+    );
 
     // The transcript records the fitting.
     let file = std::fs::read_dir(sessions.path())
@@ -112,7 +124,10 @@ async fn long_tool_results_are_cut_and_the_request_is_answered() {
     let fitted = &record["fitted"][0];
     assert_eq!(fitted["type"], "context_fitted", "{record}");
     assert_eq!(fitted["window"], WINDOW);
-    assert!(fitted["observations_cut"].as_u64().unwrap() >= 1, "{fitted}");
+    assert!(
+        fitted["observations_cut"].as_u64().unwrap() >= 1,
+        "{fitted}"
+    );
 }
 
 #[tokio::test]
@@ -150,7 +165,10 @@ async fn a_refusal_names_the_window_and_the_retry_fits_it() {
 
     let (status, v) = post(&base, &long_conversation()).await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["choices"][0]["message"]["content"], "It rained on Monday.");
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "It rained on Monday."
+    );
     assert_eq!(fake.refused(), 1, "refused once, then fitted");
     let sent: Vec<_> = fake
         .requests()

@@ -154,7 +154,9 @@ impl ContextState {
         }
         let mut counted = false;
         if (tokens + budget + margin) * NEAR.1 >= window * NEAR.0
-            && let Some(c) = self.count(to.model, &history.prompt_now(partial), bytes).await
+            && let Some(c) = self
+                .count(to.model, &history.prompt_now(partial), bytes)
+                .await
         {
             tokens = c;
             counted = true;

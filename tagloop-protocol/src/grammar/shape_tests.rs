@@ -99,7 +99,10 @@ fn parallel_calls_are_closed_blocks_up_to_the_limit() {
     let g = checked(&TurnShape::new(tools(&p)).max_calls(2), &ALL);
     assert!(matches(&g, ADD) && matches(&g, ANSWER));
     assert!(matches(&g, TWO) && matches(&g, TWO_OPEN_LAST));
-    assert!(!matches(&g, TWO_OPEN_FIRST), "every block but the last is closed");
+    assert!(
+        !matches(&g, TWO_OPEN_FIRST),
+        "every block but the last is closed"
+    );
     assert!(!matches(&g, THREE), "no more than the limit");
     let g = checked(&TurnShape::new(tools(&p)).max_calls(3), &ALL);
     assert!(matches(&g, THREE));

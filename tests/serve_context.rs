@@ -4,11 +4,11 @@
 //! long tool results is fitted as a run's history is and answered; a question that cannot fit
 //! gets OpenAI's 400 `context_length_exceeded` and never reaches the upstream; an upstream that
 //! refuses a prompt the proxy could not measure gets it once more, fitted to the window its
-//! refusal named.
+//! refusal named; one that refuses every prompt as too long is a 400, not a 502.
 
 mod common;
 
-use common::fake_server::{FakeConfig, FakeServer};
+use common::fake_server::{ContextShape, FakeConfig, FakeServer};
 use common::serve::{post, proxy, weather_tools};
 use serde_json::{Value, json};
 
@@ -177,4 +177,28 @@ async fn a_refusal_names_the_window_and_the_retry_fits_it() {
         .collect();
     let last = sent.last().unwrap();
     assert!(sent_text(&last.body).contains("cut here to fit the context window"));
+}
+
+#[tokio::test]
+async fn an_upstream_that_refuses_every_prompt_as_too_long_is_a_400_not_a_502() {
+    // vLLM's words: "maximum context length is 2048 tokens. However, you requested 3000".
+    let fake = FakeServer::start(FakeConfig {
+        context_error: Some(ContextShape::Vllm),
+        ..FakeConfig::default()
+    })
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    let body = json!({"model": "m", "tools": weather_tools(),
+        "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    // One refusal, then at most the one retry fitted harder: never a loop.
+    let completions = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .count();
+    assert!((1..=2).contains(&completions), "{completions} requests");
 }

@@ -2,11 +2,14 @@
 //! grammar, and a turn of each kind matches it or not as the variant says, in the grammar tree
 //! (the testkit's matcher) and in llguidance's Lark alike.
 
+use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::lark_tests::accepts;
-use super::testkit::matches;
+use super::testkit::{matches, sample};
+use super::tests::{cases, check_turn, shape};
 use super::*;
+use crate::{TurnKind, read_turn};
 
 fn params() -> [Value; 2] {
     [
@@ -135,4 +138,46 @@ fn the_decision_grammar_follows_the_shape_too() {
     parse_gbnf(&g.to_gbnf()).unwrap();
     assert!(matches(&g, "<action>add(a=1)</action>\n<action>sub()"));
     assert!(!matches(&g, "<final_answer>4</final_answer>"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every turn a parallel (and maybe required) grammar accepts reads, block after block as
+    /// serve's reader reads it, as at most `max` actions that each parse and bind; a required
+    /// call's turn is never an answer (where a tool can be called at all).
+    #[test]
+    fn every_sampled_parallel_turn_reads_as_calls_that_bind(
+        which in 0usize..4, seed in any::<u64>(), max in 2usize..5, required in any::<bool>(),
+    ) {
+        let cases = cases();
+        let case = &cases[which];
+        let shape = shape(case, false, false, false)
+            .max_calls(max)
+            .call_required(required);
+        let grammar = turn_grammar(&shape);
+        // A case without a callable tool can only answer, required or not.
+        let calls = grammar.to_gbnf().contains("<action>");
+        let text = sample(&grammar, seed);
+        if let Err(e) = check_turn(&text, case) {
+            prop_assert!(false, "{e}\nturn: {text:?}");
+        }
+        let first = read_turn(&text);
+        if required && calls {
+            prop_assert_eq!(first.kind, TurnKind::Action, "{}", text);
+        }
+        let mut blocks = usize::from(first.kind == TurnKind::Action);
+        let mut rest = &text[first.history_end.min(text.len())..];
+        while first.kind == TurnKind::Action && rest.trim_start().starts_with("<action>") {
+            let next = read_turn(rest);
+            prop_assert_eq!(next.kind, TurnKind::Action, "{}", text);
+            if let Err(e) = check_turn(rest, case) {
+                prop_assert!(false, "{e}\nblock {}: {rest:?}", blocks + 1);
+            }
+            blocks += 1;
+            rest = &rest[next.history_end.min(rest.len())..];
+        }
+        prop_assert!(blocks <= max, "{blocks} blocks of {max}: {text:?}");
+        prop_assert!(rest.trim().is_empty(), "left unread: {rest:?}");
+    }
 }

@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
                 final_only,
                 opened_thought: false,
                 think,
+                ..TurnShape::default()
             };
             let whole = turn_grammar(&shape);
             if !final_only && !think {

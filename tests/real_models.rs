@@ -191,6 +191,7 @@ fn llama_cpp_takes_the_turn_grammars_and_samples_within_them() {
                 final_only: false,
                 opened_thought: api == Api::Completions,
                 think: false,
+                ..TurnShape::default()
             };
             for lazy in [false, true] {
                 let grammar = TurnGrammar {

@@ -23,6 +23,7 @@ fn role_grammar(schema: &Value) -> Grammar {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     })
 }
 
@@ -36,6 +37,7 @@ fn tool_grammar(parameters: &Value) -> Grammar {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     })
 }
 
@@ -282,6 +284,7 @@ fn many_tools_share_one_cap() {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     });
     let text = checked(&g);
     assert!(text.len() <= 512 * 1024 + 32 * 1024, "{} bytes", text.len());

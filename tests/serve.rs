@@ -5,7 +5,7 @@
 mod common;
 
 use serde_json::{Value, json};
-use tagloop::llm::{Api, GrammarMode};
+use tagloop::llm::{Api, GrammarMode, GrammarSyntax};
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::serve::{ask, message, post, proxy, weather_tools};
@@ -97,8 +97,34 @@ async fn required_corrects_an_answer_into_a_call_and_sends_an_action_only_gramma
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
     let grammar = reqs[0].body["grammar"].as_str().unwrap();
-    assert!(grammar.contains("final ::= action\n"), "{grammar}");
+    assert!(grammar.contains("<action>"), "{grammar}");
+    assert!(!grammar.contains("<final_answer>"), "no answer: {grammar}");
     assert!(sent_text(&reqs[1].body).contains("You must call a tool"));
+}
+
+#[tokio::test]
+async fn llguidance_gets_the_same_grammar_in_lark() {
+    let fake = FakeServer::start(FakeConfig {
+        props: true,
+        ..FakeConfig::turns(["<action>weather(city=\"Paris\")</action>"])
+    })
+    .await;
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.grammar_syntax = GrammarSyntax::Llguidance;
+    })
+    .await;
+    let (status, v) = post(&base, &ask(json!({"tool_choice": "required"}))).await;
+    assert_eq!(status, 200, "{v}");
+    let grammar = fake.requests()[0].body["grammar"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(grammar.starts_with("%llguidance {}\n"), "{grammar}");
+    assert!(
+        grammar.contains("action-closed"),
+        "parallel calls: {grammar}"
+    );
 }
 
 #[tokio::test]

@@ -129,18 +129,17 @@ fn annotated(tools: &Registry) -> Vec<Value> {
 impl Source<'_> {
     /// What one turn may hold, over `schemas` (the tools' parameters, annotated).
     fn shape<'s>(&'s self, schemas: &'s [Value], final_only: bool, think: bool) -> TurnShape<'s> {
-        TurnShape {
-            tools: (self.tools.iter().zip(schemas))
-                .map(|(t, parameters)| ToolShape {
-                    name: t.name(),
-                    parameters,
-                })
-                .collect(),
-            output_schema: self.output_schema,
-            final_only,
-            opened_thought: self.api == Api::Completions,
-            think,
-        }
+        let tools = (self.tools.iter().zip(schemas))
+            .map(|(t, parameters)| ToolShape {
+                name: t.name(),
+                parameters,
+            })
+            .collect();
+        TurnShape::new(tools)
+            .output_schema(self.output_schema)
+            .final_only(final_only)
+            .opened_thought(self.api == Api::Completions)
+            .think(think)
     }
 
     /// The decision alone (no thought before it), checked: a grammar that does not read back

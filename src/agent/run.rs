@@ -14,7 +14,7 @@ use crate::llm::{ContextOverflow, Message, Role as MsgRole};
 use crate::prompt::PromptError;
 use crate::protocol;
 
-use super::context::{ContextState, Fit};
+use super::context::{ContextState, Fit, FitTarget};
 use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
@@ -153,7 +153,7 @@ impl<'a> Run<'a> {
         let (fit, fitted) = self
             .context
             .fit(
-                self.agent,
+                FitTarget::of(self.agent),
                 &self.history,
                 partial,
                 final_only,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use tagloop::llm::{Api, GrammarMode};
+use tagloop::llm::{Api, GrammarMode, GrammarSyntax};
 use tagloop::secret::Secret;
 use tagloop::serve::{ServeConfig, ToolFormat};
 
@@ -42,6 +42,14 @@ pub struct ServeArgs {
     /// one), on, off
     #[arg(long, default_value = "auto")]
     grammar: GrammarMode,
+    /// The grammar syntax sent to llama.cpp: gbnf, or llguidance for a llama.cpp built with
+    /// -DLLAMA_LLGUIDANCE=ON (a build without it refuses such a grammar)
+    #[arg(long, value_name = "SYNTAX", default_value = "gbnf")]
+    grammar_syntax: GrammarSyntax,
+    /// The upstream's context window in tokens (default: learned from the upstream where it
+    /// says it); conversations longer than it are fitted
+    #[arg(long, value_name = "N")]
+    context_window: Option<u64>,
     /// The format the upstream is asked in: protocol (tagloop's text protocol), native (the
     /// model's own `<tool_call>` format, from the chat template llama.cpp publishes in
     /// /props), auto (native where the template declares tools, the protocol elsewhere)
@@ -107,6 +115,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.upstream_key = upstream_key;
     cfg.api_key = api_key;
     cfg.grammar = args.grammar;
+    cfg.grammar_syntax = args.grammar_syntax;
+    cfg.context_window = args.context_window.filter(|&n| n > 0);
     cfg.repairs = args.repairs;
     cfg.tool_format = args.tool_format;
     cfg.session_dir = args.session_dir;

@@ -17,6 +17,7 @@
 
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
+use super::fit::Fitting;
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
@@ -41,6 +42,8 @@ pub(crate) struct Trace {
     pub usage: Usage,
     /// The turns the upstream wrote, in order, and the correction each refused one got.
     pub turns: Vec<(String, Option<String>)>,
+    /// What context fitting left out of each upstream request it shortened (`fit.rs`).
+    pub fitted: Vec<serde_json::Value>,
     /// The request's log line is written elsewhere (a streamed answer's task writes it when
     /// the stream ends).
     pub logged: bool,
@@ -92,10 +95,12 @@ pub(crate) async fn answer(
     } else {
         None
     };
+    let asked = ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut fitting = Fitting::new(core.model, asked);
     let mut request = TurnRequest {
         stop: stops(ask),
         temperature: ask.temperature,
-        max_tokens: Some(ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        max_tokens: Some(asked),
         seed: ask.seed,
         grammar,
         ..TurnRequest::default()
@@ -123,20 +128,30 @@ pub(crate) async fn answer(
         }
         left -= 1;
         let asked_answer_only = answer_only;
-        request.prompt = history.prompt();
+        if let Some(fitted) = fitting.fit(core.model, &history, &mut request).await? {
+            trace.fitted.push(fitted);
+        }
         trace.requests += 1;
         let view = |generated: &str| history.turn_text(generated);
         let mut live = Live::new(may_stream, &names, &view);
-        let result = core
+        let result = match core
             .model
             .turn(&request, &mut |delta| live.push(delta, &mut *emit))
             .await
-            .map_err(|e| {
+        {
+            Ok(result) => result,
+            // Refused as too long: once more, fitted harder; the refusal costs no repair.
+            Err(e) if fitting.refused(&e)? => {
+                left += 1;
+                continue;
+            }
+            Err(e) => {
                 tracing::warn!(error = %Outside(&e), "the upstream failed");
-                ServeError::Upstream {
+                return Err(ServeError::Upstream {
                     reason: client_reason(&e),
-                }
-            })?;
+                });
+            }
+        };
         trace.usage.add(result.usage);
         let text = history.turn_text(&result.text);
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is

@@ -63,6 +63,8 @@ impl Clients {
         client.api = api;
         client.api_key = cfg.upstream_key.clone();
         client.grammar = cfg.grammar;
+        client.grammar_syntax = cfg.grammar_syntax;
+        client.context_window = cfg.context_window;
         // The request's own time limit bounds the turn; the client retries what it wants retried.
         client.turn_timeout = Some(cfg.timeout);
         // And the wait for the first byte: a server sends nothing while it reads a long prompt (an

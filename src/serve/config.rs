@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::tool_format::ToolFormat;
-use crate::llm::{Api, GrammarMode};
+use crate::llm::{Api, GrammarMode, GrammarSyntax};
 use crate::secret::Secret;
 
 /// Settings of the endpoint [`router`](super::router) serves. Build with [`ServeConfig::new`]
@@ -24,6 +24,13 @@ pub struct ServeConfig {
     pub api_key: Option<Secret>,
     /// Whether the upstream is sent the request's grammar (as `tagloop run --grammar`).
     pub grammar: GrammarMode,
+    /// The grammar's syntax for llama.cpp (as `tagloop run --grammar-syntax`): GBNF, or
+    /// llguidance's Lark for a llama.cpp built with it (default GBNF).
+    pub grammar_syntax: GrammarSyntax,
+    /// The upstream's context window in tokens, when stated (as `tagloop run
+    /// --context-window`); `None` (the default): learned from the upstream where it says it.
+    /// Conversations are fitted into it (docs/serve.md, *Context fitting*).
+    pub context_window: Option<u64>,
     /// How many times a turn that cannot be used is corrected upstream before the client gets
     /// a 502 (default 1).
     pub repairs: u32,
@@ -64,6 +71,8 @@ impl ServeConfig {
             upstream_key: Secret::default(),
             api_key: None,
             grammar: GrammarMode::Auto,
+            grammar_syntax: GrammarSyntax::default(),
+            context_window: None,
             repairs: 1,
             session_dir: None,
             max_body: 4 * 1024 * 1024,

@@ -22,6 +22,15 @@ pub enum ServeError {
         /// The field at fault, in OpenAI's dotted/indexed form, when there is one.
         param: Option<String>,
     },
+    /// The conversation does not fit the upstream model's context window even after fitting
+    /// (long tool results cut, old turns summarised, the turn budget at its floor), or the
+    /// upstream refused it as too long twice: HTTP 400, `invalid_request_error`, `param`
+    /// `messages`, `code` `context_length_exceeded` (as OpenAI answers it).
+    #[error("{message}")]
+    ContextLength {
+        /// What did not fit, in tokens where they are known.
+        message: String,
+    },
     /// The proxy's own key is missing or wrong: HTTP 401.
     #[error("missing or incorrect API key for this endpoint")]
     Unauthorized,
@@ -86,7 +95,9 @@ impl ServeError {
     /// The HTTP status this failure is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            ServeError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ServeError::BadRequest { .. } | ServeError::ContextLength { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             ServeError::Unauthorized => StatusCode::UNAUTHORIZED,
             ServeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServeError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -104,6 +115,9 @@ impl ServeError {
     fn kind(&self) -> (&'static str, Option<&'static str>) {
         match self {
             ServeError::BadRequest { .. } => ("invalid_request_error", None),
+            ServeError::ContextLength { .. } => {
+                ("invalid_request_error", Some("context_length_exceeded"))
+            }
             ServeError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
             ServeError::TooLarge { .. } => ("invalid_request_error", Some("request_too_large")),
             ServeError::Busy { .. } => ("rate_limit_error", Some("rate_limit_exceeded")),
@@ -121,6 +135,7 @@ impl ServeError {
         let (kind, code) = self.kind();
         let param = match &self {
             ServeError::BadRequest { param, .. } => param.clone(),
+            ServeError::ContextLength { .. } => Some("messages".into()),
             _ => None,
         };
         let body = json!({"error": {
@@ -194,6 +209,18 @@ mod tests {
         assert_eq!(v["error"]["type"], "invalid_request_error");
         assert_eq!(v["error"]["param"], "tool_choice");
         assert_eq!(v["error"]["message"], "no such tool");
+    }
+
+    #[tokio::test]
+    async fn a_conversation_too_long_is_openais_context_length_error() {
+        let e = ServeError::ContextLength {
+            message: "too long".into(),
+        };
+        let (status, v) = body(e).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "context_length_exceeded");
+        assert_eq!(v["error"]["param"], "messages");
     }
 
     #[tokio::test]

@@ -10,11 +10,10 @@
 //! | `none` (or no tools) | `final` only |
 //! | `parallel_tool_calls` (default) | `action` is 1..=[`MAX_PARALLEL_CALLS`] action blocks, each but the last closed |
 //!
-//! The protocol crate writes the turn grammar; this module rewrites two of its rules in the
-//! GBNF text (`final` becomes `action` when a call is required; `action` becomes a repetition of
-//! closed actions ending in the original one when calls may come in parallel) and checks the
-//! result with the crate's own GBNF reader before it is sent: a grammar that does not read back
-//! is never sent (the turn then goes unconstrained, and is still read and validated).
+//! Each row is a [`TurnShape`] of the protocol crate, which writes the grammar (GBNF, and Lark
+//! for an upstream that takes llguidance, as a run's turns do); the GBNF is checked with the
+//! crate's own reader before it is sent: a grammar that does not read back is never sent (the
+//! turn then goes unconstrained, and is still read and validated).
 
 use std::sync::Arc;
 
@@ -27,34 +26,30 @@ use crate::shown::Outside;
 
 /// The grammar for `ask`'s turn; `None` when it cannot be written (then nothing is sent).
 pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
-    build(ask, api, false)
+    build(&shape(ask, api, false))
 }
 
 /// The grammar of a turn that may only answer, whatever `tool_choice` allowed: the turn after
 /// one that only repeated calls already answered, or after the repair budget (answer.rs).
 pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
-    build(ask, api, true)
+    build(&shape(ask, api, true))
 }
 
-fn build(ask: &Ask, api: Api, answer_only: bool) -> Option<Arc<TurnGrammar>> {
-    let tools = ask.offered_tools();
-    let final_only = answer_only || matches!(ask.choice, Choice::None) || tools.is_empty();
-    let shape = TurnShape {
-        tools,
-        output_schema: ask.output_schema.as_ref(),
-        final_only,
-        opened_thought: api == Api::Completions,
-        think: false,
-    };
-    let mut gbnf = turn_grammar(&shape).to_gbnf();
-    if !final_only {
-        if matches!(ask.choice, Choice::Required | Choice::Named(_)) {
-            gbnf = rewrite_rule(&gbnf, "final", |_| "action".to_string())?;
-        }
-        if ask.parallel {
-            gbnf = parallel(&gbnf)?;
-        }
-    }
+/// What `ask`'s turn may hold. The tools offered are already the named one alone under a
+/// named `tool_choice` ([`Ask::offered_tools`]).
+fn shape(ask: &Ask, api: Api, answer_only: bool) -> TurnShape<'_> {
+    let required = matches!(ask.choice, Choice::Required | Choice::Named(_));
+    TurnShape::new(ask.offered_tools())
+        .output_schema(ask.output_schema.as_ref())
+        .final_only(answer_only || matches!(ask.choice, Choice::None))
+        .opened_thought(api == Api::Completions)
+        .call_required(required)
+        .max_calls(if ask.parallel { MAX_PARALLEL_CALLS } else { 1 })
+}
+
+fn build(shape: &TurnShape<'_>) -> Option<Arc<TurnGrammar>> {
+    let grammar = turn_grammar(shape);
+    let gbnf = grammar.to_gbnf();
     if let Err(e) = parse_gbnf(&gbnf) {
         warn!(error = %Outside(&e), "the request's grammar failed its own check; the turn is not constrained");
         return None;
@@ -62,54 +57,8 @@ fn build(ask: &Ask, api: Api, answer_only: bool) -> Option<Arc<TurnGrammar>> {
     Some(Arc::new(TurnGrammar {
         gbnf,
         lazy: None,
-        lark: None,
+        lark: Some(grammar.to_lark()),
     }))
-}
-
-/// `action ::= X` becomes `action-one ::= X` and `action ::= (action-closed gap){0,N-1}
-/// action-one`, where `action-closed` is X with its closing tag required: a turn may hold up
-/// to N calls, and every call but the last ends in `</action>` (which is then not a stop).
-fn parallel(gbnf: &str) -> Option<String> {
-    let mut one = String::new();
-    let renamed = rewrite_rule(gbnf, "action", |body| {
-        one = body.to_string();
-        format!(
-            "(action-closed [ \\n]{{0,2}}){{0,{}}} action-one",
-            MAX_PARALLEL_CALLS - 1
-        )
-    })?;
-    // The closing tag is written optional (`"</action>"?`); the closed form requires it.
-    let closed = one.replace("\"</action>\"?", "\"</action>\"");
-    if closed == one {
-        return None;
-    }
-    Some(format!(
-        "{renamed}action-one ::= {one}\naction-closed ::= {closed}\n"
-    ))
-}
-
-/// Replace the body of rule `name` (one line, `name ::= body`) with `f(body)`; `None` when the
-/// grammar has no such rule.
-fn rewrite_rule(gbnf: &str, name: &str, f: impl FnOnce(&str) -> String) -> Option<String> {
-    let head = format!("{name} ::= ");
-    let mut f = Some(f);
-    let mut found = false;
-    let mut out = String::with_capacity(gbnf.len() + 128);
-    for line in gbnf.lines() {
-        match (line.strip_prefix(&head), f.take()) {
-            (Some(body), Some(rewrite)) => {
-                found = true;
-                out.push_str(&head);
-                out.push_str(&rewrite(body));
-            }
-            (_, rest) => {
-                f = rest;
-                out.push_str(line);
-            }
-        }
-        out.push('\n');
-    }
-    found.then_some(out)
 }
 
 #[cfg(test)]
@@ -144,7 +93,7 @@ mod tests {
     #[test]
     fn required_leaves_no_answer_and_none_no_call() {
         let g = for_request(&ask(r#", "tool_choice": "required""#), Api::Chat).unwrap();
-        assert!(g.gbnf.contains("final ::= action\n"), "{}", g.gbnf);
+        assert!(!g.gbnf.contains("<final_answer>"), "{}", g.gbnf);
         let g = for_request(&ask(r#", "tool_choice": "none""#), Api::Chat).unwrap();
         assert!(!g.gbnf.contains("<action>"), "{}", g.gbnf);
     }

@@ -568,6 +568,9 @@ async fn write_transcript(
         "answer": answer,
         "error": error.map(|e| e.to_string()),
     });
+    if !trace.fitted.is_empty() {
+        record["fitted"] = json!(trace.fitted);
+    }
     redactor.redact_json(&mut record);
     let path = dir.join(format!("{}.json", meta.id));
     let write = async {

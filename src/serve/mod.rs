@@ -30,8 +30,9 @@
 //!   `request.rs`: the body read and checked ([`ServeError::BadRequest`] names the field);
 //!   `json_budget.rs` counts its JSON values before any is built.
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
-//!   observations).
-//! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema).
+//!   observations); `fit.rs` fits it into the upstream's context window as a run's is.
+//! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema),
+//!   a `TurnShape` the protocol crate writes.
 //! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
@@ -64,6 +65,7 @@ mod decide;
 mod error;
 mod event;
 mod face;
+mod fit;
 mod grammar;
 mod grounded;
 mod http;

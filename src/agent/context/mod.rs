@@ -26,4 +26,4 @@ pub use fit::{FitReport, Fitted, fit_messages, fit_messages_within};
 pub use policy::{ContextMode, ContextPolicy};
 
 pub(crate) use count::message_bytes;
-pub(crate) use request::{ContextState, Fit, PreparedRequest};
+pub(crate) use request::{ContextState, Fit, FitTarget, PreparedRequest};

@@ -1,11 +1,13 @@
 //! Fitting one request of a run: decide whether the prompt fits, count it when it is near the
 //! window, shorten the history sent, shrink the turn's budget, and say what was done. The run's
 //! [`ContextState`] owns this: it is the state fitting reads and changes between requests, and
-//! fitting is its method; the run hands it the agent and the history, and emits the event.
+//! fitting is its method; the run hands it its model, policy and budget ([`FitTarget`]) and the
+//! history, and emits the event. `tagloop serve` fits a client's conversation with the same
+//! method (`serve/fit.rs`).
 
 use tracing::debug;
 
-use crate::llm::{ContextOverflow, Prompt};
+use crate::llm::{ContextOverflow, Model, Prompt};
 
 use super::super::Agent;
 use super::super::events::Event;
@@ -13,6 +15,7 @@ use super::super::history::History;
 use super::count::{TokenEstimator, prompt_bytes};
 use super::final_turn::{self, FINAL_NOTE};
 use super::fit::fit_messages_within;
+use super::policy::ContextPolicy;
 use crate::shown::Outside;
 
 /// What a run knows of its context between requests.
@@ -47,6 +50,26 @@ impl Default for ContextState {
     }
 }
 
+/// What a request is fitted for: the model (whose tokenizer counts a prompt near the window),
+/// the context policy, and the turn's token budget as asked.
+#[derive(Clone, Copy)]
+pub(crate) struct FitTarget<'a> {
+    pub(crate) model: &'a dyn Model,
+    pub(crate) policy: ContextPolicy,
+    pub(crate) max_tokens: Option<u32>,
+}
+
+impl<'a> FitTarget<'a> {
+    /// A run's: its agent's model, policy and budget.
+    pub(crate) fn of(agent: &'a Agent) -> Self {
+        FitTarget {
+            model: agent.model.as_ref(),
+            policy: agent.config.context,
+            max_tokens: agent.config.max_tokens,
+        }
+    }
+}
+
 /// A request that fits, ready to be sent.
 #[derive(Debug)]
 pub(crate) struct PreparedRequest {
@@ -70,22 +93,21 @@ pub(crate) enum Fit {
 const NEAR: (u64, u64) = (3, 4);
 
 impl ContextState {
-    /// Fit the next request of `history` to `agent`'s model (the turn so far is `partial`;
+    /// Fit the next request of `history` to `to` (the turn so far is `partial`;
     /// `final_only` for a turn that may only answer). `overflow`: the server just refused the
     /// last one as too long, so fit harder. When something was left out or the budget shrunk,
     /// the [`Event::ContextFitted`] of step `step` comes with the answer, for the run to emit.
     pub(crate) async fn fit(
         &mut self,
-        agent: &Agent,
+        to: FitTarget<'_>,
         history: &History,
         partial: &str,
         final_only: bool,
         overflow: Option<ContextOverflow>,
         step: u32,
     ) -> (Fit, Option<Event>) {
-        let config = &agent.config;
-        let policy = config.context;
-        let asked = config.max_tokens;
+        let policy = to.policy;
+        let asked = to.max_tokens;
         if let Some(named) = overflow.and_then(|o| o.window)
             && policy.fits()
         {
@@ -132,7 +154,9 @@ impl ContextState {
         }
         let mut counted = false;
         if (tokens + budget + margin) * NEAR.1 >= window * NEAR.0
-            && let Some(c) = self.count(agent, &history.prompt_now(partial), bytes).await
+            && let Some(c) = self
+                .count(to.model, &history.prompt_now(partial), bytes)
+                .await
         {
             tokens = c;
             counted = true;
@@ -183,7 +207,7 @@ impl ContextState {
             let mut after = tokens.saturating_sub(saved);
             if counted
                 && !fitted.report.is_empty()
-                && let Some(c) = self.count(agent, &prompt, prompt_bytes(&prompt)).await
+                && let Some(c) = self.count(to.model, &prompt, prompt_bytes(&prompt)).await
             {
                 after = c;
                 if after > target && pass < 2 {
@@ -233,8 +257,8 @@ impl ContextState {
     /// The server's count of `prompt` (`bytes` in size), when it can tell, raised by
     /// [`ContextState::count_scale`]; it calibrates the estimate too. A server that cannot, or
     /// fails to, leaves the estimate in charge.
-    async fn count(&mut self, agent: &Agent, prompt: &Prompt, bytes: u64) -> Option<u64> {
-        match agent.model.count_tokens(prompt).await {
+    async fn count(&mut self, model: &dyn Model, prompt: &Prompt, bytes: u64) -> Option<u64> {
+        match model.count_tokens(prompt).await {
             Ok(Some(n)) => {
                 let n = (n as f64 * self.count_scale).ceil() as u64;
                 self.estimator.observe(bytes, n);

@@ -37,7 +37,7 @@ fn matcher(g: &Grammar) -> Matcher {
 
 /// Whether llguidance accepts `text` as a whole turn: every byte allowed, and the grammar
 /// complete at the end.
-fn accepts(g: &Grammar, text: &str) -> Result<(), String> {
+pub(super) fn accepts(g: &Grammar, text: &str) -> Result<(), String> {
     let (tok_env, _) = env();
     let mut m = matcher(g);
     let tokens = tok_env.tokenize_bytes(text.as_bytes());
@@ -140,6 +140,7 @@ fn path_lists_compile_and_accept_odd_names() {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     };
     let known = KnownPaths::new(
         vec![

@@ -15,6 +15,7 @@
 //! * `budget.rs`: the size bounds of the schemas' rules.
 //! * `schema.rs`: JSON Schema as grammar, each sub-schema one rule, within a size budget.
 //! * `members.rs`: an object's members (a call's arguments) in that budget, linear in number.
+//! * `shape.rs`: [`TurnShape`], what one turn may hold (the grammar's variants).
 //! * `turn.rs`: [`turn_grammar`] and [`decision_grammar`] (the part a lazy grammar constrains).
 //! * `native.rs`: [`native_grammar`], a turn in a model's own `<tool_call>` JSON format.
 //! * `lark.rs`: [`Grammar::to_lark`], the same grammar in llguidance's Lark syntax.
@@ -38,6 +39,9 @@ mod paths;
 mod schema;
 #[cfg(test)]
 mod schema_tests;
+mod shape;
+#[cfg(test)]
+mod shape_tests;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]
@@ -49,7 +53,8 @@ pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use native::{NativeShape, native_grammar};
 pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
+pub use shape::TurnShape;
 pub use turn::{
-    LAZY_TRIGGERS, ToolShape, TurnShape, decision_grammar, decision_grammar_with, turn_grammar,
+    LAZY_TRIGGERS, ToolShape, decision_grammar, decision_grammar_with, turn_grammar,
     turn_grammar_with,
 };

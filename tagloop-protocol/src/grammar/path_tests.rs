@@ -40,6 +40,7 @@ fn grammar(tools: &[(&'static str, Value)], paths: &KnownPaths) -> Grammar {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     };
     turn_grammar_with(&shape, paths)
 }

@@ -15,6 +15,7 @@ fn turn(tool: &Value) -> Grammar {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     })
 }
 
@@ -49,6 +50,7 @@ fn a_chain_of_optional_members_takes_any_of_them_in_order() {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     });
     assert!(g.rules().iter().any(|(n, _)| n.starts_with("answer-from")));
     let answer =
@@ -109,6 +111,7 @@ fn a_sub_schema_too_large_accepts_any_value_and_is_noted() {
         final_only: false,
         opened_thought: false,
         think: false,
+        ..TurnShape::default()
     });
     let answer = |body: &str| format!("<thought>x</thought><final_answer>{body}</final_answer>");
     assert!(matches(

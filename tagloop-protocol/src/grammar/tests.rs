@@ -143,6 +143,7 @@ pub(super) fn shape(case: &Case, final_only: bool, opened: bool, think: bool) ->
         final_only,
         opened_thought: opened,
         think,
+        ..TurnShape::default()
     }
 }
 

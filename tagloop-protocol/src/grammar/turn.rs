@@ -6,6 +6,7 @@ use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
 use super::paths::KnownPaths;
 use super::schema::required;
+use super::shape::TurnShape;
 use super::values::{Place, Values, chars, excluding};
 use crate::action::parse_action;
 
@@ -42,21 +43,6 @@ pub struct ToolShape<'a> {
     pub parameters: &'a Value,
 }
 
-/// What one turn may hold.
-#[derive(Debug, Clone)]
-pub struct TurnShape<'a> {
-    /// The tools the model may call (none: only a final answer is possible).
-    pub tools: Vec<ToolShape<'a>>,
-    /// The role's output schema: the final answer is JSON that follows it.
-    pub output_schema: Option<&'a Value>,
-    /// Only a final answer may come (the last turn of a run out of steps).
-    pub final_only: bool,
-    /// The prompt already opened the thought (completions): the turn starts inside it.
-    pub opened_thought: bool,
-    /// A `<think>…</think>` block may lead the turn.
-    pub think: bool,
-}
-
 /// Tools whose name the action grammar cannot read are left out of the grammar (the model can
 /// still be told about them; it just cannot be constrained to call them).
 pub(crate) fn callable(name: &str) -> bool {
@@ -88,10 +74,7 @@ pub(crate) fn callable(name: &str) -> bool {
 /// use tagloop_protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
 ///
 /// let params = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
-/// let shape = TurnShape {
-///     tools: vec![ToolShape { name: "read_file", parameters: &params }],
-///     output_schema: None, final_only: false, opened_thought: false, think: false,
-/// };
+/// let shape = TurnShape::new(vec![ToolShape { name: "read_file", parameters: &params }]);
 /// let gbnf = turn_grammar(&shape).to_gbnf();
 /// assert!(gbnf.starts_with("root ::= (\"<thought>\" thought)?"));
 /// assert!(parse_gbnf(&gbnf).is_ok());
@@ -205,8 +188,11 @@ fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
     let forbidden: Vec<String> = FORBIDDEN.iter().map(|w| w.to_string()).collect();
     let mut values = Values::new(g, forbidden.clone());
     // Defined below, after the tools' rules: no tool's rule may be named like them.
-    values.keep_name("call");
-    values.keep_name("action");
+    for kept in ["call", "action", "action-closed"] {
+        values.keep_name(kept);
+    }
+    // Taken back when a call is required: no rule of the answer is left unused.
+    let before_final = values.mark();
     let final_body = match shape.output_schema {
         Some(schema) => {
             let json = values.within("the output schema", |v| {
@@ -258,17 +244,44 @@ fn decision(g: &mut Grammar, shape: &TurnShape<'_>) -> Expr {
     if shape.final_only || tools.is_empty() {
         return Expr::rule("final");
     }
+    if shape.call_required {
+        values.rollback(before_final);
+    }
     let calls: Vec<Expr> = tools.iter().map(|t| call(&mut values, t)).collect();
     values.g.define("call", Expr::alt(calls));
-    values.g.define(
-        "action",
+    action(values.g, shape.max_calls);
+    if shape.call_required {
+        return Expr::rule("action");
+    }
+    Expr::alt([Expr::rule("action"), Expr::rule("final")])
+}
+
+/// `action`: one `<action>` block, or with `max_calls` above one, up to that many one after
+/// another, every block but the last closed (`action-closed`) and at most two blanks between
+/// them; the last block's closing tag is optional, as a stop string may take it.
+fn action(g: &mut Grammar, max_calls: usize) {
+    let block = |closed: bool| {
+        let close = Expr::lit("</action>");
         Expr::seq([
             Expr::lit("<action>"),
             Expr::rule("call"),
-            Expr::lit("</action>").opt(),
+            if closed { close } else { close.opt() },
+        ])
+    };
+    let Some(more) = max_calls.checked_sub(2) else {
+        g.define("action", block(false));
+        return;
+    };
+    let more = u32::try_from(more).unwrap_or(u32::MAX - 1) + 1;
+    let gap = chars(false, &[ClassItem::Char(' '), ClassItem::Char('\n')]).repeat(0, Some(2));
+    g.define("action-closed", block(true));
+    g.define(
+        "action",
+        Expr::seq([
+            Expr::seq([Expr::rule("action-closed"), gap]).repeat(0, Some(more)),
+            block(false),
         ]),
     );
-    Expr::alt([Expr::rule("action"), Expr::rule("final")])
 }
 
 /// Whether a parameter name can be written as `name=value`.

@@ -135,7 +135,7 @@ fn the_prompts_example_observation_is_what_read_file_really_returns() {
     // (api, the file the example's question is about, as a file would hold it)
     let cases = [
         ("chat", "kite: red\nstring: 40 m\n"),
-        ("completions", "[web]\nhost = \"0.0.0.0\"\nport = 9090\n"),
+        ("completions", "cat: Lina\nplants: Tom\n"),
     ];
     for (api, content) in cases {
         for steps in ["10", "2"] {

@@ -47,7 +47,7 @@ mod role_errors;
 mod run;
 mod schema_fit;
 mod think;
-mod thought_cut;
+pub(crate) mod thought_cut;
 mod turn;
 mod wrap;
 

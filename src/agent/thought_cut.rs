@@ -10,7 +10,7 @@ use crate::protocol::{self, Tag, TurnKind};
 /// likeliest next token (end of text) is masked; the turn is then continued from the cut with
 /// the decision's grammar, so it ends in a decision instead of being lost (docs/protocol.md
 /// §1.7). Returns what closes the thought before the decision.
-pub(super) fn thought_end(text: &str, finish: &Finish) -> Option<&'static str> {
+pub(crate) fn thought_end(text: &str, finish: &Finish) -> Option<&'static str> {
     if !matches!(finish, Finish::Repeated | Finish::Length) {
         return None;
     }

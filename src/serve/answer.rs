@@ -5,7 +5,11 @@
 //! turn is read, bound and validated (`read.rs`). A turn that cannot be used is corrected
 //! upstream, continuing the same conversation with tagloop's correction as the observation,
 //! at most `repairs` times; nothing reaches the client before a turn is usable, and after the
-//! budget the client gets a 502 `upstream_error` naming the last reason. Events are emitted
+//! budget the client gets a 502 `upstream_error` naming the last reason. A turn cut inside its
+//! thought (by the token budget or the degeneration guard) is not corrected but closed where it
+//! was cut and continued once to its decision, as a run does (`agent/thought_cut.rs`): asked
+//! again at temperature 0, a small model writes the same endless thought again, and the repair
+//! budget ran out on it (issue 32: gemma's and SmolLM2's 502s). Events are emitted
 //! once the answer is decided: the reasoning, then each tool call (or the answer's text), then
 //! `Done` with the usage of every upstream request made.
 //!
@@ -22,6 +26,7 @@ use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
 use super::{conversation, decide, grammar, grounded};
+use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
@@ -122,17 +127,27 @@ pub(crate) async fn answer(
     let mut answer_only = false;
     let mut left = core.repairs + 1;
     let mut refused_before: Option<String> = None;
+    // A turn cut inside its thought is continued once from the cut (completions, or a chat
+    // server that continues an assistant message): `partial` is what it had written, the
+    // thought closed.
+    let can_continue = core.api == Api::Completions || core.model.supports_prefill();
+    let mut continued = false;
+    let mut partial = String::new();
     for attempt in 0.. {
         if left == 0 {
             break;
         }
         left -= 1;
         let asked_answer_only = answer_only;
-        if let Some(fitted) = fitting.fit(core.model, &history, &mut request).await? {
+        // Fitted with what a continued turn already wrote (the prompt then ends in it).
+        if let Some(fitted) = fitting
+            .fit(core.model, &history, &partial, &mut request)
+            .await?
+        {
             trace.fitted.push(fitted);
         }
         trace.requests += 1;
-        let view = |generated: &str| history.turn_text(generated);
+        let view = |generated: &str| history.turn_text(&format!("{partial}{generated}"));
         let mut live = Live::new(may_stream, &names, &view);
         let result = match core
             .model
@@ -153,7 +168,8 @@ pub(crate) async fn answer(
             }
         };
         trace.usage.add(result.usage);
-        let text = history.turn_text(&result.text);
+        let generated = format!("{partial}{}", result.text);
+        let text = history.turn_text(&generated);
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.
         let read = |text: &str| {
@@ -178,6 +194,7 @@ pub(crate) async fn answer(
             // for an answer only; the declined turn stays out of the history.
             tracing::debug!(reason = %why, "the turn's calls are declined");
             trace.turns.push((text, Some(why)));
+            partial.clear();
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
@@ -191,6 +208,20 @@ pub(crate) async fn answer(
                 return Ok(());
             }
             Err(refusal) => {
+                if let Some(ending) =
+                    thought_end(&text, &result.finish).filter(|_| can_continue && !continued)
+                {
+                    // Asked again, the model would write the same thought (the correction
+                    // does not change what it writes at temperature 0); closed here, what
+                    // comes next is its decision, read and validated as any turn's.
+                    tracing::debug!(attempt, "a turn cut inside its thought is continued");
+                    continued = true;
+                    partial = format!("{generated}{ending}");
+                    trace.turns.push((text, Some(CONTINUED.into())));
+                    left = left.max(1);
+                    continue;
+                }
+                partial.clear();
                 tracing::debug!(attempt, reason = %Outside(&refusal.message), "the upstream's turn is corrected");
                 let again = refused_before.as_deref() == Some(text.as_str());
                 let mut message = refusal.message.clone();
@@ -222,6 +253,11 @@ pub(crate) async fn answer(
         ),
     })
 }
+
+/// What the transcript says of a turn cut inside its thought and continued (no correction is
+/// sent: the turn goes on from the cut).
+const CONTINUED: &str =
+    "(not corrected: cut inside its thought; the thought was closed and the turn continued)";
 
 /// Said after a correction when the next turn may only answer.
 const ANSWER_NOW: &str = " No tool may be called in the next turn: give your final answer now.";

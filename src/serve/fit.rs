@@ -56,12 +56,14 @@ impl Fitting {
         }
     }
 
-    /// Put `history`'s prompt into `request`, fitted, with the turn budget that fits: what was
-    /// left out, for the transcript, when anything was. A conversation that cannot fit is a 400.
+    /// Put `history`'s prompt into `request` (ending in `partial`, the cut turn being continued,
+    /// when not empty), fitted, with the turn budget that fits: what was left out, for the
+    /// transcript, when anything was. A conversation that cannot fit is a 400.
     pub(crate) async fn fit(
         &mut self,
         model: &dyn Model,
         history: &History,
+        partial: &str,
         request: &mut TurnRequest,
     ) -> Result<Option<Value>, ServeError> {
         self.requests += 1;
@@ -73,13 +75,13 @@ impl Fitting {
         let overflow = self.overflow.take();
         let (fit, event) = self
             .state
-            .fit(target, history, "", false, overflow, self.requests)
+            .fit(target, history, partial, false, overflow, self.requests)
             .await;
         let ready = match fit {
             Fit::Ready(ready) => ready,
             Fit::Full { why, .. } => return Err(too_long(&why)),
         };
-        request.prompt = ready.prompt.unwrap_or_else(|| history.prompt());
+        request.prompt = ready.prompt.unwrap_or_else(|| history.prompt_now(partial));
         request.max_tokens = ready.max_tokens;
         Ok(event.map(|e| record(&e)))
     }

@@ -12,7 +12,9 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::testkit::{matches, sample};
-use super::tests::{Case, cases, check_turn, shape};
+use super::tests::{
+    Case, MARKUP_AFTER_AN_ANSWER, ORDINARY_ANSWERS, cases, check_turn, final_turn, shape,
+};
 use super::*;
 
 fn env() -> &'static (TokEnv, Arc<ParserFactory>) {
@@ -124,6 +126,21 @@ fn llguidance_agrees_on_turns_models_write() {
     for text in &bad {
         assert!(!matches(&g, text), "ours accepts {text:?}");
         assert!(accepts(&g, text).is_err(), "llguidance accepts {text:?}");
+    }
+}
+
+/// llguidance, like our matcher, refuses a free answer that spells the prompt's markup and
+/// takes one with other tags.
+#[test]
+fn llguidance_refuses_the_prompts_markup_in_an_answer() {
+    let g = turn_grammar(&shape(&cases()[0], false, false, false));
+    for word in MARKUP_AFTER_AN_ANSWER {
+        assert!(accepts(&g, &final_turn(word)).is_err(), "{word}");
+    }
+    for inner in ORDINARY_ANSWERS {
+        if let Err(e) = accepts(&g, &final_turn(inner)) {
+            panic!("{e}: {inner}\n{}", g.to_lark());
+        }
     }
 }
 

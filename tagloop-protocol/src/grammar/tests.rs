@@ -353,6 +353,55 @@ fn every_tag_inside_a_string_or_an_answer_is_refused_or_read_back_as_written() {
     assert!(!refused("<thought>") && !refused("<question>") && !refused("<b>"));
 }
 
+/// The prompt's markup a model copies back after its answer when it does not stop (gemma wrote
+/// on into `</observation>`, `<question>` and the worked examples): no free answer spells it.
+pub(super) const MARKUP_AFTER_AN_ANSWER: [&str; 10] = [
+    "<observation>",
+    "</observation>",
+    "</OBSERVATION>",
+    "<question>",
+    "</question>",
+    "<Question>",
+    "=== Task 2 ===",
+    "<action>",
+    "<thought>",
+    "</thought>",
+];
+
+/// Answers with `<`, `/` and `=` that are no markup of the prompt, near misses included.
+pub(super) const ORDINARY_ANSWERS: [&str; 8] = [
+    "x < y and y/2 > 1",
+    "<b>bold</b> and a/b",
+    "see </observe> here",
+    "<quest> is no tag of ours",
+    "<answer>42</answer>",
+    "a == b, === Notes ===",
+    "1 </ 2 <",
+    "port = 8080",
+];
+
+/// The final answer of a turn, with some text before and after `inner`.
+pub(super) fn final_turn(inner: &str) -> String {
+    format!("<thought>x</thought><final_answer>The port is 8080.\n\n{inner}\nmore</final_answer>")
+}
+
+#[test]
+fn a_free_answer_cannot_spell_the_prompts_markup_but_may_hold_other_tags() {
+    for case in [&cases()[0], &cases()[1]] {
+        for final_only in [false, true] {
+            let g = turn_grammar(&shape(case, final_only, false, false));
+            for word in MARKUP_AFTER_AN_ANSWER {
+                assert!(!matches(&g, &final_turn(word)), "{word}");
+            }
+            for inner in ORDINARY_ANSWERS {
+                let text = final_turn(inner);
+                assert!(matches(&g, &text), "{inner}");
+                check_turn(&text, case).unwrap();
+            }
+        }
+    }
+}
+
 // ---- the shape of the thought -------------------------------------------------------------------
 
 /// How models leave their thought: every one of these is a turn the grammar lets them finish as

@@ -29,9 +29,23 @@ const FORBIDDEN: [&str; 7] = [
     "</think",
 ];
 
-/// What a free-text final answer may not contain beyond [`FORBIDDEN`]: the tags of the next
-/// step a model invents when it does not stop (matched without regard to case).
-const ANSWER_FORBIDDEN: [&str; 3] = ["<action", "<thought", "</thought"];
+/// What a free-text final answer may not contain beyond [`FORBIDDEN`] (matched without regard
+/// to case): the tags of the next step a model invents when it does not stop, and the rest of
+/// the prompt's own markup — the end of an observation, a question's tags, the completions
+/// prompt's task separator (`=== Task 2 ===`) — which a model that does not stop copies back
+/// from the prompt (gemma-3-270m, after its answer, wrote on into `</observation>`,
+/// `<question>` and the worked examples until the repetition guard cut it). Free, the stop
+/// strings end such a turn; under the grammar the answer has to end at `</final_answer>`
+/// instead. (`<observation` is in [`FORBIDDEN`] already.)
+const ANSWER_FORBIDDEN: [&str; 7] = [
+    "<action",
+    "<thought",
+    "</thought",
+    "</observation",
+    "<question",
+    "</question",
+    "=== task",
+];
 
 /// A tool as the grammar sees it.
 #[derive(Debug, Clone, Copy)]

@@ -339,3 +339,23 @@ fn the_server_is_probed_once_per_eval_not_once_per_task() {
     assert_eq!(report["tasks"], 4);
     assert_eq!(server.probes(), 1, "one /props for the four tasks: {err}");
 }
+
+/// A task without a `workspace` runs in a fresh empty folder, not where eval was started: the
+/// scripted model writes `out.txt` (writes are on), the file check finds it in the task's own
+/// folder, and the folder eval ran from has no `out.txt` afterwards.
+#[test]
+fn a_task_without_a_workspace_writes_into_its_own_empty_folder() {
+    let (dir, script) = lab(
+        r#"{"id": "nows", "task": "Write out.txt", "check": {"file": {"path": "out.txt", "contains": "42"}}}
+"#,
+    );
+    let out = eval(dir.path(), &script, &["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], 1, "{report}");
+    assert!(!dir.path().join("out.txt").exists());
+}

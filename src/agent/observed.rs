@@ -27,17 +27,11 @@ pub(crate) fn tool_result(
     decide: bool,
 ) -> String {
     let output = output.trim_end();
-    let lines = output.lines().count();
-    let size = match lines {
-        0 => "nothing".to_string(),
-        1 => "1 line".to_string(),
-        n => format!("{n} lines"),
-    };
     let call = call_text(tool, args);
-    let mut text = if lines == 0 {
-        format!("{call} returned nothing.")
-    } else {
-        format!("{call} returned {size}:\n{output}")
+    let mut text = match output.lines().count() {
+        0 => format!("{call} returned nothing."),
+        1 => format!("{call} returned 1 line:\n{output}"),
+        n => format!("{call} returned {n} lines:\n{output}"),
     };
     if decide {
         text.push_str("\n\n");

@@ -172,7 +172,12 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
         .into_iter()
         .map(Arc::new)
         .collect();
-    let opts = args.opts.clone().absolutize();
+    let mut opts = args.opts.clone().absolutize();
+    if args.opts.workspace.is_none() {
+        // No `--workspace`: a task without its own works in a fresh empty folder (run_checked),
+        // not in the `.` that absolutize pins.
+        opts.workspace = None;
+    }
     let (report, min_rate) = if args.compare_grammar {
         let mut without = opts.clone();
         without.grammar = Some("off".into());
@@ -309,15 +314,18 @@ async fn run_checked(
     session_dir: Option<&Path>,
     report: &mut RunReport,
 ) -> Result<()> {
-    // A task with a workspace gets a fresh copy, and tools bound to it.
-    let copy = match &task.workspace {
-        Some(src) => {
+    // A task with a workspace gets a fresh copy, and tools bound to it. A task without one gets
+    // a fresh empty folder unless `--workspace` named one: the file tools of a task that needs
+    // no file must not read or (with `--allow-write`) write wherever eval was started.
+    let copy = match (&task.workspace, &opts.workspace) {
+        (Some(src), _) => {
             let dir = tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?;
             copy_workspace(src, dir.path())
                 .with_context(|| format!("cannot copy the workspace {}", src.display()))?;
             Some(dir)
         }
-        None => None,
+        (None, None) => Some(tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?),
+        (None, Some(_)) => None,
     };
     let mut own_setup;
     let (setup, workspace) = match &copy {

@@ -66,6 +66,7 @@ mod event;
 mod face;
 mod grammar;
 mod grounded;
+mod guess;
 mod http;
 mod json_budget;
 mod listen;

@@ -91,7 +91,11 @@ async fn a_call_whose_tool_shares_a_word_with_the_guess_is_kept() {
         let base = proxy(&fake, |_| {}).await;
         let (status, v) = post(&base, &question("BMI of someone of 10 kg and 5 m?")).await;
         assert_eq!(status, 200, "{v}");
-        assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{name}: {v}");
+        assert_eq!(
+            call_names(&v),
+            vec!["determine_body_mass_index"],
+            "{name}: {v}"
+        );
         assert_eq!(fake.request_count(), 1);
         assert_eq!(fake.guesses().len(), 1);
     }

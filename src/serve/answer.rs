@@ -17,10 +17,10 @@
 
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
+use super::guess::{self, Verdict};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::guess::{self, Verdict};
 use super::{conversation, decide, grammar, grounded};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;

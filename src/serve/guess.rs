@@ -56,7 +56,10 @@ pub(crate) enum Verdict {
 /// The question and the called tools a turn is judged on: under `tool_choice: auto`, a turn of
 /// calls right after a user message (after results, a call is the conversation's doing); `None`
 /// when the turn is not judged.
-pub(crate) fn judged<'a>(ask: &'a Ask, decision: &Decision) -> Option<(&'a str, Vec<&'a ToolSpec>)> {
+pub(crate) fn judged<'a>(
+    ask: &'a Ask,
+    decision: &Decision,
+) -> Option<(&'a str, Vec<&'a ToolSpec>)> {
     let Decision::Calls(calls) = decision else {
         return None;
     };
@@ -211,12 +214,64 @@ pub(crate) fn content_words(text: &str) -> HashSet<String> {
 /// Words that say nothing about what a function is for: English function words, the verbs
 /// function names start with, and the words every tool's docs use.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "of", "to", "in", "for", "and", "or", "by", "with", "from", "on", "at", "is",
-    "are", "be", "as", "it", "its", "this", "that", "what", "which", "who", "how", "get", "set",
-    "calculate", "calc", "compute", "find", "fetch", "retrieve", "determine", "check", "make",
-    "create", "list", "search", "lookup", "give", "show", "value", "values", "number", "data",
-    "info", "information", "result", "results", "given", "specified", "provided", "function",
-    "python", "syntax", "note",
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "for",
+    "and",
+    "or",
+    "by",
+    "with",
+    "from",
+    "on",
+    "at",
+    "is",
+    "are",
+    "be",
+    "as",
+    "it",
+    "its",
+    "this",
+    "that",
+    "what",
+    "which",
+    "who",
+    "how",
+    "get",
+    "set",
+    "calculate",
+    "calc",
+    "compute",
+    "find",
+    "fetch",
+    "retrieve",
+    "determine",
+    "check",
+    "make",
+    "create",
+    "list",
+    "search",
+    "lookup",
+    "give",
+    "show",
+    "value",
+    "values",
+    "number",
+    "data",
+    "info",
+    "information",
+    "result",
+    "results",
+    "given",
+    "specified",
+    "provided",
+    "function",
+    "python",
+    "syntax",
+    "note",
 ];
 
 #[cfg(test)]
@@ -300,10 +355,17 @@ mod tests {
         };
         assert_eq!(messages.len(), 2);
         assert_eq!(messages[0].content, INSTRUCTIONS);
-        assert!(messages[1].content.starts_with("Question: Area of a triangle?\n\n"));
+        assert!(
+            messages[1]
+                .content
+                .starts_with("Question: Area of a triangle?\n\n")
+        );
         assert_eq!(r.max_tokens, Some(MAX_TOKENS));
         assert_eq!(r.temperature, Some(0.0));
-        assert!(r.grammar.is_some_and(|g| g.gbnf.starts_with("root ::= [a-z]")));
+        assert!(
+            r.grammar
+                .is_some_and(|g| g.gbnf.starts_with("root ::= [a-z]"))
+        );
         assert!(request("q", Api::Chat, false).grammar.is_none());
         let Prompt::Text(text) = request("q", Api::Completions, false).prompt else {
             panic!("not text")

@@ -43,11 +43,15 @@ pub(super) async fn answer(inner: &Inner, body: Value, chat: bool) -> Response {
     }
     let text = cfg.reply.clone().unwrap_or_default();
     let (piece, done) = if chat {
-        (json!({"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}),
-         json!({"index": 0, "delta": {}, "finish_reason": "stop"}))
+        (
+            json!({"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}),
+            json!({"index": 0, "delta": {}, "finish_reason": "stop"}),
+        )
     } else {
-        (json!({"index": 0, "text": text, "finish_reason": null}),
-         json!({"index": 0, "text": "", "finish_reason": "stop"}))
+        (
+            json!({"index": 0, "text": text, "finish_reason": null}),
+            json!({"index": 0, "text": "", "finish_reason": "stop"}),
+        )
     };
     if stream {
         let events = format!(
@@ -66,5 +70,8 @@ pub(super) async fn answer(inner: &Inner, body: Value, chat: bool) -> Response {
     } else {
         json!({"index": 0, "text": text, "finish_reason": "stop"})
     };
-    json_response(StatusCode::OK, json!({"object": "chat.completion", "choices": [choice]}).to_string())
+    json_response(
+        StatusCode::OK,
+        json!({"object": "chat.completion", "choices": [choice]}).to_string(),
+    )
 }

@@ -89,7 +89,11 @@ async fn a_call_whose_tool_shares_a_word_with_the_guess_is_kept() {
     for name in ["body_mass_index", "convert_kilograms"] {
         let fake = FakeServer::start(fake(guess(name))).await;
         let base = proxy(&fake, |_| {}).await;
-        let (status, v) = post(&base, &question("BMI of someone of 10 kg and 5 m?")).await;
+        let (status, v) = post(
+            &base,
+            &question("What is the body mass index of someone of 10 kilograms and 5 m?"),
+        )
+        .await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(
             call_names(&v),
@@ -99,6 +103,19 @@ async fn a_call_whose_tool_shares_a_word_with_the_guess_is_kept() {
         assert_eq!(fake.request_count(), 1);
         assert_eq!(fake.guesses().len(), 1);
     }
+}
+
+#[tokio::test]
+async fn a_guess_that_names_nothing_the_question_says_keeps_the_call() {
+    // SmolLM2-135M's kind of guess: a name about nothing in the question says nothing about
+    // the called tool either, so the (grounded) call goes through.
+    let fake = FakeServer::start(fake(guess("process_data"))).await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    assert_eq!(fake.request_count(), 1);
+    assert_eq!(fake.guesses().len(), 1);
 }
 
 #[tokio::test]

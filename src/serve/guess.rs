@@ -112,13 +112,22 @@ pub(crate) async fn judge(
         tracing::debug!("the guess at the question's function named none; the call is kept");
         return Verdict::Keep;
     };
-    verdict(&guessed, called)
+    verdict(question, &guessed, called)
 }
 
-/// The verdict on `called` given the guessed name.
-pub(crate) fn verdict(guessed: &str, called: &[&ToolSpec]) -> Verdict {
+/// The verdict on `called` given the name guessed for `question`. A guess that shares no word
+/// with the question itself says nothing about it (SmolLM2-135M names functions unrelated to
+/// the question, and judged by those lost right calls): such a guess keeps the call.
+pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
     let guess = content_words(guessed);
-    if guess.is_empty() || called.iter().any(|t| !guess.is_disjoint(&tool_words(t))) {
+    if guess.is_disjoint(&content_words(question)) {
+        tracing::debug!(
+            guessed,
+            "the guess names nothing the question says; the call is kept"
+        );
+        return Verdict::Keep;
+    }
+    if called.iter().any(|t| !guess.is_disjoint(&tool_words(t))) {
         return Verdict::Keep;
     }
     let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
@@ -288,9 +297,28 @@ mod tests {
         Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
     }
 
+    /// The verdict for a question that names what the guess names (the guess is about it).
     fn kept(guess: &str, ask: &Ask) -> bool {
         let called: Vec<&ToolSpec> = ask.tools.iter().collect();
-        verdict(guess, &called) == Verdict::Keep
+        verdict(&guess.replace('_', " "), guess, &called) == Verdict::Keep
+    }
+
+    #[test]
+    fn a_guess_about_nothing_in_the_question_keeps_the_call() {
+        let bmi = tool(
+            "determine_body_mass_index",
+            "Calculate body mass index given weight and height.",
+            serde_json::json!({}),
+        );
+        let called: Vec<&ToolSpec> = bmi.tools.iter().collect();
+        let q =
+            "Calculate the area of a triangle given the base is 10 meters and height is 5 meters.";
+        assert!(matches!(
+            verdict(q, "triangle_area", &called),
+            Verdict::Decline(_)
+        ));
+        assert_eq!(verdict(q, "process_data", &called), Verdict::Keep);
+        assert_eq!(verdict(q, "my_function", &called), Verdict::Keep);
     }
 
     #[test]

@@ -22,6 +22,7 @@
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::fit::Fitting;
+use super::guess::{self, Verdict};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
@@ -64,6 +65,8 @@ pub(crate) struct Core<'a> {
     pub redactor: &'a Redactor,
     /// The model's own tool format, when serve asks in it (`native/`, `--tool-format`).
     pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
+    /// How long the guess at a question's function may take (`guess.rs`).
+    pub guess_timeout: std::time::Duration,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -185,10 +188,32 @@ pub(crate) async fn answer(
             return Ok(());
         }
         let read = read(&text);
-        let declined = match &read {
+        let mut declined = match &read {
             Ok(r) if may_fall_back && !answer_only => decide::decline(ask, &r.decision),
             _ => None,
         };
+        if declined.is_none()
+            && may_fall_back
+            && !answer_only
+            && let Ok(r) = &read
+            && let Some((question, called)) = guess::judged(ask, &r.decision)
+        {
+            // A first call the grounding keeps: is its tool about what the question asks?
+            // (guess.rs: one short request of the question alone.)
+            trace.requests += 1;
+            let verdict = guess::judge(
+                core.model,
+                core.api,
+                core.guess_timeout,
+                question,
+                &called,
+                &mut trace.usage,
+            )
+            .await;
+            if let Verdict::Decline(why) = verdict {
+                declined = Some(why);
+            }
+        }
         if let Some(why) = declined {
             // Calls the question did not ask for (decide.rs): the same prompt is asked again
             // for an answer only; the declined turn stays out of the history.

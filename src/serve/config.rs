@@ -57,12 +57,17 @@ pub struct ServeConfig {
     /// Which format the upstream is asked in (default [`ToolFormat::Protocol`]; `Auto` asks
     /// in the model's own format where its chat template declares tools).
     pub tool_format: ToolFormat,
+    /// How long serve's guess at the question's function may take (default 30 s): under
+    /// `tool_choice: auto`, a first call the grounding keeps is judged by the model's own guess,
+    /// asked without the tools (`guess.rs`); a guess that takes longer keeps the call.
+    pub guess_timeout: Duration,
 }
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
     /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once, 15 s for headers
-    /// (and idle connections), 60 s for a body, 512 connections.
+    /// (and idle connections), 60 s for a body, 512 connections, 30 s for the guess at a
+    /// question's function.
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -82,6 +87,7 @@ impl ServeConfig {
             body_timeout: Duration::from_secs(60),
             max_connections: 512,
             tool_format: ToolFormat::default(),
+            guess_timeout: super::guess::DEFAULT_TIMEOUT,
         }
     }
 }

@@ -18,6 +18,9 @@
 //!   the question, gave those. A call with no argument left to judge is kept.
 //! * A call after the first is held to more (every value grounded) as the turn streams
 //!   (`grounded.rs`); a call already answered in the history is dropped (`read.rs`).
+//! * A first call this rule keeps is judged next by the model's own guess at the function the
+//!   question needs, asked without the tools (`guess.rs`): the wrong tool filled with the
+//!   question's own numbers is grounded, and only that tells it apart.
 //!
 //! Tried and dropped: asking the model itself, yes or no, whether the call's tool can answer
 //! the question. Asked after its own call it said yes to every irrelevant question; asked in a

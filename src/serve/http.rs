@@ -401,6 +401,7 @@ async fn core_answer(
         repairs: shared.cfg.repairs,
         redactor: shared.upstream.redactor(),
         native,
+        guess_timeout: shared.cfg.guess_timeout,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -480,6 +481,7 @@ async fn stream_answer(
             repairs: shared.cfg.repairs,
             redactor: shared.upstream.redactor(),
             native,
+            guess_timeout: shared.cfg.guess_timeout,
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

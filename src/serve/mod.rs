@@ -68,6 +68,7 @@ mod face;
 mod fit;
 mod grammar;
 mod grounded;
+mod guess;
 mod http;
 mod json_budget;
 mod listen;

@@ -16,6 +16,9 @@ pub(super) async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let path = uri.path().to_owned();
+    if super::guess::is_guess(&body) {
+        return super::guess::answer(&inner, body, path.ends_with("/chat/completions")).await;
+    }
     let index = {
         let mut reqs = inner.requests.lock().unwrap_or_else(|e| e.into_inner());
         reqs.push(RecordedRequest {

@@ -153,6 +153,8 @@ pub struct FakeConfig {
     pub enforce_window: bool,
     /// `/tokenize` answers this percentage of the count `enforce_window` uses (100: the same).
     pub tokenize_percent: u64,
+    /// Serve's guess at a question's function, answered apart from the turns.
+    pub guess: super::FakeGuess,
 }
 
 impl Default for FakeConfig {
@@ -195,6 +197,7 @@ impl Default for FakeConfig {
             by_content: Vec::new(),
             enforce_window: false,
             tokenize_percent: 100,
+            guess: super::FakeGuess::default(),
         }
     }
 }

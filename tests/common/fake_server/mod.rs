@@ -45,6 +45,7 @@
 //! | `context_error` | refuse every completion request as this server refuses a prompt over its window ([`ContextShape`]) |
 //! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
 //! | `enforce_window` | refuse, with llama.cpp's 400 (`exceed_context_size_error`), a completion request whose prompt ([`FakeServer::prompt_tokens`]: the fake tokenizer's count of the chat template or the completions text) plus `max_tokens` exceeds `props_n_ctx`; answers report that count as `prompt_tokens` |
+//! | `guess` | how serve's guess at a question's function is answered, apart from the turns ([`FakeGuess`]; default: an empty answer, which keeps the call) |
 //! | `tokenize_percent` | `/tokenize` answers this percentage of the true count (default 100; below: a tokenizer, and so an estimate, that is off) |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
@@ -71,10 +72,12 @@ use serde_json::{Value, json};
 
 mod completions;
 mod config;
+mod guess;
 mod root;
 
 use completions::*;
 pub use config::*;
+pub use guess::FakeGuess;
 pub use root::fake_tokens;
 use root::*;
 
@@ -123,6 +126,8 @@ struct Inner {
     sequence: Mutex<Vec<String>>,
     /// Requests refused by `enforce_window`.
     refused: AtomicUsize,
+    /// Serve's guess requests, kept apart from `requests` (`guess.rs`).
+    guesses: Mutex<Vec<Value>>,
 }
 
 /// A running fake server; stops when dropped.
@@ -153,6 +158,7 @@ impl FakeServer {
             root_requests: Mutex::new(Vec::new()),
             sequence: Mutex::new(Vec::new()),
             refused: AtomicUsize::new(0),
+            guesses: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
@@ -223,6 +229,15 @@ impl FakeServer {
     /// Streams written to the end.
     pub fn completed(&self) -> usize {
         self.inner.completed.load(Ordering::SeqCst)
+    }
+
+    /// The bodies of serve's guess requests (not in [`FakeServer::requests`]).
+    pub fn guesses(&self) -> Vec<Value> {
+        self.inner
+            .guesses
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default()
     }
 
     /// Requests to the root's own endpoints (`/tokenize`, `/apply-template`, `/api/ps`,

@@ -1,0 +1,403 @@
+//! The model's own guess at the function a question needs, asked without the tools: serve's
+//! check that a first call's tool is about what the question asks.
+//!
+//! Asked something no declared tool does, Qwen2.5-Coder-0.5B calls the tool that is there and
+//! fills it with the question's own numbers (`determine_body_mass_index(weight=10, height=5)`
+//! for a triangle of base 10 and height 5), which the grounding rule (`decide.rs`) cannot tell
+//! from a right call. Yet asked, without any tool, which function it would call, the same model
+//! names one about the question (`triangle_area`). So for a first call the grounding keeps,
+//! serve asks one short request of its own: the question alone, "Which single Python function
+//! would you call to answer this question? Reply with its snake_case name only.", under a
+//! grammar of one snake_case name where the server takes one, at most [`MAX_TOKENS`] tokens,
+//! temperature 0, within [`ServeConfig::guess_timeout`](super::ServeConfig). When the guessed
+//! name shares no content word with the turn's called tools (their names, descriptions, and
+//! their parameters' names and descriptions), the turn is declined and answered in text
+//! (`answer.rs`), as an ungrounded call is.
+//!
+//! Content words: lower-case runs of letters (`solarFarm` is `solar farm`, `gcd4050` is `gcd`),
+//! without [`STOP_WORDS`] (English function words and the verbs every function name starts
+//! with: `get`, `calculate`, `find`…), reduced by the Snowball English stemmer (`integration`
+//! and `integrate` are both `integr`). No threshold: a docs sentence that shifts a score does
+//! not move a shared word. Calibrated on BFCL cases 10–19 (BENCHMARKS.md, "Serve's decision").
+//!
+//! A guess that cannot be had keeps the call: an upstream that fails the request or runs past
+//! the timeout, or an answer with no name in it (logged; the client's answer is not held up).
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::Value;
+
+use super::read::Decision;
+use super::request::{Ask, Choice, Entry, ToolSpec};
+use crate::llm::{Api, Message, Model, Prompt, Role, TurnGrammar, TurnRequest, Usage};
+use crate::shown::Outside;
+
+/// The guess's token budget: a name of up to [`MAX_NAME`] characters.
+pub(crate) const MAX_TOKENS: u32 = 16;
+/// The longest name the grammar allows.
+const MAX_NAME: usize = 42;
+/// The guess's instructions (the first line of its prompt in either API).
+pub(crate) const INSTRUCTIONS: &str = "You name Python functions.";
+/// How long the guess may take when the configuration says nothing.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the guess found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The guessed name shares a content word with a called tool (or no guess could be had).
+    Keep,
+    /// The guessed name shares none: why, for the transcript and the log.
+    Decline(String),
+}
+
+/// The question and the called tools a turn is judged on: under `tool_choice: auto`, a turn of
+/// calls right after a user message (after results, a call is the conversation's doing); `None`
+/// when the turn is not judged.
+pub(crate) fn judged<'a>(
+    ask: &'a Ask,
+    decision: &Decision,
+) -> Option<(&'a str, Vec<&'a ToolSpec>)> {
+    let Decision::Calls(calls) = decision else {
+        return None;
+    };
+    let Some(Entry::Question(question)) = ask.conversation.last() else {
+        return None;
+    };
+    if ask.choice != Choice::Auto {
+        return None;
+    }
+    let mut called: Vec<&ToolSpec> = Vec::new();
+    for (name, _) in calls {
+        if let Some(tool) = ask.tool(name)
+            && !called.iter().any(|t| t.name == tool.name)
+        {
+            called.push(tool);
+        }
+    }
+    (!called.is_empty()).then_some((question.as_str(), called))
+}
+
+/// Ask `model` for its guess at `question`'s function and judge the turn's `called` tools by
+/// it. The usage of the request (if it was answered) is added to `usage`.
+pub(crate) async fn judge(
+    model: &dyn Model,
+    api: Api,
+    timeout: Duration,
+    question: &str,
+    called: &[&ToolSpec],
+    usage: &mut Usage,
+) -> Verdict {
+    let request = request(question, api, model.wants_grammar());
+    let guessed = match tokio::time::timeout(timeout, model.turn(&request, &mut |_| {})).await {
+        Ok(Ok(result)) => {
+            usage.add(result.usage);
+            name_of(&result.text)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; the call is kept");
+            return Verdict::Keep;
+        }
+        Err(_) => {
+            tracing::warn!(
+                seconds = timeout.as_secs_f64(),
+                "the guess at the question's function took too long; the call is kept"
+            );
+            return Verdict::Keep;
+        }
+    };
+    let Some(guessed) = guessed else {
+        tracing::debug!("the guess at the question's function named none; the call is kept");
+        return Verdict::Keep;
+    };
+    verdict(question, &guessed, called)
+}
+
+/// The verdict on `called` given the name guessed for `question`. A guess that shares no word
+/// with the question itself says nothing about it (SmolLM2-135M names functions unrelated to
+/// the question, and judged by those lost right calls): such a guess keeps the call.
+pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
+    let guess = content_words(guessed);
+    if guess.is_disjoint(&content_words(question)) {
+        tracing::debug!(
+            guessed,
+            "the guess names nothing the question says; the call is kept"
+        );
+        return Verdict::Keep;
+    }
+    if called.iter().any(|t| !guess.is_disjoint(&tool_words(t))) {
+        return Verdict::Keep;
+    }
+    let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
+    Verdict::Decline(format!(
+        "declined: asked without the tools, the model would call {guessed}, which shares no word with {}",
+        names.join(", ")
+    ))
+}
+
+/// The guess's request: the question alone, one snake_case name.
+pub(crate) fn request(question: &str, api: Api, grammar: bool) -> TurnRequest {
+    let ask = format!(
+        "Question: {}\n\nWhich single Python function would you call to answer this question? \
+         Reply with its snake_case name only.",
+        question.trim()
+    );
+    let prompt = match api {
+        Api::Chat => Prompt::Chat(vec![
+            Message::new(Role::System, INSTRUCTIONS),
+            Message::new(Role::User, ask),
+        ]),
+        Api::Completions => Prompt::Text(format!("{INSTRUCTIONS}\n\n{ask}\nFunction name: ")),
+    };
+    TurnRequest {
+        prompt,
+        stop: vec!["\n".into()],
+        temperature: Some(0.0),
+        max_tokens: Some(MAX_TOKENS),
+        grammar: grammar.then(|| {
+            std::sync::Arc::new(TurnGrammar {
+                gbnf: format!("root ::= [a-z] [a-z0-9_]{{2,{}}}\n", MAX_NAME - 1),
+                lark: None,
+                lazy: None,
+            })
+        }),
+        ..TurnRequest::default()
+    }
+}
+
+/// The name in the model's answer: its first identifier (a `def` or a code fence around it
+/// allowed), `None` when it holds none.
+pub(crate) fn name_of(text: &str) -> Option<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && !matches!(*w, "def" | "python" | "py"))
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
+        .map(|w| w.chars().take(MAX_NAME).collect())
+}
+
+/// The content words of a tool: its name, description, and parameters' names and descriptions.
+fn tool_words(tool: &ToolSpec) -> HashSet<String> {
+    let mut words = content_words(&tool.name);
+    words.extend(content_words(&tool.description));
+    if let Some(properties) = tool.parameters["properties"].as_object() {
+        for (name, schema) in properties {
+            words.extend(content_words(name));
+            if let Some(d) = schema.get("description").and_then(Value::as_str) {
+                words.extend(content_words(d));
+            }
+        }
+    }
+    words
+}
+
+/// Stemmed lower-case runs of letters of `text` (camelCase split), stop words left out.
+pub(crate) fn content_words(text: &str) -> HashSet<String> {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    let stemmer = STEMMER.get_or_init(|| Stemmer::create(Algorithm::English));
+    let mut out = HashSet::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    let mut flush = |word: &mut String| {
+        if word.len() >= 2 && !STOP_WORDS.contains(&word.as_str()) {
+            out.insert(stemmer.stem(word).into_owned());
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphabetic() {
+            if c.is_uppercase() && prev_lower {
+                flush(&mut word);
+            }
+            prev_lower = c.is_lowercase();
+            word.extend(c.to_lowercase());
+        } else {
+            flush(&mut word);
+            prev_lower = false;
+        }
+    }
+    flush(&mut word);
+    out
+}
+
+/// Words that say nothing about what a function is for: English function words, the verbs
+/// function names start with, and the words every tool's docs use.
+const STOP_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "for",
+    "and",
+    "or",
+    "by",
+    "with",
+    "from",
+    "on",
+    "at",
+    "is",
+    "are",
+    "be",
+    "as",
+    "it",
+    "its",
+    "this",
+    "that",
+    "what",
+    "which",
+    "who",
+    "how",
+    "get",
+    "set",
+    "calculate",
+    "calc",
+    "compute",
+    "find",
+    "fetch",
+    "retrieve",
+    "determine",
+    "check",
+    "make",
+    "create",
+    "list",
+    "search",
+    "lookup",
+    "give",
+    "show",
+    "value",
+    "values",
+    "number",
+    "data",
+    "info",
+    "information",
+    "result",
+    "results",
+    "given",
+    "specified",
+    "provided",
+    "function",
+    "python",
+    "syntax",
+    "note",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::request::parse_json;
+
+    fn tool(name: &str, description: &str, params: Value) -> Ask {
+        let body = serde_json::json!({
+            "messages": [{"role": "user", "content": "q"}],
+            "tools": [{"type": "function", "function": {"name": name, "description": description,
+                "parameters": {"type": "object", "properties": params}}}]
+        });
+        Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
+    }
+
+    /// The verdict for a question that names what the guess names (the guess is about it).
+    fn kept(guess: &str, ask: &Ask) -> bool {
+        let called: Vec<&ToolSpec> = ask.tools.iter().collect();
+        verdict(&guess.replace('_', " "), guess, &called) == Verdict::Keep
+    }
+
+    #[test]
+    fn a_guess_about_nothing_in_the_question_keeps_the_call() {
+        let bmi = tool(
+            "determine_body_mass_index",
+            "Calculate body mass index given weight and height.",
+            serde_json::json!({}),
+        );
+        let called: Vec<&ToolSpec> = bmi.tools.iter().collect();
+        let q =
+            "Calculate the area of a triangle given the base is 10 meters and height is 5 meters.";
+        assert!(matches!(
+            verdict(q, "triangle_area", &called),
+            Verdict::Decline(_)
+        ));
+        assert_eq!(verdict(q, "process_data", &called), Verdict::Keep);
+        assert_eq!(verdict(q, "my_function", &called), Verdict::Keep);
+    }
+
+    #[test]
+    fn a_guess_about_another_thing_declines_and_one_about_the_tool_keeps() {
+        // BFCL irrelevance 0 and simple_python 11 (calibration slice, 10-19, has the same kind).
+        let bmi = tool(
+            "determine_body_mass_index",
+            "Calculate body mass index given weight and height.",
+            serde_json::json!({"weight": {"description": "Weight in kilograms."},
+                               "height": {"description": "Height in meters."}}),
+        );
+        assert!(!kept("triangle_area", &bmi));
+        assert!(!kept("calculate_area_of_triangle", &bmi));
+        assert!(kept("body_mass_index", &bmi));
+        // A parameter's description is the tool's too.
+        assert!(kept("kilograms_to_pounds", &bmi));
+        let area = tool(
+            "calculate_triangle_area",
+            "Area of a triangle.",
+            serde_json::json!({}),
+        );
+        assert!(kept("triangle_area", &area));
+    }
+
+    #[test]
+    fn words_are_stemmed_split_at_case_and_digits_and_stop_words_do_not_count() {
+        let integrate = tool(
+            "integrate",
+            "Integration of a function.",
+            serde_json::json!({}),
+        );
+        assert!(kept("integration_of_x", &integrate));
+        let solar = tool("solarFarm_potential", "", serde_json::json!({}));
+        assert!(kept("solar_panel_area", &solar));
+        let gcd = tool("math_gcd", "", serde_json::json!({}));
+        assert!(kept("gcd4050", &gcd));
+        // `get` and `calculate` are every function's verbs: they match nothing.
+        let weather = tool("get_current_weather", "", serde_json::json!({}));
+        assert!(!kept("get_votes", &weather));
+        assert!(!kept("calculate_velocity", &weather));
+        // A name of stop words only says nothing: kept.
+        assert!(kept("get_value", &weather));
+    }
+
+    #[test]
+    fn the_name_is_read_out_of_whatever_the_model_wrapped_it_in() {
+        assert_eq!(name_of("triangle_area").as_deref(), Some("triangle_area"));
+        assert_eq!(
+            name_of("```python\ndef triangle_area(b, h):").as_deref(),
+            Some("triangle_area")
+        );
+        assert_eq!(name_of("  `gcd4050`").as_deref(), Some("gcd4050"));
+        assert_eq!(name_of(""), None);
+        assert_eq!(name_of("```\n42"), None);
+    }
+
+    #[test]
+    fn the_request_is_the_question_alone_bounded_and_constrained_where_it_can_be() {
+        let r = request("  Area of a triangle?\n", Api::Chat, true);
+        let Prompt::Chat(messages) = &r.prompt else {
+            panic!("not chat")
+        };
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].content, INSTRUCTIONS);
+        assert!(
+            messages[1]
+                .content
+                .starts_with("Question: Area of a triangle?\n\n")
+        );
+        assert_eq!(r.max_tokens, Some(MAX_TOKENS));
+        assert_eq!(r.temperature, Some(0.0));
+        assert!(
+            r.grammar
+                .is_some_and(|g| g.gbnf.starts_with("root ::= [a-z]"))
+        );
+        assert!(request("q", Api::Chat, false).grammar.is_none());
+        let Prompt::Text(text) = request("q", Api::Completions, false).prompt else {
+            panic!("not text")
+        };
+        assert!(text.starts_with(INSTRUCTIONS) && text.ends_with("Function name: "));
+    }
+}

@@ -1,0 +1,192 @@
+//! Serve's guess at a question's function (`src/serve/guess.rs`), against a fake upstream:
+//! under `tool_choice: auto`, a first call the grounding keeps is judged by the model's own
+//! guess, asked in a short request of the question alone. A guess that shares no word with the
+//! called tool declines the turn for a text answer; one that shares a word keeps the call; a
+//! guess the upstream fails, or one that runs past `guess_timeout`, keeps the call; the request
+//! is bounded (16 tokens, a grammar of one name where grammars are sent); nothing is asked
+//! after results or under `required`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
+use common::serve::{post, proxy};
+use serde_json::{Value, json};
+use tagloop::llm::GrammarMode;
+
+/// BFCL irrelevance 0's one tool.
+fn bmi() -> Value {
+    json!([{"type": "function", "function": {"name": "determine_body_mass_index",
+        "description": "Calculate body mass index given weight and height.",
+        "parameters": {"type": "object", "properties": {
+            "weight": {"type": "number", "description": "Weight of the individual in kilograms."},
+            "height": {"type": "number", "description": "Height of the individual in meters."}},
+          "required": ["weight", "height"]}}}])
+}
+
+const TRIANGLE: &str =
+    "Calculate the area of a triangle given the base is 10 meters and height is 5 meters.";
+
+/// The 0.5B's turn on it: the one tool, filled with the question's own numbers (grounded).
+const WRONG_CALL: &str = "<thought>I use the tool.</thought>\n<action>determine_body_mass_index(weight=10, height=5)</action>";
+
+fn question(q: &str) -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": q}], "tools": bmi()})
+}
+
+fn fake(guess: FakeGuess) -> FakeConfig {
+    FakeConfig {
+        guess,
+        ..FakeConfig::turns([
+            WRONG_CALL,
+            "<thought>No tool does areas.</thought>\n<final_answer>25 square meters.</final_answer>",
+        ])
+    }
+}
+
+fn guess(name: &str) -> FakeGuess {
+    FakeGuess {
+        reply: Some(name.to_string()),
+        ..FakeGuess::default()
+    }
+}
+
+fn call_names(v: &Value) -> Vec<String> {
+    v["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_call_whose_tool_shares_no_word_with_the_guess_is_declined_for_an_answer() {
+    let fake = FakeServer::start(fake(guess("triangle_area"))).await;
+    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(call_names(&v).is_empty(), "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    // The turn, then the same prompt asked for an answer only; the guess apart, asked once,
+    // of the question alone: no tools, no protocol.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["messages"], reqs[1].body["messages"]);
+    let guesses = fake.guesses();
+    assert_eq!(guesses.len(), 1);
+    let asked = guesses[0]["messages"].to_string();
+    assert!(asked.contains(TRIANGLE), "{asked}");
+    assert!(!asked.contains("determine_body_mass_index"), "{asked}");
+    assert!(guesses[0].get("tools").is_none());
+}
+
+#[tokio::test]
+async fn a_call_whose_tool_shares_a_word_with_the_guess_is_kept() {
+    // "body mass index" in the guess; also a parameter's description ("kilograms") counts.
+    for name in ["body_mass_index", "convert_kilograms"] {
+        let fake = FakeServer::start(fake(guess(name))).await;
+        let base = proxy(&fake, |_| {}).await;
+        let (status, v) = post(
+            &base,
+            &question("What is the body mass index of someone of 10 kilograms and 5 m?"),
+        )
+        .await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(
+            call_names(&v),
+            vec!["determine_body_mass_index"],
+            "{name}: {v}"
+        );
+        assert_eq!(fake.request_count(), 1);
+        assert_eq!(fake.guesses().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_guess_that_names_nothing_the_question_says_keeps_the_call() {
+    // SmolLM2-135M's kind of guess: a name about nothing in the question says nothing about
+    // the called tool either, so the (grounded) call goes through.
+    let fake = FakeServer::start(fake(guess("process_data"))).await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    assert_eq!(fake.request_count(), 1);
+    assert_eq!(fake.guesses().len(), 1);
+}
+
+#[tokio::test]
+async fn a_guess_the_upstream_fails_or_leaves_empty_keeps_the_call() {
+    // A failed decision request does not fail the client's request: the call goes through.
+    let failing = FakeGuess {
+        fail: true,
+        ..FakeGuess::default()
+    };
+    for g in [failing, FakeGuess::default()] {
+        let fake = FakeServer::start(fake(g)).await;
+        let base = proxy(&fake, |_| {}).await;
+        let (status, v) = post(&base, &question(TRIANGLE)).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+        assert_eq!(fake.request_count(), 1);
+        assert!(!fake.guesses().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn the_guess_is_bounded_in_time_and_tokens() {
+    // An upstream slow to guess: the call comes back after `guess_timeout`, not the guess's 5 s.
+    let slow = FakeGuess {
+        reply: Some("triangle_area".into()),
+        delay: Duration::from_secs(5),
+        ..FakeGuess::default()
+    };
+    let fake = FakeServer::start(fake(slow)).await;
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.guess_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let started = Instant::now();
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    // At most 16 tokens, temperature 0, and one snake_case name under the grammar.
+    let g = &fake.guesses()[0];
+    assert!(g["max_tokens"].as_u64().is_some_and(|n| n <= 16), "{g}");
+    assert_eq!(g["temperature"], json!(0.0));
+    let grammar = g["grammar"].as_str().unwrap_or_default();
+    assert!(grammar.starts_with("root ::= [a-z] [a-z0-9_]{2,"), "{g}");
+}
+
+#[tokio::test]
+async fn nothing_is_guessed_after_results_or_under_required() {
+    let fake = FakeServer::start(FakeConfig {
+        guess: guess("triangle_area"),
+        ..FakeConfig::turns([WRONG_CALL, WRONG_CALL])
+    })
+    .await;
+    let base = proxy(&fake, |_| {}).await;
+    // After results the call is the conversation's doing.
+    let after = json!({"model": "m", "tools": bmi(), "messages": [
+        {"role": "user", "content": TRIANGLE},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_a", "type": "function",
+            "function": {"name": "determine_body_mass_index", "arguments": "{\"weight\": 1, \"height\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "1.0"}
+    ]});
+    let (status, v) = post(&base, &after).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    // Under `required` the client wants a call.
+    let mut required = question(TRIANGLE);
+    required["tool_choice"] = json!("required");
+    let (status, v) = post(&base, &required).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    assert!(fake.guesses().is_empty());
+}

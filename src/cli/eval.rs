@@ -173,11 +173,8 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
         .map(Arc::new)
         .collect();
     let mut opts = args.opts.clone().absolutize();
-    if args.opts.workspace.is_none() {
-        // No `--workspace`: a task without its own works in a fresh empty folder (run_checked),
-        // not in the `.` that absolutize pins.
-        opts.workspace = None;
-    }
+    // Without `--workspace`, not the `.` absolutize pins: a fresh folder per task (run_checked).
+    opts.workspace = opts.workspace.filter(|_| args.opts.workspace.is_some());
     let (report, min_rate) = if args.compare_grammar {
         let mut without = opts.clone();
         without.grammar = Some("off".into());
@@ -314,9 +311,8 @@ async fn run_checked(
     session_dir: Option<&Path>,
     report: &mut RunReport,
 ) -> Result<()> {
-    // A task with a workspace gets a fresh copy, and tools bound to it. A task without one gets
-    // a fresh empty folder unless `--workspace` named one: the file tools of a task that needs
-    // no file must not read or (with `--allow-write`) write wherever eval was started.
+    // A task with a workspace gets a fresh copy, and tools bound to it; one without, a fresh
+    // empty folder unless `--workspace` named one (never wherever eval was started).
     let copy = match (&task.workspace, &opts.workspace) {
         (Some(src), _) => {
             let dir = tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?;

@@ -22,6 +22,8 @@
 //!
 //! A guess that cannot be had keeps the call: an upstream that fails the request or runs past
 //! the timeout, or an answer with no name in it (logged; the client's answer is not held up).
+//! So does a guess that shares no content word with the question itself: it is about nothing
+//! the question says (SmolLM2-135M's guesses), so it tells nothing about the called tool.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;

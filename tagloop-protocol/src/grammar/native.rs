@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::expr::{ClassItem, Expr, Grammar};
-use super::turn::ToolShape;
+use super::shape::ToolShape;
 use super::values::{Place, Values, chars, excluding};
 
 /// What no string of a call, and no free answer, may contain (lowercase, any case): the tags

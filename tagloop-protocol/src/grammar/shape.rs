@@ -5,7 +5,15 @@
 
 use serde_json::Value;
 
-use super::turn::ToolShape;
+/// A tool as the grammar sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolShape<'a> {
+    /// The tool name, written into the grammar as `name(`; a tool whose name tagloop's action
+    /// syntax cannot read back as a call is left out of the grammar.
+    pub name: &'a str,
+    /// Its parameters as a JSON Schema object.
+    pub parameters: &'a Value,
+}
 
 /// What one turn may hold.
 ///

@@ -6,7 +6,7 @@ use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
 use super::paths::KnownPaths;
 use super::schema::required;
-use super::shape::TurnShape;
+use super::shape::{ToolShape, TurnShape};
 use super::values::{Place, Values, chars, excluding};
 use crate::action::parse_action;
 
@@ -46,16 +46,6 @@ const ANSWER_FORBIDDEN: [&str; 7] = [
     "</question",
     "=== task",
 ];
-
-/// A tool as the grammar sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolShape<'a> {
-    /// The tool name, written into the grammar as `name(`; a tool whose name tagloop's action
-    /// syntax cannot read back as a call is left out of the grammar.
-    pub name: &'a str,
-    /// Its parameters as a JSON Schema object.
-    pub parameters: &'a Value,
-}
 
 /// Tools whose name the action grammar cannot read are left out of the grammar (the model can
 /// still be told about them; it just cannot be constrained to call them).

@@ -122,6 +122,10 @@ pub(crate) async fn judge(
 /// the question, and judged by those lost right calls): such a guess keeps the call.
 pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
     let guess = content_words(guessed);
+    if guess.is_empty() {
+        // A name of stop words only (`get_value`) names nothing.
+        return Verdict::Keep;
+    }
     if guess.is_disjoint(&content_words(question)) {
         tracing::debug!(
             guessed,

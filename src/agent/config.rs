@@ -54,6 +54,10 @@ pub struct AgentConfig {
     /// How requests are kept inside the model's context window (fitted, by default, whenever
     /// the window is known; see [`crate::agent::context`]).
     pub context: ContextPolicy,
+    /// Judge a run's first tool call before it runs (the decision step, `--no-decide` turns it
+    /// off): a question that names no file and whose own function (the model's guess, asked
+    /// of the question alone) is not about the called tool is answered without it.
+    pub decide: bool,
 }
 
 impl Default for AgentConfig {
@@ -74,6 +78,7 @@ impl Default for AgentConfig {
             environment: Vec::new(),
             secrets: Redactor::new(),
             context: ContextPolicy::default(),
+            decide: true,
         }
     }
 }

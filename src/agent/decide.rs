@@ -38,6 +38,9 @@ impl Run<'_> {
         if let Some(start) = model_turn.action_start {
             protocol::continued_action(&mut turn, &model_turn.text, start);
         }
+        if !final_only && self.first_call_declined(&turn).await {
+            return Next::Declined;
+        }
         self.keep_turn(&model_turn.text, &turn);
         if let Some(t) = &turn.thought {
             self.emit(Event::Thought { text: t.clone() });

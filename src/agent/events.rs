@@ -111,6 +111,20 @@ pub enum Event {
         /// The message given to the model.
         message: String,
     },
+    /// The decision step judged the run's first call (`first_call.rs`): kept, or declined and
+    /// the turn asked again for an answer only.
+    Decision {
+        /// The tool the turn called.
+        tool: String,
+        /// The function the model named for the question asked alone (`None` when the question
+        /// names the workspace, so nothing was asked, or the answer named none).
+        #[serde(default)]
+        guess: Option<String>,
+        /// Whether the call was declined (not run).
+        declined: bool,
+        /// Why, in one sentence.
+        why: String,
+    },
     /// Something the user should know while the run goes on, never shown to the model: a
     /// retried request, a grammar or `stop` the server refused, a turn cut because it repeated
     /// itself, a transcript that could not be written (see [`crate::llm::Notice`]).

@@ -39,6 +39,9 @@ pub(crate) enum Next {
     },
     /// A final answer was refused: the model is told why.
     Refused(String),
+    /// The decision step declined the turn's call (`first_call.rs`): nothing enters the
+    /// history, and the turn is asked again for an answer only.
+    Declined,
     /// The context window has room for one final-answer-only turn only: ask for it.
     LastTurn,
     /// The run ends (an accepted answer among the ways).

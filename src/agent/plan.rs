@@ -9,6 +9,7 @@ pub(crate) struct TurnPlan {
     pub(crate) final_only: bool,
     /// The model reasons first (see `grammars.rs`).
     pub(crate) reasoning: bool,
-    /// The loop guard refused the last call: the next turn may only answer.
+    /// The loop guard refused the last call, or the decision step declined it: the next turn
+    /// may only answer.
     pub(crate) after_refused_call: bool,
 }

@@ -28,7 +28,7 @@ use super::{Agent, Outcome, Progress, RunOptions, Status};
 /// The state of one run.
 pub(crate) struct Run<'a> {
     pub(super) agent: &'a Agent,
-    task: String,
+    pub(super) task: String,
     pub(super) options: RunOptions,
     pub(super) history: History,
     pub(super) progress: Progress,
@@ -37,6 +37,8 @@ pub(crate) struct Run<'a> {
     pub(super) step_limit: u32,
     /// Final answers refused in a row.
     pub(super) refusals: u32,
+    /// The decision step has judged this run's first call (`first_call.rs`).
+    pub(super) decided: bool,
     pub(super) guard: LoopGuard,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
@@ -60,6 +62,7 @@ impl<'a> Run<'a> {
             requests: 0,
             step_limit: agent.config.max_steps,
             refusals: 0,
+            decided: false,
             guard: LoopGuard::default(),
             stops: Vec::new(),
             context: ContextState::default(),
@@ -135,6 +138,7 @@ impl<'a> Run<'a> {
                     self.observe(observation);
                 }
                 Next::Refused(correction) => self.observe(correction),
+                Next::Declined => plan.after_refused_call = true,
                 Next::LastTurn => self.context.final_only = true,
                 Next::End(ending) => return ending,
             }

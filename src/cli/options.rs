@@ -67,6 +67,11 @@ pub struct RunOpts {
     /// Let a turn repeat itself: turn off the guard that cuts a turn whose text keeps repeating
     #[arg(long)]
     pub keep_repetitions: bool,
+    /// Run the first tool call without the decision step (which asks the model, for a question
+    /// that names no file, which function it would call, and answers without the tool when that
+    /// function is not about it)
+    #[arg(long)]
+    pub no_decide: bool,
     /// Sampling seed
     #[arg(long)]
     pub seed: Option<i64>,
@@ -274,6 +279,7 @@ impl RunOpts {
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
         self.keep_repetitions |= saved.keep_repetitions;
+        self.no_decide |= saved.no_decide;
         self.no_context_fit |= saved.no_context_fit;
         self.reasoning |= saved.reasoning;
         (self, notices)

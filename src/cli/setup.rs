@@ -280,6 +280,7 @@ fn agent_config(
             Some(n) => Some(n),
         },
         keep_repetitions: opts.keep_repetitions,
+        decide: !opts.no_decide,
         seed: opts.seed,
         tool_timeout: opts
             .tool_timeout

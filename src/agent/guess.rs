@@ -1,0 +1,158 @@
+//! The model's own guess at the function a question needs, asked without any tool: the core
+//! both `tagloop serve` (`src/serve/guess.rs`, a first call's tool judged by it) and a run's
+//! decision step (`first_call.rs`) use.
+//!
+//! The request is the question alone: "Which single Python function would you call to answer
+//! this question? Reply with its snake_case name only.", under a grammar of one snake_case name
+//! where the server takes one, at most [`MAX_TOKENS`] tokens, temperature 0.
+//!
+//! Content words: lower-case runs of letters (`solarFarm` is `solar farm`, `gcd4050` is `gcd`),
+//! without [`STOP_WORDS`] (English function words and the verbs every function name starts
+//! with: `get`, `calculate`, `find`…), reduced by the Snowball English stemmer (`integration`
+//! and `integrate` are both `integr`). No threshold: a docs sentence that shifts a score does
+//! not move a shared word.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::llm::{Api, Message, Prompt, Role, TurnGrammar, TurnRequest};
+
+/// The guess's token budget: a name of up to [`MAX_NAME`] characters.
+pub(crate) const MAX_TOKENS: u32 = 16;
+/// The longest name the grammar allows.
+const MAX_NAME: usize = 42;
+/// The guess's instructions (the first line of its prompt in either API).
+pub(crate) const INSTRUCTIONS: &str = "You name Python functions.";
+
+/// The guess's request: the question alone, one snake_case name.
+pub(crate) fn request(question: &str, api: Api, grammar: bool) -> TurnRequest {
+    let ask = format!(
+        "Question: {}\n\nWhich single Python function would you call to answer this question? \
+         Reply with its snake_case name only.",
+        question.trim()
+    );
+    let prompt = match api {
+        Api::Chat => Prompt::Chat(vec![
+            Message::new(Role::System, INSTRUCTIONS),
+            Message::new(Role::User, ask),
+        ]),
+        Api::Completions => Prompt::Text(format!("{INSTRUCTIONS}\n\n{ask}\nFunction name: ")),
+    };
+    TurnRequest {
+        prompt,
+        stop: vec!["\n".into()],
+        temperature: Some(0.0),
+        max_tokens: Some(MAX_TOKENS),
+        grammar: grammar.then(|| {
+            std::sync::Arc::new(TurnGrammar {
+                gbnf: format!("root ::= [a-z] [a-z0-9_]{{2,{}}}\n", MAX_NAME - 1),
+                lark: None,
+                lazy: None,
+            })
+        }),
+        ..TurnRequest::default()
+    }
+}
+
+/// The name in the model's answer: its first identifier (a `def` or a code fence around it
+/// allowed), `None` when it holds none.
+pub(crate) fn name_of(text: &str) -> Option<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && !matches!(*w, "def" | "python" | "py"))
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
+        .map(|w| w.chars().take(MAX_NAME).collect())
+}
+
+/// Stemmed lower-case runs of letters of `text` (camelCase split), stop words left out.
+pub(crate) fn content_words(text: &str) -> HashSet<String> {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    let stemmer = STEMMER.get_or_init(|| Stemmer::create(Algorithm::English));
+    let mut out = HashSet::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    let mut flush = |word: &mut String| {
+        if word.len() >= 2 && !STOP_WORDS.contains(&word.as_str()) {
+            out.insert(stemmer.stem(word).into_owned());
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphabetic() {
+            if c.is_uppercase() && prev_lower {
+                flush(&mut word);
+            }
+            prev_lower = c.is_lowercase();
+            word.extend(c.to_lowercase());
+        } else {
+            flush(&mut word);
+            prev_lower = false;
+        }
+    }
+    flush(&mut word);
+    out
+}
+
+/// Words that say nothing about what a function is for: English function words, the verbs
+/// function names start with, and the words every tool's docs use.
+const STOP_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "for",
+    "and",
+    "or",
+    "by",
+    "with",
+    "from",
+    "on",
+    "at",
+    "is",
+    "are",
+    "be",
+    "as",
+    "it",
+    "its",
+    "this",
+    "that",
+    "what",
+    "which",
+    "who",
+    "how",
+    "get",
+    "set",
+    "calculate",
+    "calc",
+    "compute",
+    "find",
+    "fetch",
+    "retrieve",
+    "determine",
+    "check",
+    "make",
+    "create",
+    "list",
+    "search",
+    "lookup",
+    "give",
+    "show",
+    "value",
+    "values",
+    "number",
+    "data",
+    "info",
+    "information",
+    "result",
+    "results",
+    "given",
+    "specified",
+    "provided",
+    "function",
+    "python",
+    "syntax",
+    "note",
+];

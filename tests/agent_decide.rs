@@ -169,20 +169,27 @@ async fn a_question_that_names_the_workspace_keeps_its_call_without_a_guess() {
 }
 
 #[tokio::test]
-async fn a_guess_the_server_fails_keeps_the_call() {
-    let ran = run(
-        "What is the capital of France?",
-        &[CAPITAL_CALL, PARIS],
-        FakeGuess {
-            fail: true,
-            ..FakeGuess::default()
-        },
-        true,
-    )
-    .await;
-    assert_eq!(tools_started(&ran.events), ["read_file"]);
-    assert!(decisions(&ran.events).is_empty());
-    assert_eq!(ran.outcome.final_answer, Some(Value::from("Paris")));
+async fn a_guess_the_server_fails_or_that_names_nothing_keeps_the_call() {
+    let failed = FakeGuess {
+        fail: true,
+        ..FakeGuess::default()
+    };
+    for (guess, decided) in [
+        (failed, vec![]),
+        (FakeGuess::default(), vec![(None, false)]),
+        (named("get_value"), vec![(Some("get_value".to_string()), false)]),
+    ] {
+        let ran = run(
+            "What is the capital of France?",
+            &[CAPITAL_CALL, PARIS],
+            guess,
+            true,
+        )
+        .await;
+        assert_eq!(tools_started(&ran.events), ["read_file"]);
+        assert_eq!(decisions(&ran.events), decided);
+        assert_eq!(ran.outcome.final_answer, Some(Value::from("Paris")));
+    }
 }
 
 #[tokio::test]

@@ -13,11 +13,11 @@
 //! 2. Otherwise **the model's own guess** (`guess.rs`, the request serve makes: the question
 //!    alone, one snake_case name, at most 16 tokens): a guessed function that shares a content
 //!    word with the called tool (its name, description, parameters) keeps the call; one that
-//!    shares none (`get_capital` against `read_file`) declines it, and so does a guess that
-//!    names nothing at all. A workspace question that names no file and whose guess is about
-//!    something else than the tool is declined too: the rule favours answering when the
-//!    question gives no sign that the files matter. A guess that cannot be had (the server
-//!    fails the request) keeps the call.
+//!    shares none (`get_capital` against `read_file`) declines it. A guess that cannot be had
+//!    (the server fails the request), an answer that names no function, or a name of stop
+//!    words only (`get_value`) keeps it. A workspace question that names no file and whose
+//!    guess is about something else than the tool is declined too: the rule favours answering
+//!    when the question gives no sign that the files matter.
 //!
 //! Serve's rule differs in one way: there a guess that shares no word with the question keeps
 //! the call (SmolLM2's unrelated guesses), because a client's tools are whatever the client
@@ -153,12 +153,12 @@ fn is_path(token: &str) -> bool {
 /// The verdict on a call of `tool` given the guessed name: `(declined, why)`.
 fn verdict(guessed: Option<&str>, tool: &dyn Tool) -> (bool, String) {
     let Some(guessed) = guessed else {
-        return (
-            true,
-            "the question names no file and the model named no function for it".into(),
-        );
+        return (false, "the model named no function for the question".into());
     };
     let guess = content_words(guessed);
+    if guess.is_empty() {
+        return (false, format!("the model's own function, {guessed}, names nothing"));
+    }
     if !guess.is_disjoint(&tool_words(tool)) {
         return (
             false,

@@ -38,9 +38,8 @@ async fn run(task: &str, turns: &[&str], guess: FakeGuess, decide: bool) -> Ran 
         ..FakeConfig::turns(turns.iter().map(|t| t.to_string()).collect::<Vec<_>>())
     })
     .await;
-    let model = Arc::new(
-        OpenAiModel::new(OpenAiConfig::new(fake.base_url.clone(), "fake-model")).unwrap(),
-    );
+    let model =
+        Arc::new(OpenAiModel::new(OpenAiConfig::new(fake.base_url.clone(), "fake-model")).unwrap());
     let agent = Agent::builder(model)
         .tools(env.reg.clone())
         .config(AgentConfig {
@@ -177,7 +176,10 @@ async fn a_guess_the_server_fails_or_that_names_nothing_keeps_the_call() {
     for (guess, decided) in [
         (failed, vec![]),
         (FakeGuess::default(), vec![(None, false)]),
-        (named("get_value"), vec![(Some("get_value".to_string()), false)]),
+        (
+            named("get_value"),
+            vec![(Some("get_value".to_string()), false)],
+        ),
     ] {
         let ran = run(
             "What is the capital of France?",

@@ -120,7 +120,10 @@ impl Run<'_> {
 /// Whether `question` names the workspace: a path, a word for one, or one of its entries.
 pub(crate) fn names_workspace(question: &str, known: Option<&KnownPaths>) -> bool {
     let asked = content_words(question);
-    let words: HashSet<String> = WORKSPACE_WORDS.iter().flat_map(|w| content_words(w)).collect();
+    let words: HashSet<String> = WORKSPACE_WORDS
+        .iter()
+        .flat_map(|w| content_words(w))
+        .collect();
     if !asked.is_disjoint(&words) || question.split_whitespace().any(is_path) {
         return true;
     }
@@ -157,7 +160,10 @@ fn verdict(guessed: Option<&str>, tool: &dyn Tool) -> (bool, String) {
     };
     let guess = content_words(guessed);
     if guess.is_empty() {
-        return (false, format!("the model's own function, {guessed}, names nothing"));
+        return (
+            false,
+            format!("the model's own function, {guessed}, names nothing"),
+        );
     }
     if !guess.is_disjoint(&tool_words(tool)) {
         return (
@@ -218,6 +224,9 @@ mod tests {
         }
         let known = KnownPaths::new(vec!["config.toml".into()], vec![".".into(), "src".into()]);
         assert!(names_workspace("What does the config say?", Some(&known)));
-        assert!(!names_workspace("What is the capital of France?", Some(&known)));
+        assert!(!names_workspace(
+            "What is the capital of France?",
+            Some(&known)
+        ));
     }
 }

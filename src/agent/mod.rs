@@ -34,6 +34,7 @@ pub(crate) mod finalcheck;
 mod grammars;
 pub(crate) mod history;
 mod loopguard;
+mod named;
 mod next;
 mod notices;
 mod observed;

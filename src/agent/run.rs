@@ -19,6 +19,7 @@ use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
+use super::named::QuestionNames;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
 use super::record::Recorder;
@@ -38,6 +39,8 @@ pub(crate) struct Run<'a> {
     /// Final answers refused in a row.
     pub(super) refusals: u32,
     pub(super) guard: LoopGuard,
+    /// The files the question names, and which a call has used (the notice after a result).
+    pub(super) named: QuestionNames,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
     /// The context window and the token estimate (see `context/`).
@@ -61,6 +64,7 @@ impl<'a> Run<'a> {
             step_limit: agent.config.max_steps,
             refusals: 0,
             guard: LoopGuard::default(),
+            named: QuestionNames::of(task),
             stops: Vec::new(),
             context: ContextState::default(),
             session,
@@ -211,6 +215,7 @@ impl<'a> Run<'a> {
         if let Some(msg) = r.message {
             // A follow-up question gets a fresh step budget.
             self.step_limit = self.progress.steps + agent.config.max_steps;
+            self.named = QuestionNames::of(&msg);
             let q = agent.templates.question(&msg, &[])?;
             self.history.push_user(&q);
             self.emit(Event::Message {

@@ -380,7 +380,7 @@ async fn a_search_for_a_path_that_matches_nothing_says_how_to_open_it() {
         .expect("ok");
     assert_eq!(
         out,
-        "no matches for /docs/setup.md/ in `.`\nsearch_files looks for text inside files; `docs/setup.md` is a file: read it with read_file(path=\"docs/setup.md\")."
+        "`docs/setup.md` is a file in the workspace: read it with read_file(path=\"docs/setup.md\"). search_files looks for text inside files, and no line matches that name.\n(no matches for /docs/setup.md/ in `.`)"
     );
     // From the folder searched, and a folder is to be listed.
     let out = env
@@ -391,7 +391,7 @@ async fn a_search_for_a_path_that_matches_nothing_says_how_to_open_it() {
         .await
         .expect("ok");
     assert!(
-        out.ends_with("read it with read_file(path=\"docs/setup.md\")."),
+        out.starts_with("`docs/setup.md` is a file in the workspace: read it with read_file(path=\"docs/setup.md\")."),
         "{out}"
     );
     let out = env
@@ -399,7 +399,9 @@ async fn a_search_for_a_path_that_matches_nothing_says_how_to_open_it() {
         .await
         .expect("ok");
     assert!(
-        out.ends_with("`docs` is a folder: list it with list_dir(path=\"docs\")."),
+        out.starts_with(
+            "`docs` is a folder in the workspace: list it with list_dir(path=\"docs\")."
+        ),
         "{out}"
     );
     // A pattern that names nothing, or a protected file, gets the plain answer.
@@ -408,6 +410,6 @@ async fn a_search_for_a_path_that_matches_nothing_says_how_to_open_it() {
             .call("search_files", json!({"pattern": pattern}))
             .await
             .expect("ok");
-        assert!(!out.contains("search_files looks"), "{pattern}: {out}");
+        assert!(!out.contains("in the workspace:"), "{pattern}: {out}");
     }
 }

@@ -105,11 +105,11 @@ fn path_named(ws: &Workspace, pattern: &str, path: &str) -> Option<String> {
     let shown = ws.display(&found);
     Some(if found.is_dir() {
         format!(
-            "\nsearch_files looks for text inside files; `{shown}` is a folder: list it with list_dir(path=\"{shown}\")."
+            "`{shown}` is a folder in the workspace: list it with list_dir(path=\"{shown}\"). search_files looks for text inside files, and no line matches that name."
         )
     } else {
         format!(
-            "\nsearch_files looks for text inside files; `{shown}` is a file: read it with read_file(path=\"{shown}\")."
+            "`{shown}` is a file in the workspace: read it with read_file(path=\"{shown}\"). search_files looks for text inside files, and no line matches that name."
         )
     })
 }
@@ -192,11 +192,15 @@ pub(super) fn search_in(
         )
     };
     if hits.is_empty() {
-        let named = path_named(ws, pattern, path).unwrap_or_default();
-        return Ok(format!(
-            "no matches for /{pattern}/ in `{}`{skipped_note}{named}",
+        let none = format!(
+            "no matches for /{pattern}/ in `{}`{skipped_note}",
             ws.display(&root)
-        ));
+        );
+        // What the model meant comes first: a small model reads "no matches" as "no such file".
+        return Ok(match path_named(ws, pattern, path) {
+            Some(named) => format!("{named}\n({none})"),
+            None => none,
+        });
     }
     let mut out = hits.join("\n");
     out.push_str(&skipped_note);

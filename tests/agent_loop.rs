@@ -20,8 +20,7 @@ use common::agent::{
 };
 
 /// The sentence that closes a tool's result (`src/agent/observed.rs`).
-const DECIDE: &str =
-    "If this answers the question, give your final answer now; if not, call another tool.";
+const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 #[tokio::test]
 async fn a_tool_call_then_a_final_answer() {

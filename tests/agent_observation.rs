@@ -12,8 +12,7 @@ use tagloop::agent::{Agent, AgentConfig, Status};
 use tagloop::llm::Role as MsgRole;
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
-const DECIDE: &str =
-    "If this answers the question, give your final answer now; if not, call another tool.";
+const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct PathArgs {

@@ -368,3 +368,48 @@ async fn search_files_errors_and_cap() {
         .await;
     assert!(failed(&r).contains("not found"), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_search_for_a_path_that_matches_nothing_says_how_to_open_it() {
+    let env = env_rw();
+    env.write("docs/setup.md", "Run the server on port 8080.\n");
+    env.write(".env", "KEY=secret\n");
+    let out = env
+        .call("search_files", json!({"pattern": "docs/setup.md"}))
+        .await
+        .expect("ok");
+    assert_eq!(
+        out,
+        "`docs/setup.md` is a file in the workspace: read it with read_file(path=\"docs/setup.md\"). search_files looks for text inside files, and no line matches that name.\n(no matches for /docs/setup.md/ in `.`)"
+    );
+    // From the folder searched, and a folder is to be listed.
+    let out = env
+        .call(
+            "search_files",
+            json!({"pattern": "setup.md", "path": "docs"}),
+        )
+        .await
+        .expect("ok");
+    assert!(
+        out.starts_with("`docs/setup.md` is a file in the workspace: read it with read_file(path=\"docs/setup.md\")."),
+        "{out}"
+    );
+    let out = env
+        .call("search_files", json!({"pattern": "./docs"}))
+        .await
+        .expect("ok");
+    assert!(
+        out.starts_with(
+            "`docs` is a folder in the workspace: list it with list_dir(path=\"docs\")."
+        ),
+        "{out}"
+    );
+    // A pattern that names nothing, or a protected file, gets the plain answer.
+    for pattern in ["zzz", ".env", "."] {
+        let out = env
+            .call("search_files", json!({"pattern": pattern}))
+            .await
+            .expect("ok");
+        assert!(!out.contains("in the workspace:"), "{pattern}: {out}");
+    }
+}

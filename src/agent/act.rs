@@ -18,7 +18,7 @@ use crate::tools::{Tool, ToolError};
 use super::Status;
 use super::correction::Correction;
 use super::events::Event;
-use super::loopguard::{CallKey, Check};
+use super::loopguard::{CallKey, Check, REPEATED};
 use super::next::{Ending, Next};
 use super::observed;
 use super::run::Run;
@@ -76,6 +76,7 @@ impl Run<'_> {
             args: Value::Object(args.clone()),
         });
         let key = CallKey::new(&call.tool, &args);
+        self.named.mark_used(&args);
         match self.guard.check(&key) {
             Check::EndRun => {
                 return Next::End(Ending::stop(
@@ -94,8 +95,12 @@ impl Run<'_> {
             }
             Check::Run => {}
         }
-        let output = self.run_tool(&call.tool, tool, args).await;
+        let mut output = self.run_tool(&call.tool, tool, args).await;
+        let again = self.guard.repeats_last(&key, &output);
         self.guard.record(key, output.clone());
+        if again {
+            output = format!("{REPEATED}\n{output}");
+        }
         if !call.warnings.is_empty() {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
@@ -139,6 +144,7 @@ impl Run<'_> {
                     &shown,
                     &protocol::truncate(&out, config.observation_limit),
                     decide,
+                    self.named.notice().as_deref(),
                 ),
             ),
             Ok(Err(e)) => (

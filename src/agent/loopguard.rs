@@ -3,6 +3,10 @@
 
 use serde_json::{Map, Value};
 
+/// The line before a result that the same call gave in the step before: the 1.5B Qwen made the
+/// same search three times (the third was refused by the guard) with the answer in front of it.
+pub(crate) const REPEATED: &str = "You made exactly this call in your last step and it returned the same again: calling it once more will not change it. Use this result, call a different tool, or give your final answer.";
+
 /// A call, normalised: tool name and its bound arguments as canonical JSON (keys sorted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CallKey(String);
@@ -93,6 +97,13 @@ impl LoopGuard {
         Check::Run
     }
 
+    /// Whether the call that ran last was this one and gave this same result.
+    pub(crate) fn repeats_last(&self, key: &CallKey, result: &str) -> bool {
+        self.ran
+            .last()
+            .is_some_and(|(k, r)| k == key && r == result)
+    }
+
     /// Record a call that ran, with the text of its observation.
     pub(crate) fn record(&mut self, key: CallKey, result: String) {
         self.ran.push((key, result));
@@ -156,5 +167,18 @@ mod tests {
         assert_eq!(g.check(&a), Check::Run);
         g.record(a.clone(), "r".into());
         assert_eq!(g.check(&a), Check::Run);
+    }
+
+    #[test]
+    fn a_repeat_is_the_same_call_with_the_same_result_just_before() {
+        let mut g = LoopGuard::default();
+        let a = key("a", json!({"p": 1}));
+        assert!(!g.repeats_last(&a, "r"));
+        g.record(a.clone(), "r".into());
+        assert!(g.repeats_last(&a, "r"));
+        assert!(!g.repeats_last(&a, "changed"));
+        assert!(!g.repeats_last(&key("a", json!({"p": 2})), "r"));
+        g.record(key("b", json!({})), "r".into());
+        assert!(!g.repeats_last(&a, "r"));
     }
 }

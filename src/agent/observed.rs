@@ -10,21 +10,25 @@
 
 use serde_json::{Map, Value};
 
-/// The sentence after a tool's result: the decision of the next turn.
-pub(crate) const DECIDE_NOTE: &str =
-    "If this answers the question, give your final answer now; if not, call another tool.";
+/// The sentence after a tool's result: the decision of the next turn. "The results so far" and
+/// "the whole question", not "this": the 1.5B Qwen, told "if this answers the question", took
+/// the first of four files it was asked to add up for the total.
+pub(crate) const DECIDE_NOTE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 /// An argument value longer than this many characters is shown cut in the header.
 const ARG_SHOWN: usize = 60;
 
-/// The observation of a call of `tool` with `args` that returned `output`. The decision
-/// sentence is left out when `decide` is false (the step that reached the limit: the runtime's
-/// limit notice then says that only an answer is left).
+/// The observation of a call of `tool` with `args` that returned `output`, with a runtime `note`
+/// (what the question names and no call has used) between the tool's text and the decision
+/// sentence. The decision sentence, and the note with it, are left out when `decide` is false
+/// (the step that reached the limit: the runtime's limit notice then says that only an answer
+/// is left).
 pub(crate) fn tool_result(
     tool: &str,
     args: &Map<String, Value>,
     output: &str,
     decide: bool,
+    note: Option<&str>,
 ) -> String {
     let output = output.trim_end();
     let call = call_text(tool, args);
@@ -34,6 +38,10 @@ pub(crate) fn tool_result(
         n => format!("{call} returned {n} lines:\n{output}"),
     };
     if decide {
+        if let Some(note) = note {
+            text.push_str("\n\n");
+            text.push_str(note);
+        }
         text.push_str("\n\n");
         text.push_str(DECIDE_NOTE);
     }
@@ -98,6 +106,7 @@ mod tests {
             &args(json!({"path": "a.txt"})),
             "x\ny\nz\n",
             true,
+            None,
         );
         assert_eq!(
             text,
@@ -107,20 +116,32 @@ mod tests {
 
     #[test]
     fn one_line_and_nothing_are_said_so() {
-        let one = tool_result("t", &args(json!({"n": 2})), "42", true);
+        let one = tool_result("t", &args(json!({"n": 2})), "42", true, None);
         assert!(one.starts_with("t(n=2) returned 1 line:\n42\n"), "{one}");
-        let none = tool_result("t", &Map::new(), "", true);
+        let none = tool_result("t", &Map::new(), "", true, None);
         assert_eq!(none, format!("t() returned nothing.\n\n{DECIDE_NOTE}"));
         assert_eq!(
-            tool_result("t", &Map::new(), "", false),
+            tool_result("t", &Map::new(), "", false, None),
             "t() returned nothing."
         );
     }
 
     #[test]
+    fn a_note_stands_before_the_decision_and_goes_with_it() {
+        let a = args(json!({"path": "a.txt"}));
+        let noted = tool_result("read_file", &a, "x", true, Some("Note."));
+        assert!(
+            noted.ends_with(&format!("x\n\nNote.\n\n{DECIDE_NOTE}")),
+            "{noted}"
+        );
+        let last = tool_result("read_file", &a, "x", false, Some("Note."));
+        assert_eq!(last, "read_file(path=\"a.txt\") returned 1 line:\nx");
+    }
+
+    #[test]
     fn long_arguments_are_cut_in_the_header_only() {
         let long = "q".repeat(500);
-        let text = tool_result("write", &args(json!({"content": long})), "ok", true);
+        let text = tool_result("write", &args(json!({"content": long})), "ok", true, None);
         let header = text.lines().next().unwrap_or_default();
         assert!(header.chars().count() < 100, "{header}");
         assert!(header.contains('…'));
@@ -128,13 +149,22 @@ mod tests {
 
     #[test]
     fn the_header_tells_where_the_tools_lines_are() {
-        let one = tool_result("read_file", &args(json!({"path": "a"})), "x\ny\nz", true);
+        let one = tool_result(
+            "read_file",
+            &args(json!({"path": "a"})),
+            "x\ny\nz",
+            true,
+            None,
+        );
         assert_eq!(output_lines(&one), Some((1, 3)));
-        let single = tool_result("t", &Map::new(), "42", false);
+        let single = tool_result("t", &Map::new(), "42", false, None);
         assert_eq!(output_lines(&single), Some((1, 1)));
         let after_notice = format!("You made this call before. Its result was:\n{one}");
         assert_eq!(output_lines(&after_notice), Some((2, 3)));
         assert_eq!(output_lines("line 1\nline 2"), None);
-        assert_eq!(output_lines(&tool_result("t", &Map::new(), "", true)), None);
+        assert_eq!(
+            output_lines(&tool_result("t", &Map::new(), "", true, None)),
+            None
+        );
     }
 }

@@ -19,6 +19,7 @@ use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
 use super::loopguard::LoopGuard;
+use super::named::QuestionNames;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
 use super::record::Recorder;
@@ -40,6 +41,8 @@ pub(crate) struct Run<'a> {
     /// The decision step has judged this run's first call (`first_call.rs`).
     pub(super) decided: bool,
     pub(super) guard: LoopGuard,
+    /// The files the question names, and which a call has used (the notice after a result).
+    pub(super) named: QuestionNames,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
     /// The context window and the token estimate (see `context/`).
@@ -64,6 +67,7 @@ impl<'a> Run<'a> {
             refusals: 0,
             decided: false,
             guard: LoopGuard::default(),
+            named: QuestionNames::of(task),
             stops: Vec::new(),
             context: ContextState::default(),
             session,
@@ -215,6 +219,7 @@ impl<'a> Run<'a> {
         if let Some(msg) = r.message {
             // A follow-up question gets a fresh step budget.
             self.step_limit = self.progress.steps + agent.config.max_steps;
+            self.named = QuestionNames::of(&msg);
             let q = agent.templates.question(&msg, &[])?;
             self.history.push_user(&q);
             self.emit(Event::Message {

@@ -88,6 +88,32 @@ pub(super) fn list_folder(
     Ok(out)
 }
 
+/// When a pattern that matched nothing is itself the path of a file or folder (from the
+/// workspace root or from the searched folder), the sentence that says so and how to open it.
+/// The 1.5B Qwen searched for `docs/setup.md` to read it, was told "no matches", and made the
+/// same search twice more. Only what the file tools may read is named (a protected or outside
+/// path resolves to an error and is not mentioned).
+fn path_named(ws: &Workspace, pattern: &str, path: &str) -> Option<String> {
+    let pattern = pattern.trim().trim_start_matches("./");
+    if !pattern.chars().any(char::is_alphanumeric) {
+        return None;
+    }
+    let inside = format!("{}/{pattern}", path.trim_end_matches('/'));
+    let found = [pattern, inside.as_str()]
+        .into_iter()
+        .find_map(|p| ws.resolve(p, Access::Read).ok())?;
+    let shown = ws.display(&found);
+    Some(if found.is_dir() {
+        format!(
+            "`{shown}` is a folder in the workspace: list it with list_dir(path=\"{shown}\"). search_files looks for text inside files, and no line matches that name."
+        )
+    } else {
+        format!(
+            "`{shown}` is a file in the workspace: read it with read_file(path=\"{shown}\"). search_files looks for text inside files, and no line matches that name."
+        )
+    })
+}
+
 pub(super) fn search_in(
     ws: &Workspace,
     limits: &Limits,
@@ -166,10 +192,15 @@ pub(super) fn search_in(
         )
     };
     if hits.is_empty() {
-        return Ok(format!(
+        let none = format!(
             "no matches for /{pattern}/ in `{}`{skipped_note}",
             ws.display(&root)
-        ));
+        );
+        // What the model meant comes first: a small model reads "no matches" as "no such file".
+        return Ok(match path_named(ws, pattern, path) {
+            Some(named) => format!("{named}\n({none})"),
+            None => none,
+        });
     }
     let mut out = hits.join("\n");
     out.push_str(&skipped_note);

@@ -260,6 +260,7 @@ fn a_cut_under_the_observations_header_names_the_files_lines() {
         args.as_object().expect("an object"),
         &lines(100),
         true,
+        None,
     );
     let notice = "This is the third time in a row you make exactly this call; it was not run again. \
                   Its result was:";

@@ -74,9 +74,11 @@ async fn each_result_names_the_files_of_the_question_no_call_has_used_yet() {
     )
     .await;
     assert_eq!(status, Status::Ok);
+    // The notice takes the decision sentence's place, right before the steps left.
     let notice = |names: &str| {
+        let them = if names.contains(' ') { "them" } else { "it" };
         format!(
-            "The question also names {names}, which no call has used yet.\n\nIf the results so far"
+            "The question also names {names}, which no call has used yet: call a tool on {them} before you give your final answer.\n\n["
         )
     };
     assert!(
@@ -96,6 +98,7 @@ async fn each_result_names_the_files_of_the_question_no_call_has_used_yet() {
     );
     assert!(seen[3].contains(&notice("total.txt")), "{}", seen[3]);
     assert!(!seen[4].contains("The question also names"), "{}", seen[4]);
+    assert!(seen[4].contains("If the results so far"), "{}", seen[4]);
 }
 
 #[tokio::test]

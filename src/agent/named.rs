@@ -76,8 +76,9 @@ impl QuestionNames {
         }
     }
 
-    /// The sentence naming what the question gave and no call has used, or `None` when
-    /// there is nothing left (or the question named no file).
+    /// The sentence naming what the question gave and no call has used, and asking for a call
+    /// on them before the answer (it takes the decision sentence's place), or `None` when there
+    /// is nothing left (or the question named no file).
     pub(crate) fn notice(&self) -> Option<String> {
         let left: Vec<&str> = self
             .names
@@ -91,8 +92,9 @@ impl QuestionNames {
         } else {
             format!("{} and {last}", rest.join(", "))
         };
+        let them = if rest.is_empty() { "it" } else { "them" };
         Some(format!(
-            "The question also names {list}, which no call has used yet."
+            "The question also names {list}, which no call has used yet: call a tool on {them} before you give your final answer."
         ))
     }
 }
@@ -253,7 +255,7 @@ mod tests {
         assert_eq!(
             n.notice().as_deref(),
             Some(
-                "The question also names week2.txt, week3.txt and total.txt, which no call has used yet."
+                "The question also names week2.txt, week3.txt and total.txt, which no call has used yet: call a tool on them before you give your final answer."
             )
         );
         n.mark_used(json!({"path": "./week2.txt"}).as_object().unwrap());

@@ -211,3 +211,39 @@ fn a_thought_is_cut_after_three_copies_until_the_decision_starts() {
     };
     assert!(RepeatGuard::for_request(&req, true).is_none());
 }
+
+/// With `<action>` alone as the end of the strict phase (a free-text answer, see
+/// `TurnRequest::strict_repeats_until`), an answer that says its sentence again and again is
+/// cut after three copies, as SmolLM2's "You can't do it.\n\n" was not until 150 tokens.
+#[test]
+fn a_free_answer_said_again_is_cut_after_three_copies() {
+    let answer = "You can't do it anymore.\n\n";
+    let pieces = || {
+        ["<thought>I know it.</thought>\n<final_answer>".to_string()]
+            .into_iter()
+            .chain(std::iter::repeat_n(answer.to_string(), 40))
+    };
+    let (text, r) = feed(&mut strict_guard(&["<action>"]), pieces()).expect("cut in the answer");
+    assert!(text.len() < 48 + answer.len() * 7, "{}", text.len());
+    assert_eq!(text[..r.cut].matches("anymore").count(), 1);
+    // Ended by `<final_answer>` as well (an answer in JSON), the strict phase is over at the
+    // answer and the ordinary guard waits for 512 bytes.
+    let (text, _) =
+        feed(&mut strict_guard(&["<action>", "<final_answer>"]), pieces()).expect("cut at last");
+    assert!(text.len() > 512, "{}", text.len());
+}
+
+/// The strict thresholds are for sentences said again: a unit with no words in it (a ruler of
+/// dashes, a table's rule line) repeats legitimately and is left to the ordinary guard.
+#[test]
+fn the_strict_guard_leaves_a_ruler_to_the_ordinary_thresholds() {
+    let head = "<final_answer>Totals\n".to_string();
+    let ruler = || std::iter::once(head.clone()).chain(std::iter::repeat_n("-=".to_string(), 400));
+    let mut strict = strict_guard(&["<action>"]);
+    let (text, r) = feed(&mut strict, ruler()).expect("the ordinary guard still cuts it");
+    assert!(text.len() > head.len() + 512, "{}", text.len());
+    assert_eq!(r.period, 2);
+    // Sixty of them (120 bytes, past the strict span) pass.
+    let short = std::iter::once(head.clone()).chain(std::iter::repeat_n("-=".to_string(), 60));
+    assert_eq!(feed(&mut strict_guard(&["<action>"]), short), None);
+}

@@ -101,7 +101,8 @@ impl Run<'_> {
         }
         let (notices, kept) = self.recorder.notice_sink();
         let grammar = turn.grammar(agent.grammars());
-        let strict_repeats_until = turn.strict_repeats_until(grammar.is_some());
+        let strict_repeats_until =
+            turn.strict_repeats_until(grammar.is_some(), agent.role.output_schema().is_none());
         let request = TurnRequest {
             prompt,
             stop,

@@ -127,9 +127,22 @@ impl TurnInProgress {
     }
 
     /// The whole-turn grammar holds the thought to one line: a sentence said three times there
-    /// is a loop (see `RepeatGuard`). Reasoning in `<think>` stays free.
-    pub(crate) fn strict_repeats_until(&self, constrained: bool) -> Vec<String> {
-        if self.generated.is_empty() && constrained && !self.plan.reasoning {
+    /// is a loop (see `RepeatGuard`). A free-text final answer is held to the same: small
+    /// models that do not stop after their answer say it again and again (SmolLM2:
+    /// "You can't do it.\n\n" until the ordinary guard cut it at 150 tokens), so the strict
+    /// guard lasts until an `<action>` (whose arguments may repeat legitimately) and through
+    /// the answer, in a whole turn or in the decision asked for alone after a cut thought
+    /// (`free_answer`: the role has no output schema, whose JSON is left to the ordinary
+    /// guard). Reasoning in `<think>` stays free.
+    pub(crate) fn strict_repeats_until(&self, constrained: bool, free_answer: bool) -> Vec<String> {
+        if !constrained || self.plan.reasoning {
+            return Vec::new();
+        }
+        let [action, _] = protocol::LAZY_TRIGGERS;
+        if free_answer {
+            // A constrained request after the first is the decision alone (`Self::grammar`).
+            vec![action.to_string()]
+        } else if self.generated.is_empty() {
             protocol::LAZY_TRIGGERS
                 .iter()
                 .map(|t| t.to_string())

@@ -106,9 +106,11 @@ pub struct TurnRequest {
     /// [`RepeatGuard`]) is cut at once and ends as [`Finish::Repeated`].
     pub keep_repetitions: bool,
     /// While none of these strings has appeared in the turn, the degeneration guard is strict
-    /// (a unit said three times over 96 bytes ends the turn; see [`RepeatGuard`]). The agent
-    /// sets the decision's tags when its grammar holds the thought to one line, where nothing
-    /// repeats legitimately. Empty: the ordinary guard throughout.
+    /// (a unit holding words said three times over 96 bytes ends the turn; see
+    /// [`RepeatGuard`]). The agent sets the decision's tags when its grammar holds the thought
+    /// to one line, where nothing repeats legitimately, and `<action>` alone when the answer is
+    /// free text too, whose sentences do not repeat legitimately either. Empty: the ordinary
+    /// guard throughout.
     pub strict_repeats_until: Vec<String>,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its

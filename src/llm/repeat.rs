@@ -18,11 +18,14 @@
 //! 80 bytes 8 times. Rows that differ only in their numbers and carry words (`12,apples,3`) are
 //! cut after 16 rows and 512 bytes: a turn that writes such a file needs `keep_repetitions`.
 //!
-//! A grammar-held thought is one line in which nothing repeats legitimately: while none of the
-//! request's [`TurnRequest::strict_repeats_until`](super::TurnRequest::strict_repeats_until)
-//! strings (the decision's tags) has appeared, a unit repeated [`STRICT_REPEATS`] times over
-//! [`STRICT_SPAN`] bytes is enough (a sentence said three times), so a small model looping in its
-//! thought is cut after a few dozen tokens instead of a few hundred.
+//! A grammar-held thought is one line in which nothing repeats legitimately, and neither does a
+//! sentence of a free-text answer: while none of the request's
+//! [`TurnRequest::strict_repeats_until`](super::TurnRequest::strict_repeats_until) strings (the
+//! decision's tags, or `<action>` alone when the answer is free text) has appeared, a unit that
+//! holds words (four letters or more) repeated [`STRICT_REPEATS`] times over [`STRICT_SPAN`]
+//! bytes is enough (a sentence said three times), so a small model looping in its thought or its
+//! answer is cut after a few dozen tokens instead of a few hundred. A unit without words (a ruler
+//! of dashes, a table's rule line) is left to the ordinary thresholds.
 //!
 //! Checking is cheap: it runs only when 64 more bytes have arrived, on the last 4 KiB, for
 //! ordinary text each candidate period fails at its first comparison, and the digits-as-one
@@ -39,6 +42,8 @@ pub struct RepeatGuard {
     min_span: usize,
     min_repeats: usize,
     max_period: usize,
+    /// Only a unit that holds words counts (the strict guard: sentences said again).
+    words_only: bool,
     /// While none of these has appeared in the text, the strict thresholds apply.
     strict_until: Vec<String>,
     /// Bytes of the text already searched for `strict_until`.
@@ -85,6 +90,7 @@ impl RepeatGuard {
             min_span: min_span.max(1),
             min_repeats: min_repeats.max(2),
             max_period: max_period.clamp(1, WINDOW / 2),
+            words_only: false,
             strict_until: Vec::new(),
             strict_seen: 0,
         }
@@ -140,12 +146,14 @@ impl RepeatGuard {
             }
             self.strict_seen = text.len();
         }
-        let found = if self.strict_until.is_empty() {
-            self.find_with(text, &mut norm, &mut origin)
-        } else {
-            let strict = RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period);
-            strict.find_with(text, &mut norm, &mut origin)
-        };
+        let strict = (!self.strict_until.is_empty()).then(|| RepeatGuard {
+            words_only: true,
+            ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
+        });
+        // What the strict thresholds let pass (a ruler of dashes) the ordinary ones still see.
+        let found = strict
+            .and_then(|s| s.find_with(text, &mut norm, &mut origin))
+            .or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
     }
@@ -166,7 +174,10 @@ impl RepeatGuard {
         let window = &bytes[offset..];
         let to_text = |i: usize| offset + i;
         if let Some(t) = periodic_tail(window, self.max_period, self.min_span, self.min_repeats) {
-            return Some(t.repetition(text, to_text));
+            let unit = &window[window.len() - t.span..][..t.period];
+            if !self.words_only || holds_words(unit) {
+                return Some(t.repetition(text, to_text));
+            }
         }
         // The same line with a counter in it ("31: thirty-th line", "32: thirty-th line", …):
         // every run of digits reads as one `#`, and the unit must hold words, so that a table
@@ -182,12 +193,16 @@ impl RepeatGuard {
             self.min_repeats.saturating_mul(2),
         )?;
         let unit = &norm[norm.len() - t.span..][..t.period];
-        let letters = unit
-            .iter()
-            .filter(|b| b.is_ascii_alphabetic() || **b >= 0x80)
-            .count();
-        (letters >= 4).then(|| t.repetition(text, |i| offset + origin[i]))
+        holds_words(unit).then(|| t.repetition(text, |i| offset + origin[i]))
     }
+}
+
+/// Whether a repeating unit holds words: four letters or more (any non-ASCII byte counts).
+fn holds_words(unit: &[u8]) -> bool {
+    unit.iter()
+        .filter(|b| b.is_ascii_alphabetic() || **b >= 0x80)
+        .count()
+        >= 4
 }
 
 /// A periodic tail of a byte string: its last `span` bytes repeat one unit of `period` bytes.

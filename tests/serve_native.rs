@@ -268,3 +268,48 @@ async fn the_default_is_the_protocol_even_where_a_template_declares_tools() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(paths(&fake), ["/v1/chat/completions"]);
 }
+
+#[tokio::test]
+async fn a_fenced_call_to_an_undeclared_function_is_not_passed_on_as_text() {
+    // The 1.5B, asked a triangle's area with only a weather tool, wrote a fenced call to
+    // `calculate_area_of_triangle`; the client got that JSON as the answer's text.
+    let fenced = "```json\n{\"name\": \"calculate_area_of_triangle\", \"arguments\": {\"base\": 10, \"height\": 5}}\n```";
+    let fake = FakeServer::start(upstream(
+        Some(TOOLS_TEMPLATE),
+        &[fenced, "The area is 25 square units."],
+    ))
+    .await;
+    let base = proxy(&fake, ToolFormat::Native, GrammarMode::Auto).await;
+    let (status, v) = post(&base, &question("Area of a triangle of base 10 and height 5?")).await;
+    assert_eq!(status, 200, "{v}");
+    let message = &v["choices"][0]["message"];
+    assert_eq!(message["content"], "The area is 25 square units.", "{v}");
+    assert!(message["tool_calls"].is_null(), "{v}");
+    // The second turn was told why, and could only answer.
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 2);
+    let prompt = sent[1].body["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("There is no function named `calculate_area_of_triangle`"),
+        "{prompt}"
+    );
+    let grammar = sent[1].body["grammar"].as_str().unwrap();
+    assert!(grammar.starts_with("root ::= answer\n"), "{grammar}");
+
+    // Where a call is required, it is corrected as a call of an unknown tool.
+    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[fenced, PARIS])).await;
+    let base = proxy(&fake, ToolFormat::Native, GrammarMode::Auto).await;
+    let mut body = question("Area of a triangle of base 10 and height 5?");
+    body["tool_choice"] = json!("required");
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "weather"
+    );
+    let prompt = fake.requests()[1].body["prompt"].as_str().unwrap().to_owned();
+    assert!(
+        prompt.contains("There is no tool named `calculate_area_of_triangle`"),
+        "{prompt}"
+    );
+}

@@ -8,8 +8,8 @@
 //! units or several hundred bytes, far more than two copies of a call; this watch needs two.
 //! The turn ends before the copy (its text keeps everything up to the end of the last block
 //! that differed) as a stop (`Finish::Stop`) at the closing tag. A request may add a check
-//! that every block after the first must pass ([`RepeatedBlock::later`]); one that fails it
-//! ends the turn the same way.
+//! that every block after the first must pass, given the bodies of the blocks before it
+//! ([`RepeatedBlock::later`]); one that fails it ends the turn the same way.
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,15 +21,15 @@ pub struct RepeatedBlock {
     pub open: String,
     /// Its closing tag, e.g. `</action>`.
     pub close: String,
-    /// A check every block after the first must pass (given its trimmed body), else the turn
-    /// ends before it as before a copy: serve's test that a further call's values come from
-    /// the conversation.
+    /// A check every block after the first must pass (given its trimmed body and the bodies of
+    /// the blocks the turn kept before it, in order), else the turn ends before it as before a
+    /// copy: serve's test that a further call is one the question asks for.
     pub later: Option<BlockCheck>,
 }
 
 /// A test of a block's body (see [`RepeatedBlock::later`]); equal when it is the same test.
 #[derive(Clone)]
-pub struct BlockCheck(pub Arc<dyn Fn(&str) -> bool + Send + Sync>);
+pub struct BlockCheck(pub Arc<dyn Fn(&str, &[String]) -> bool + Send + Sync>);
 
 impl fmt::Debug for BlockCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -54,7 +54,10 @@ impl RepeatedBlock {
     }
 
     /// With a check for every block after the first.
-    pub fn with_later(mut self, check: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+    pub fn with_later(
+        mut self,
+        check: impl Fn(&str, &[String]) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.later = Some(BlockCheck(Arc::new(check)));
         self
     }
@@ -104,7 +107,7 @@ impl BlockWatch {
             };
             let open_at = self.from + open_rel;
             let body = text[open_at + self.open.len()..close_at].trim();
-            let refused = |check: &BlockCheck| !(check.0)(body);
+            let refused = |check: &BlockCheck| !(check.0)(body, &self.seen);
             if self.seen.iter().any(|b| b == body)
                 || (!self.seen.is_empty() && self.later.as_ref().is_some_and(refused))
             {
@@ -170,11 +173,24 @@ mod tests {
 
     #[test]
     fn a_later_block_that_fails_the_check_cuts_too_the_first_never() {
-        let blocks = RepeatedBlock::new("<action>", "</action>").with_later(|b| b.contains('a'));
+        let blocks = RepeatedBlock::new("<action>", "</action>").with_later(|b, _| b.contains('a'));
         let mut w = BlockWatch::new(&blocks).unwrap();
         let text = "<action>x</action>\n<action>ya</action>";
         assert_eq!(w.check(text), None);
         let more = format!("{text}\n<action>z</action>");
+        assert_eq!(w.check(&more), Some(text.len()));
+    }
+
+    #[test]
+    fn the_check_sees_the_blocks_kept_before() {
+        // A block may not start with a letter an earlier block started with.
+        let blocks = RepeatedBlock::new("<action>", "</action>").with_later(|b, before| {
+            !before.iter().any(|e| e.chars().next() == b.chars().next())
+        });
+        let mut w = BlockWatch::new(&blocks).unwrap();
+        let text = "<action>ab</action><action>cd</action>";
+        assert_eq!(w.check(text), None);
+        let more = format!("{text}<action>ce</action>");
         assert_eq!(w.check(&more), Some(text.len()));
     }
 

@@ -26,7 +26,7 @@ use super::guess::{self, Verdict};
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::{conversation, decide, grammar, grounded};
+use super::{conversation, decide, further, grammar};
 use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
@@ -115,9 +115,11 @@ pub(crate) async fn answer(
     };
     if ask.parallel && conversation::allows_calls(ask) {
         // A turn that writes a call it already wrote ends there (read.rs drops copies anyway),
-        // and so does one that goes on to a call whose values the conversation never gave.
+        // and so does one that goes on to a call the question did not ask for: values the
+        // conversation never gave (grounded.rs), or nothing beyond the calls before it
+        // (further.rs).
         request.end_at_repeated_block =
-            Some(RepeatedBlock::new("<action>", "</action>").with_later(grounded::check(ask)));
+            Some(RepeatedBlock::new("<action>", "</action>").with_later(further::check(ask)));
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();

@@ -66,6 +66,7 @@ mod error;
 mod event;
 mod face;
 mod fit;
+mod further;
 mod grammar;
 mod grounded;
 mod guess;

@@ -7,7 +7,7 @@ use super::OpenAiModel;
 use super::attempt_error::AttemptError;
 use super::state::TurnState;
 use crate::llm::repeat::RepeatGuard;
-use crate::llm::{Constraint, DeltaSink, TurnRequest, TurnResult};
+use crate::llm::{Constraint, DeltaSink, Prompt, TurnRequest, TurnResult};
 use crate::scan::BlockWatch;
 
 impl OpenAiModel {
@@ -44,6 +44,26 @@ impl OpenAiModel {
             .finish(send_stops.then_some(req.stop.as_slice()), &self.base_url)
             .map_err(AttemptError::from)?;
         result.constraint = constraint;
+        if result.usage.prompt_tokens == 0 {
+            result.usage.prompt_tokens = self.prompt_tokens(&req.prompt).await;
+        }
         Ok(result)
+    }
+
+    /// The prompt's tokens when the server did not say: its count comes in its last chunk, which
+    /// a stream cut before the end (a stop the server ignored, a repeated call, the byte cap)
+    /// never gets, and the caller's usage would say 0. Counted by the server's tokenizer where
+    /// it has one (`/tokenize`), else estimated at four bytes a token.
+    async fn prompt_tokens(&self, prompt: &Prompt) -> u64 {
+        match self.count(prompt).await {
+            Ok(Some(n)) => n,
+            Ok(None) | Err(_) => {
+                let bytes: usize = match prompt {
+                    Prompt::Chat(messages) => messages.iter().map(|m| m.content.len()).sum(),
+                    Prompt::Text(text) => text.len(),
+                };
+                (bytes as u64).div_ceil(4)
+            }
+        }
     }
 }

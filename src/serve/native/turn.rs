@@ -226,8 +226,16 @@ pub(super) fn read_native(
         // reader knows the shape.
         None => match dialect_call(text, ask) {
             Some(action) => format!("<action>{action}</action>"),
-            None if *finish == Finish::Length => format!("<final_answer>{}", text.trim()),
-            None => format!("<final_answer>{}</final_answer>", text.trim()),
+            None => {
+                if let Some(name) = undeclared_call(text, ask) {
+                    return Err(undeclared(&name, text, ask));
+                }
+                if *finish == Finish::Length {
+                    format!("<final_answer>{}", text.trim())
+                } else {
+                    format!("<final_answer>{}</final_answer>", text.trim())
+                }
+            }
         },
     };
     read(&as_protocol, finish, ask, role, answer_only).map_err(|refusal| Refusal {
@@ -260,6 +268,61 @@ fn dialect_call(text: &str, ask: &Ask) -> Option<String> {
         rest = &body[close + 3..];
     }
     None
+}
+
+/// The name of a function the text calls, as bare JSON or in a fence, that is not one of the
+/// declared tools (the 1.5B's `calculate_area_of_triangle` when only a BMI tool was declared):
+/// never passed to the client as the text of an answer.
+fn undeclared_call(text: &str, ask: &Ask) -> Option<String> {
+    let whole = text.trim();
+    let mut bodies = vec![whole];
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let Some((_, body)) = after.split_once('\n') else {
+            break;
+        };
+        let Some(close) = body.find("```") else {
+            break;
+        };
+        bodies.push(body[..close].trim());
+        rest = &body[close + 3..];
+    }
+    bodies.into_iter().find_map(|json| {
+        let value: Value = serde_json::from_str(json).ok()?;
+        let name = value.get("name")?.as_str()?;
+        let arguments = value.get("arguments").or_else(|| value.get("parameters"))?;
+        (arguments.is_object() || arguments.is_string())
+            .then_some(name)
+            .filter(|n| ask.tool(n).is_none())
+            .map(str::to_owned)
+    })
+}
+
+/// The refusal of a turn that calls the undeclared function `name`: under `auto` the model is
+/// asked for a text answer next (it wanted a function the client does not have: no declared
+/// tool fits); otherwise corrected as a call of an unknown tool.
+fn undeclared(name: &str, text: &str, ask: &Ask) -> Refusal {
+    let names: Vec<String> = ask.tools.iter().map(|t| t.name.clone()).collect();
+    let auto = ask.choice == Choice::Auto;
+    let message = if auto {
+        format!(
+            "There is no function named `{name}`; the only ones are {}. If none of them answers the question, answer it in text.",
+            names.join(", ")
+        )
+    } else {
+        crate::agent::correction::Correction::UnknownTool {
+            name: name.to_owned(),
+            closest: None,
+            names,
+        }
+        .message()
+    };
+    Refusal {
+        message,
+        kept: text.to_owned(),
+        answer_next: auto,
+    }
 }
 
 /// `json` read as one call of a declared tool.

@@ -54,8 +54,19 @@ fn a_repeated_block_is_one_call_and_without_parallel_only_the_first_counts() {
 }
 
 #[test]
-fn a_fence_that_holds_no_declared_call_is_text() {
-    let text = "Like this:\n```json\n{\"name\": \"other\", \"arguments\": {}}\n```";
+fn a_fence_that_calls_an_undeclared_function_is_refused_not_passed_as_text() {
+    for text in [
+        "Like this:\n```json\n{\"name\": \"other\", \"arguments\": {}}\n```",
+        "{\"name\": \"other\", \"arguments\": {\"x\": 1}}",
+    ] {
+        let refusal = read_turn(text, &ask(json!({}))).unwrap_err();
+        assert!(refusal.message.contains("`other`"), "{}", refusal.message);
+        // Under `auto` the next turn answers in text.
+        assert!(refusal.answer_next);
+        assert_eq!(refusal.kept, text);
+    }
+    // JSON that is no call is text.
+    let text = "Here:\n```json\n{\"city\": \"Paris\"}\n```";
     let read = read_turn(text, &ask(json!({}))).unwrap();
     assert!(matches!(read.decision, Decision::Answer { .. }), "{read:?}");
 }

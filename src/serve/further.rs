@@ -1,0 +1,287 @@
+//! Whether a further call of a turn is one the question asks for: as many calls as the question
+//! asks, not as many as the turn allows.
+//!
+//! With `parallel_tool_calls` (OpenAI's default) a turn may hold up to eight calls, and small
+//! models go on after the one call a question wanted. The transcripts of BFCL's `multiple`
+//! category (one call expected) on the Qwen 0.5B and 1.5B show two kinds of extra call, both
+//! made of the question's own values, so the grounding (`grounded.rs`) keeps them:
+//!
+//! * **the same tool again, with nothing new**: `EuclideanDistance_calculate` with `rounding`
+//!   0, 1, 2, 3, 4 (the digits of the points); the same two points swapped; a protein fetched
+//!   with `model_3d` true, then false;
+//! * **another tool, fed the first call's values**: `math_triangle_area_base_height(base=3,
+//!   height=4)` after `math_triangle_area_heron(3, 4, 5)`; `kinematics_calculate_final_speed`
+//!   after `kinematics_calculate_displacement`, with the same arguments; a distance, then an
+//!   angle of the same points.
+//!
+//! A wanted further call (BFCL's `parallel` and `parallel_multiple`) differs in both: the same
+//! tool comes back for another value the question lists ("the factorial of 5, 10 and 15",
+//! "Taylor Swift and Maroon 5"), another tool for another thing the question names ("the area
+//! of a rectangle … also the area of a circle", "the GCD … and the LCM"). So a call after the
+//! first in a turn must, besides being grounded:
+//!
+//! * when its tool was called before in the turn: hold a string or number none of those calls
+//!   held (booleans do not count: `model_3d=false` is not another protein);
+//! * when it was not: have a word in its name or its parameters' names that the question says
+//!   and that none of the turn's earlier tools has in its name or parameters' names
+//!   (`final_speed` after `calculate_displacement(initial_speed, …)` brings "final", which the
+//!   question does not say; `distance_traveled` after `final_velocity` brings "distance", which
+//!   "compute the total distance covered" does).
+//!
+//! Words are [`guess::content_words`](super::guess::content_words): stemmed, camelCase split,
+//! without the verbs every function name starts with. A call that fails ends the turn before it
+//! (`RepeatedBlock::later`), as a copy does; the calls before it go to the client. Only a turn
+//! right after a user message is held to this: once results are back, a new call is the
+//! results' doing, not the question's.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::grounded;
+use super::guess::content_words;
+use super::request::{Ask, Entry, ToolSpec};
+use crate::protocol::{self, Call};
+
+/// The check for `ask`'s turns: given an `<action>` block's body and the bodies of the blocks
+/// the turn kept before it, whether its call is grounded and asked for. A body that does not
+/// parse passes (the reader refuses it with the reason).
+pub(crate) fn check(ask: &Ask) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
+    let grounded = grounded::check(ask);
+    let question = ask
+        .conversation
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Entry::Question(q) => Some(q.as_str()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let said = content_words(question);
+    let fresh = matches!(ask.conversation.last(), Some(Entry::Question(_)));
+    let tools: Vec<(String, HashSet<String>)> = ask
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), name_words(t)))
+        .collect();
+    move |body: &str, before: &[String]| {
+        if !grounded(body) {
+            return false;
+        }
+        if !fresh {
+            return true;
+        }
+        let Ok(call) = protocol::parse_action(body) else {
+            return true;
+        };
+        let earlier: Vec<Call> = before
+            .iter()
+            .filter_map(|b| protocol::parse_action(b).ok())
+            .collect();
+        asked_for(&call, &earlier, &tools, &said)
+    }
+}
+
+/// Whether `call`, after `earlier` in the same turn, is a call the question asks for:
+/// `tools` are the declared tools with their name words, `said` the question's words.
+fn asked_for(
+    call: &Call,
+    earlier: &[Call],
+    tools: &[(String, HashSet<String>)],
+    said: &HashSet<String>,
+) -> bool {
+    let same: Vec<&Call> = earlier.iter().filter(|c| c.tool == call.tool).collect();
+    if !same.is_empty() {
+        let mut held = Vec::new();
+        for c in &same {
+            for a in &c.args {
+                leaves(&a.value, &mut held);
+            }
+        }
+        let mut mine = Vec::new();
+        for a in &call.args {
+            leaves(&a.value, &mut mine);
+        }
+        return mine.iter().any(|v| !held.contains(v));
+    }
+    let words_of = |name: &str| tools.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+    // An undeclared tool is the reader's to refuse.
+    let Some(own) = words_of(&call.tool) else {
+        return true;
+    };
+    let before: HashSet<&String> = earlier
+        .iter()
+        .filter_map(|c| words_of(&c.tool))
+        .flatten()
+        .collect();
+    own.iter()
+        .any(|w| !before.contains(w) && said.contains(w))
+}
+
+/// A judged value: a string (lower-cased, trimmed) or a number.
+#[derive(Debug, PartialEq)]
+enum Leaf {
+    Text(String),
+    Number(f64),
+}
+
+/// The strings and numbers in `value` (booleans, nulls and empty strings left out).
+fn leaves(value: &Value, out: &mut Vec<Leaf>) {
+    match value {
+        Value::String(s) => {
+            let s = s.trim().to_lowercase();
+            if !s.is_empty() {
+                out.push(Leaf::Text(s));
+            }
+        }
+        Value::Number(n) => out.extend(n.as_f64().map(Leaf::Number)),
+        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+        Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
+/// The words of a tool's name and its parameters' names.
+fn name_words(tool: &ToolSpec) -> HashSet<String> {
+    let mut words = content_words(&tool.name);
+    if let Some(properties) = tool.parameters["properties"].as_object() {
+        for name in properties.keys() {
+            words.extend(content_words(name));
+        }
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::request::parse_json;
+    use serde_json::json;
+
+    fn tool(name: &str, params: &[&str]) -> Value {
+        let properties: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|p| (p.to_string(), json!({})))
+            .collect();
+        json!({"type": "function", "function": {"name": name,
+            "parameters": {"type": "object", "properties": properties}}})
+    }
+
+    fn ask(question: &str, tools: Vec<Value>) -> Ask {
+        let body = json!({"messages": [{"role": "user", "content": question}], "tools": tools});
+        Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
+    }
+
+    /// Whether each of `calls`, in turn, is kept after the ones before it (the first is never
+    /// judged, as in the watch).
+    fn kept(ask: &Ask, calls: &[&str]) -> Vec<bool> {
+        let check = check(ask);
+        let mut before: Vec<String> = Vec::new();
+        calls
+            .iter()
+            .map(|c| {
+                let ok = before.is_empty() || check(c, &before);
+                if ok {
+                    before.push(c.to_string());
+                }
+                ok
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_tool_again_must_bring_a_value_the_earlier_calls_did_not_hold() {
+        let a = ask(
+            "Compute the Euclidean distance between A(3,4) and B(1,2). Factorial of 5, 10 and 15.",
+            vec![
+                tool("distance", &["pointA", "pointB", "rounding"]),
+                tool("factorial", &["number"]),
+                tool("protein", &["name", "model_3d"]),
+            ],
+        );
+        // The digits of the points as the rounding, the points swapped: nothing new.
+        assert_eq!(
+            kept(
+                &a,
+                &[
+                    "distance(pointA=[3, 4], pointB=[1, 2], rounding=0)",
+                    "distance(pointA=[3, 4], pointB=[1, 2], rounding=1)",
+                    "distance(pointA=[1, 2], pointB=[3, 4], rounding=0)",
+                ]
+            ),
+            [true, false, false]
+        );
+        // Each number the question lists: new each time.
+        assert_eq!(
+            kept(
+                &a,
+                &["factorial(number=5)", "factorial(number=10)", "factorial(number=15)"]
+            ),
+            [true, true, true]
+        );
+        // A boolean is not another thing asked for.
+        let b = ask("The sequence of hemoglobin and myoglobin.", vec![tool("protein", &["name", "model_3d"])]);
+        assert_eq!(
+            kept(
+                &b,
+                &[
+                    "protein(name=\"hemoglobin\", model_3d=true)",
+                    "protein(name=\"hemoglobin\", model_3d=false)",
+                    "protein(name=\"myoglobin\", model_3d=true)",
+                ]
+            ),
+            [true, false, true]
+        );
+    }
+
+    #[test]
+    fn another_tool_must_be_named_by_the_question_beyond_the_earlier_tools() {
+        let tools = || {
+            vec![
+                tool("kinematics.calculate_displacement", &["initial_speed", "acceleration", "time"]),
+                tool("kinematics.calculate_final_speed", &["initial_speed", "acceleration", "time"]),
+                tool("kinematics.distance_traveled", &["initial_velocity", "acceleration", "time"]),
+                tool("kinematics.final_velocity", &["initial_velocity", "acceleration", "time"]),
+            ]
+        };
+        // "speed" is said, but as the first tool's parameter; "final" is not said.
+        let one = ask(
+            "Displacement of a car at an initial speed of 20 m/s, accelerating at 10 m/s^2 for 5 seconds?",
+            tools(),
+        );
+        assert_eq!(
+            kept(
+                &one,
+                &[
+                    "kinematics.calculate_displacement(initial_speed=20, acceleration=10, time=5)",
+                    "kinematics.calculate_final_speed(initial_speed=20, acceleration=10, time=5)",
+                ]
+            ),
+            [true, false]
+        );
+        // "Also, compute the total distance": the second tool is asked for.
+        let two = ask(
+            "Final velocity at initial velocity 20 m/s, acceleration 5 m/s^2, time 6 s. Also, compute the total distance covered.",
+            tools(),
+        );
+        assert_eq!(
+            kept(
+                &two,
+                &[
+                    "kinematics.final_velocity(initial_velocity=20, acceleration=5, time=6)",
+                    "kinematics.distance_traveled(initial_velocity=20, acceleration=5, time=6)",
+                ]
+            ),
+            [true, true]
+        );
+    }
+
+    #[test]
+    fn an_ungrounded_call_still_ends_the_turn() {
+        let a = ask("Factorial of 5.", vec![tool("factorial", &["number"])]);
+        assert_eq!(
+            kept(&a, &["factorial(number=5)", "factorial(number=4)"]),
+            [true, false]
+        );
+    }
+}

@@ -28,7 +28,7 @@
 //!   question does not say; `distance_traveled` after `final_velocity` brings "distance", which
 //!   "compute the total distance covered" does).
 //!
-//! Words are [`guess::content_words`](super::guess::content_words): stemmed, camelCase split,
+//! Words are [`guess::content_words`](crate::agent::guess::content_words): stemmed, camelCase split,
 //! without the verbs every function name starts with. A call that fails ends the turn before it
 //! (`RepeatedBlock::later`), as a copy does; the calls before it go to the client. Only a turn
 //! right after a user message is held to this: once results are back, a new call is the
@@ -39,7 +39,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::grounded;
-use super::guess::content_words;
+use crate::agent::guess::content_words;
 use super::request::{Ask, Entry, ToolSpec};
 use crate::protocol::{self, Call};
 

@@ -280,7 +280,11 @@ async fn a_fenced_call_to_an_undeclared_function_is_not_passed_on_as_text() {
     ))
     .await;
     let base = proxy(&fake, ToolFormat::Native, GrammarMode::Auto).await;
-    let (status, v) = post(&base, &question("Area of a triangle of base 10 and height 5?")).await;
+    let (status, v) = post(
+        &base,
+        &question("Area of a triangle of base 10 and height 5?"),
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     let message = &v["choices"][0]["message"];
     assert_eq!(message["content"], "The area is 25 square units.", "{v}");
@@ -307,7 +311,10 @@ async fn a_fenced_call_to_an_undeclared_function_is_not_passed_on_as_text() {
         v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
         "weather"
     );
-    let prompt = fake.requests()[1].body["prompt"].as_str().unwrap().to_owned();
+    let prompt = fake.requests()[1].body["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         prompt.contains("There is no tool named `calculate_area_of_triangle`"),
         "{prompt}"

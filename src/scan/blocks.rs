@@ -29,7 +29,10 @@ pub struct RepeatedBlock {
 
 /// A test of a block's body (see [`RepeatedBlock::later`]); equal when it is the same test.
 #[derive(Clone)]
-pub struct BlockCheck(pub Arc<dyn Fn(&str, &[String]) -> bool + Send + Sync>);
+pub struct BlockCheck(pub Arc<BlockTest>);
+
+/// The test a [`BlockCheck`] holds: a block's body, the bodies kept before it; whether it passes.
+pub type BlockTest = dyn Fn(&str, &[String]) -> bool + Send + Sync;
 
 impl fmt::Debug for BlockCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -184,9 +187,8 @@ mod tests {
     #[test]
     fn the_check_sees_the_blocks_kept_before() {
         // A block may not start with a letter an earlier block started with.
-        let blocks = RepeatedBlock::new("<action>", "</action>").with_later(|b, before| {
-            !before.iter().any(|e| e.chars().next() == b.chars().next())
-        });
+        let blocks = RepeatedBlock::new("<action>", "</action>")
+            .with_later(|b, before| !before.iter().any(|e| e.chars().next() == b.chars().next()));
         let mut w = BlockWatch::new(&blocks).unwrap();
         let text = "<action>ab</action><action>cd</action>";
         assert_eq!(w.check(text), None);

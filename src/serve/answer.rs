@@ -189,7 +189,10 @@ pub(crate) async fn answer(
             finish_committed(read, sent, result.reasoning, trace.usage, emit);
             return Ok(());
         }
-        let read = read(&text);
+        let mut read = read(&text);
+        if let Ok(r) = &mut read {
+            further::drop_unnamed(ask, r);
+        }
         let mut declined = match &read {
             Ok(r) if may_fall_back && !answer_only => decide::decline(ask, &r.decision),
             _ => None,

@@ -39,8 +39,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::grounded;
-use crate::agent::guess::content_words;
+use super::read::{Decision, Read};
 use super::request::{Ask, Entry, ToolSpec};
+use crate::agent::guess::content_words;
 use crate::protocol::{self, Call};
 
 /// The check for `ask`'s turns: given an `<action>` block's body and the bodies of the blocks
@@ -82,6 +83,39 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str, &[String]) -> bool + Send + Sync
     }
 }
 
+/// The turn's calls without those whose tool's name the question does not say (no content word
+/// of the name in the last user message), when it says the name of another called tool: the
+/// 0.5B on BFCL's `parallel_multiple` opens "the GCD of 96 and 128 and the LCM of 15 and 25"
+/// with `primeFactors` of each number before `gcd` and `lcm`, and "all prime numbers between 50
+/// and 150" with `count_items` of a list it made up. Only a turn right after a user message.
+pub(crate) fn drop_unnamed(ask: &Ask, read: &mut Read) {
+    let Decision::Calls(calls) = &mut read.decision else {
+        return;
+    };
+    let Some(Entry::Question(question)) = ask.conversation.last() else {
+        return;
+    };
+    let said = content_words(question);
+    let named: Vec<bool> = calls
+        .iter()
+        .map(|(name, _)| !content_words(name).is_disjoint(&said))
+        .collect();
+    if !named.iter().any(|n| *n) || named.iter().all(|n| *n) {
+        return;
+    }
+    let mut keep = named.into_iter();
+    calls.retain(|(name, _)| {
+        let kept = keep.next().unwrap_or(true);
+        if !kept {
+            tracing::debug!(
+                tool = name.as_str(),
+                "a call of a tool the question does not name, beside one it names, is dropped"
+            );
+        }
+        kept
+    });
+}
+
 /// Whether `call`, after `earlier` in the same turn, is a call the question asks for:
 /// `tools` are the declared tools with their name words, `said` the question's words.
 fn asked_for(
@@ -114,8 +148,7 @@ fn asked_for(
         .filter_map(|c| words_of(&c.tool))
         .flatten()
         .collect();
-    own.iter()
-        .any(|w| !before.contains(w) && said.contains(w))
+    own.iter().any(|w| !before.contains(w) && said.contains(w))
 }
 
 /// A judged value: a string (lower-cased, trimmed) or a number.
@@ -159,10 +192,8 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str, params: &[&str]) -> Value {
-        let properties: serde_json::Map<String, Value> = params
-            .iter()
-            .map(|p| (p.to_string(), json!({})))
-            .collect();
+        let properties: serde_json::Map<String, Value> =
+            params.iter().map(|p| (p.to_string(), json!({}))).collect();
         json!({"type": "function", "function": {"name": name,
             "parameters": {"type": "object", "properties": properties}}})
     }
@@ -215,12 +246,19 @@ mod tests {
         assert_eq!(
             kept(
                 &a,
-                &["factorial(number=5)", "factorial(number=10)", "factorial(number=15)"]
+                &[
+                    "factorial(number=5)",
+                    "factorial(number=10)",
+                    "factorial(number=15)"
+                ]
             ),
             [true, true, true]
         );
         // A boolean is not another thing asked for.
-        let b = ask("The sequence of hemoglobin and myoglobin.", vec![tool("protein", &["name", "model_3d"])]);
+        let b = ask(
+            "The sequence of hemoglobin and myoglobin.",
+            vec![tool("protein", &["name", "model_3d"])],
+        );
         assert_eq!(
             kept(
                 &b,
@@ -238,10 +276,22 @@ mod tests {
     fn another_tool_must_be_named_by_the_question_beyond_the_earlier_tools() {
         let tools = || {
             vec![
-                tool("kinematics.calculate_displacement", &["initial_speed", "acceleration", "time"]),
-                tool("kinematics.calculate_final_speed", &["initial_speed", "acceleration", "time"]),
-                tool("kinematics.distance_traveled", &["initial_velocity", "acceleration", "time"]),
-                tool("kinematics.final_velocity", &["initial_velocity", "acceleration", "time"]),
+                tool(
+                    "kinematics.calculate_displacement",
+                    &["initial_speed", "acceleration", "time"],
+                ),
+                tool(
+                    "kinematics.calculate_final_speed",
+                    &["initial_speed", "acceleration", "time"],
+                ),
+                tool(
+                    "kinematics.distance_traveled",
+                    &["initial_velocity", "acceleration", "time"],
+                ),
+                tool(
+                    "kinematics.final_velocity",
+                    &["initial_velocity", "acceleration", "time"],
+                ),
             ]
         };
         // "speed" is said, but as the first tool's parameter; "final" is not said.
@@ -274,6 +324,41 @@ mod tests {
             ),
             [true, true]
         );
+    }
+
+    #[test]
+    fn calls_of_a_tool_the_question_does_not_name_go_when_it_names_another() {
+        let a = ask(
+            "The GCD of 96 and 128, and the LCM of 15 and 25.",
+            vec![
+                tool("primeFactors", &["num"]),
+                tool("gcd", &["a", "b"]),
+                tool("lcm", &["a", "b"]),
+            ],
+        );
+        let call = |n: &str| (n.to_string(), serde_json::Map::new());
+        let mut read = Read {
+            thought: None,
+            decision: Decision::Calls(vec![
+                call("primeFactors"),
+                call("gcd"),
+                call("primeFactors"),
+                call("lcm"),
+            ]),
+        };
+        drop_unnamed(&a, &mut read);
+        assert_eq!(
+            read.decision,
+            Decision::Calls(vec![call("gcd"), call("lcm")])
+        );
+        // None named, or one tool only: left to the other rules.
+        let mut read = Read {
+            thought: None,
+            decision: Decision::Calls(vec![call("primeFactors"), call("primeFactors")]),
+        };
+        let before = read.clone();
+        drop_unnamed(&a, &mut read);
+        assert_eq!(read, before);
     }
 
     #[test]

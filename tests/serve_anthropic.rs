@@ -209,7 +209,11 @@ async fn parallel_calls_are_several_blocks_unless_disabled() {
     let two = "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>";
     let fake = FakeServer::start(FakeConfig::turns([two, two])).await;
     let base = proxy(&fake, |_| {}).await;
-    let (_, v) = post(&base, &ask(json!({}))).await;
+    // The question asks for both: a further call must ask for something the first did not
+    // (docs/serve.md), and "time" is a word of the second tool the question says.
+    let both =
+        json!({"messages": [{"role": "user", "content": "Weather and local time in Paris?"}]});
+    let (_, v) = post(&base, &ask(both.clone())).await;
     let names: Vec<&str> = v["content"]
         .as_array()
         .unwrap()
@@ -217,7 +221,8 @@ async fn parallel_calls_are_several_blocks_unless_disabled() {
         .map(|b| b["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["weather", "time"], "{v}");
-    let single = json!({"tool_choice": {"type": "auto", "disable_parallel_tool_use": true}});
+    let mut single = both;
+    single["tool_choice"] = json!({"type": "auto", "disable_parallel_tool_use": true});
     let (_, v) = post(&base, &ask(single)).await;
     assert_eq!(v["content"].as_array().unwrap().len(), 1, "{v}");
     let stops = fake.requests()[1].body["stop"].to_string();

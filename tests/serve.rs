@@ -173,7 +173,9 @@ async fn parallel_calls_come_from_one_turn() {
     ]))
     .await;
     let base = proxy(&fake, |_| {}).await;
-    let (status, v) = post(&base, &ask(json!({}))).await;
+    // A further call must ask for something the first did not (docs/serve.md): the question
+    // asks for both.
+    let (status, v) = post(&base, &ask(both_asked(json!({})))).await;
     assert_eq!(status, 200, "{v}");
     let names: Vec<String> = calls(&v).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["weather", "time"]);
@@ -191,7 +193,8 @@ async fn parallel_calls_come_from_one_turn() {
     );
 
     // Without parallel calls, `</action>` is a stop and a turn gives one call.
-    let (_, v) = post(&base, &ask(json!({"parallel_tool_calls": false}))).await;
+    let single = both_asked(json!({"parallel_tool_calls": false}));
+    let (_, v) = post(&base, &ask(single)).await;
     assert_eq!(
         calls(&v),
         vec![("weather".into(), json!({"city": "Paris"}))]
@@ -230,7 +233,7 @@ async fn calls_before_one_cut_by_the_token_limit_are_kept() {
     let base = proxy(&fake, |_| {}).await;
     // The fake keeps 4 bytes a token and cuts only a longer turn: cut inside the last string.
     let max_tokens = (turn.len() - 3) / 4;
-    let (status, v) = post(&base, &ask(json!({"max_tokens": max_tokens}))).await;
+    let (status, v) = post(&base, &ask(both_asked(json!({"max_tokens": max_tokens})))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(fake.request_count(), 1, "no repair: {v}");
     assert_eq!(
@@ -249,7 +252,9 @@ async fn a_bad_call_is_repaired_before_the_client_sees_it_and_usage_sums_both() 
     let good = "<thought>Go.</thought><action>weather(city=\"Paris\")";
     let fake = FakeServer::start(FakeConfig::turns([bad, good])).await;
     let base = proxy(&fake, |_| {}).await;
-    let (status, v) = post(&base, &ask(json!({}))).await;
+    // `required`: no guess at the question's function (a third request, whose tokens the
+    // usage counts too), so the usage is exactly the two turns'.
+    let (status, v) = post(&base, &ask(json!({"tool_choice": "required"}))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(
         calls(&v),
@@ -401,4 +406,13 @@ async fn response_format_answers_are_validated_and_repaired() {
     let content: Value = serde_json::from_str(message(&v)["content"].as_str().unwrap()).unwrap();
     assert_eq!(content, json!({"temp": 21}));
     assert_eq!(fake.request_count(), 2);
+}
+
+/// `extra` with a question that asks for both the weather and the time.
+fn both_asked(mut extra: Value) -> Value {
+    extra["messages"] = json!([
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Weather and local time in Paris?"}
+    ]);
+    extra
 }

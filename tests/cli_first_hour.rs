@@ -134,7 +134,7 @@ fn the_prompts_example_observation_is_what_read_file_really_returns() {
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
     // (api, the file the example's question is about, as a file would hold it)
     let cases = [
-        ("chat", "kite: red\nstring: 40 m\n"),
+        ("chat", "morning = assam\nevening = chamomile\n"),
         ("completions", "cat: Lina\nplants: Tom\n"),
     ];
     for (api, content) in cases {

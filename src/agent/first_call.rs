@@ -34,7 +34,6 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
 use tracing::warn;
 
 use crate::protocol::{self, KnownPaths, Turn, TurnKind};
@@ -42,7 +41,7 @@ use crate::shown::Outside;
 use crate::tools::{Tool, list_paths};
 
 use super::events::Event;
-use super::guess::{content_words, name_of, request};
+use super::guess::{content_words, name_of, request, tool_words};
 use super::run::Run;
 
 /// Words that name the workspace or a part of it.
@@ -165,7 +164,11 @@ fn verdict(guessed: Option<&str>, tool: &dyn Tool) -> (bool, String) {
             format!("the model's own function, {guessed}, names nothing"),
         );
     }
-    if !guess.is_disjoint(&tool_words(tool)) {
+    if !guess.is_disjoint(&tool_words(
+        tool.name(),
+        tool.description(),
+        tool.parameters(),
+    )) {
         return (
             false,
             format!(
@@ -181,21 +184,6 @@ fn verdict(guessed: Option<&str>, tool: &dyn Tool) -> (bool, String) {
             tool.name()
         ),
     )
-}
-
-/// The content words of a tool: its name, description, and parameters' names and descriptions.
-fn tool_words(tool: &dyn Tool) -> HashSet<String> {
-    let mut words = content_words(tool.name());
-    words.extend(content_words(tool.description()));
-    if let Some(properties) = tool.parameters()["properties"].as_object() {
-        for (name, schema) in properties {
-            words.extend(content_words(name));
-            if let Some(d) = schema.get("description").and_then(Value::as_str) {
-                words.extend(content_words(d));
-            }
-        }
-    }
-    words
 }
 
 #[cfg(test)]

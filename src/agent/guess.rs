@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::Value;
 
 use crate::llm::{Api, Message, Prompt, Role, TurnGrammar, TurnRequest};
 
@@ -63,6 +64,22 @@ pub(crate) fn name_of(text: &str) -> Option<String> {
         .filter(|w| !w.is_empty() && !matches!(*w, "def" | "python" | "py"))
         .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
         .map(|w| w.chars().take(MAX_NAME).collect())
+}
+
+/// The content words of a tool: its name, description, and its parameters' names and
+/// descriptions (`parameters` is the tool's JSON Schema); what a guessed name is compared with.
+pub(crate) fn tool_words(name: &str, description: &str, parameters: &Value) -> HashSet<String> {
+    let mut words = content_words(name);
+    words.extend(content_words(description));
+    if let Some(properties) = parameters["properties"].as_object() {
+        for (name, schema) in properties {
+            words.extend(content_words(name));
+            if let Some(d) = schema.get("description").and_then(Value::as_str) {
+                words.extend(content_words(d));
+            }
+        }
+    }
+    words
 }
 
 /// Stemmed lower-case runs of letters of `text` (camelCase split), stop words left out.

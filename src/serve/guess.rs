@@ -23,14 +23,11 @@
 //! So does a guess that shares no content word with the question itself: it is about nothing
 //! the question says (SmolLM2-135M's guesses), so it tells nothing about the called tool.
 
-use std::collections::HashSet;
 use std::time::Duration;
-
-use serde_json::Value;
 
 use super::read::Decision;
 use super::request::{Ask, Choice, Entry, ToolSpec};
-use crate::agent::guess::{content_words, name_of, request};
+use crate::agent::guess::{content_words, name_of, request, tool_words};
 use crate::llm::{Api, Model, Usage};
 use crate::shown::Outside;
 
@@ -124,7 +121,10 @@ pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Ve
         );
         return Verdict::Keep;
     }
-    if called.iter().any(|t| !guess.is_disjoint(&tool_words(t))) {
+    if called
+        .iter()
+        .any(|t| !guess.is_disjoint(&tool_words(&t.name, &t.description, &t.parameters)))
+    {
         return Verdict::Keep;
     }
     let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
@@ -134,27 +134,13 @@ pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Ve
     ))
 }
 
-/// The content words of a tool: its name, description, and parameters' names and descriptions.
-fn tool_words(tool: &ToolSpec) -> HashSet<String> {
-    let mut words = content_words(&tool.name);
-    words.extend(content_words(&tool.description));
-    if let Some(properties) = tool.parameters["properties"].as_object() {
-        for (name, schema) in properties {
-            words.extend(content_words(name));
-            if let Some(d) = schema.get("description").and_then(Value::as_str) {
-                words.extend(content_words(d));
-            }
-        }
-    }
-    words
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::guess::{INSTRUCTIONS, MAX_TOKENS};
     use crate::llm::Prompt;
     use crate::serve::request::parse_json;
+    use serde_json::Value;
 
     fn tool(name: &str, description: &str, params: Value) -> Ask {
         let body = serde_json::json!({

@@ -6,10 +6,11 @@
 //! make, then answers from "no matches". So the first call of a fresh run is judged before it
 //! runs, in two rules, the first one free:
 //!
-//! 1. **The question names the workspace**: a path (`docs/setup.md`, `notes.txt`), a word for
-//!    one (`file`, `folder`, `directory`, `workspace`…), or the name of an entry the workspace
-//!    holds (`notes` when `notes.txt` is there; a workspace of at most a few hundred entries,
-//!    as the grammars list it). Then the call is kept and nothing is asked.
+//! 1. **The question names the workspace**: a path (`docs/setup.md`, `notes.txt`, `docs/`: a
+//!    path word as `path_words.rs` reads it, for `named.rs` too), a word for one (`file`,
+//!    `folder`, `directory`, `workspace`…), or the name of an entry the workspace holds
+//!    (`notes` when `notes.txt` is there; a workspace of at most a few hundred entries, as the
+//!    grammars list it). Then the call is kept and nothing is asked.
 //! 2. Otherwise **the model's own guess** (`guess.rs`, the request serve makes: the question
 //!    alone, one snake_case name, at most 16 tokens): a guessed function that shares a content
 //!    word with the called tool (its name, description, parameters) keeps the call; one that
@@ -42,6 +43,7 @@ use crate::tools::{Tool, list_paths};
 
 use super::events::Event;
 use super::guess::{content_words, name_of, request, tool_words};
+use super::path_words::path_words;
 use super::run::Run;
 
 /// Words that name the workspace or a part of it.
@@ -123,7 +125,7 @@ pub(crate) fn names_workspace(question: &str, known: Option<&KnownPaths>) -> boo
         .iter()
         .flat_map(|w| content_words(w))
         .collect();
-    if !asked.is_disjoint(&words) || question.split_whitespace().any(is_path) {
+    if !asked.is_disjoint(&words) || !path_words(question).is_empty() {
         return true;
     }
     let Some(known) = known else { return false };
@@ -132,24 +134,6 @@ pub(crate) fn names_workspace(question: &str, known: Option<&KnownPaths>) -> boo
         let stem = name.split('.').next().unwrap_or(name);
         !content_words(stem).is_disjoint(&asked)
     })
-}
-
-/// A token written as a path: `a/b` or `name.ext` (an extension of letters and digits that
-/// starts with a letter), quotes and punctuation around it left out.
-fn is_path(token: &str) -> bool {
-    let t = token.trim_matches(|c: char| !(c.is_alphanumeric() || c == '/' || c == '_'));
-    if t.len() > 2 && t.contains('/') && t.chars().any(char::is_alphanumeric) {
-        return true;
-    }
-    match t.rsplit_once('.') {
-        Some((name, ext)) => {
-            !name.is_empty()
-                && (1..=5).contains(&ext.len())
-                && ext.starts_with(|c: char| c.is_ascii_alphabetic())
-                && ext.chars().all(|c| c.is_ascii_alphanumeric())
-        }
-        None => false,
-    }
 }
 
 /// The verdict on a call of `tool` given the guessed name: `(declined, why)`.
@@ -199,6 +183,8 @@ mod tests {
             "Which file contains a TODO comment?",
             "Search the workspace for the word 'port'.",
             "How old is Ana according to 'people.json'?",
+            "What is in src/agent?",
+            "What does the README.md say?",
         ] {
             assert!(names_workspace(q, None), "{q}");
         }
@@ -207,6 +193,9 @@ mod tests {
             "What is 12 times 12? Answer with the number only.",
             "Which colour do you get by mixing blue and yellow paint?",
             "What is 2.5 times 4?",
+            // A fraction and an abbreviation are not paths (`path_words.rs`).
+            "What is 1/2 plus 1/4?",
+            "What is the capital of the U.S.?",
         ] {
             assert!(!names_workspace(q, None), "{q}");
         }

@@ -41,6 +41,7 @@ mod next;
 mod notices;
 mod observed;
 mod outcome;
+mod path_words;
 mod plan;
 mod preview;
 mod record;

@@ -7,12 +7,15 @@
 //! and which calls have named them since. After each tool result it says so
 //! ([`QuestionNames::notice`]), until every name has been used or the question named none.
 //!
-//! A name is a word with a file extension (`notes.txt`, `docs/setup.md`); a range written
+//! A name is a file word of the question (`notes.txt`, `docs/setup.md`; `path_words.rs`, the
+//! reading the decision step shares); a range written
 //! `week1.txt to week4.txt` (same stem and extension around a number) names every file between.
 //! A call uses a name when one of its string arguments is that name or a path ending in it; a
 //! search for it (`pattern`, `query`, `regex`) does not count: it looks inside files.
 
 use serde_json::{Map, Value};
+
+use super::path_words::{PathWord, file_words};
 
 /// Arguments that hold text to look for, not a place: a search for a name does not use it.
 const SEARCH_KEYS: [&str; 4] = ["pattern", "query", "regex", "search"];
@@ -34,23 +37,23 @@ pub(crate) struct QuestionNames {
 impl QuestionNames {
     /// The names in `question`, in the order it gives them, ranges expanded, each once.
     pub(crate) fn of(question: &str) -> Self {
-        let found = names_in(question);
+        let found: Vec<PathWord> = file_words(question).collect();
         let mut names: Vec<(String, bool)> = Vec::new();
         let mut add = |name: String| {
             if !names.iter().any(|(n, _)| *n == name) {
                 names.push((name, false));
             }
         };
-        for (i, (_, end, name)) in found.iter().enumerate() {
-            add(name.clone());
-            let Some((next_start, _, next)) = found.get(i + 1) else {
+        for (i, word) in found.iter().enumerate() {
+            add(word.text.clone());
+            let Some(next) = found.get(i + 1) else {
                 continue;
             };
-            let between = question[*end..*next_start].trim().to_lowercase();
+            let between = question[word.end..next.start].trim().to_lowercase();
             if !RANGE_WORDS.contains(&between.as_str()) {
                 continue;
             }
-            for inner in range_between(name, next) {
+            for inner in range_between(&word.text, &next.text) {
                 add(inner);
             }
         }
@@ -106,62 +109,6 @@ fn strings<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
         Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
         _ => {}
     }
-}
-
-/// The file names in `text`: `(start, end, name)` for each, in order.
-fn names_in(text: &str) -> Vec<(usize, usize, String)> {
-    let is_path_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
-    let mut out = Vec::new();
-    let mut word_start = None;
-    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
-        match (is_path_char(c), word_start) {
-            (true, None) => word_start = Some(i),
-            (false, Some(start)) => {
-                word_start = None;
-                if let Some(name) = file_word(text, start, i) {
-                    out.push(name);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The word `text[start..end]` as a file name, its ends' dots, slashes and dashes left out.
-fn file_word(text: &str, start: usize, end: usize) -> Option<(usize, usize, String)> {
-    let word = &text[start..end];
-    let trim = |c: char| matches!(c, '.' | '/' | '-');
-    let lead = word.len() - word.trim_start_matches(trim).len();
-    let trimmed = word.trim_matches(trim);
-    // A web address or a mail address is not a file in the workspace.
-    let before = &text[..start];
-    if trimmed.is_empty()
-        || before.ends_with("://")
-        || before.ends_with('@')
-        || word.contains("//")
-        || !looks_like_file(trimmed)
-    {
-        return None;
-    }
-    let at = start + lead;
-    Some((at, at + trimmed.len(), trimmed.to_string()))
-}
-
-/// A last path component of a stem, a dot and an extension of letters and digits that starts
-/// with a letter: `notes.txt`, `src/main.rs`; not `2.5`, `e.g`, `v1.2`.
-fn looks_like_file(word: &str) -> bool {
-    let last = word.rsplit('/').next().unwrap_or(word);
-    let Some((stem, ext)) = last.rsplit_once('.') else {
-        return false;
-    };
-    let ext_ok = ext.len() <= 8
-        && ext.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && ext.chars().all(|c| c.is_ascii_alphanumeric());
-    let stem_ok = !stem.trim_matches('.').is_empty();
-    // `e.g`, `i.e`: one letter on each side of the dot is an abbreviation, not a file.
-    let abbreviation = stem.chars().count() == 1 && ext.len() == 1;
-    ext_ok && stem_ok && !abbreviation
 }
 
 /// The names strictly between `first` and `last` when both are the same text around a number

@@ -2,9 +2,10 @@
 //! under `tool_choice: auto`, a first call the grounding keeps is judged by the model's own
 //! guess, asked in a short request of the question alone. A guess that shares no word with the
 //! called tool declines the turn for a text answer; one that shares a word keeps the call; a
-//! guess the upstream fails, or one that runs past `guess_timeout`, keeps the call; the request
-//! is bounded (16 tokens, a grammar of one name where grammars are sent); nothing is asked
-//! after results or under `required`.
+//! guess the upstream fails, or one that runs past its own `guess_timeout`, keeps the call;
+//! without one the guess has the request's time limit; the request is bounded (16 tokens, a
+//! grammar of one name where grammars are sent); nothing is asked after results or under
+//! `required`. The transcript records every judgement, kept or declined.
 
 mod common;
 
@@ -50,6 +51,13 @@ fn guess(name: &str) -> FakeGuess {
         reply: Some(name.to_string()),
         ..FakeGuess::default()
     }
+}
+
+/// The one transcript `--session-dir` holds.
+fn transcript(dir: &std::path::Path) -> Value {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
 }
 
 fn call_names(v: &Value) -> Vec<String> {
@@ -138,16 +146,19 @@ async fn a_guess_the_upstream_fails_or_leaves_empty_keeps_the_call() {
 
 #[tokio::test]
 async fn the_guess_is_bounded_in_time_and_tokens() {
-    // An upstream slow to guess: the call comes back after `guess_timeout`, not the guess's 5 s.
+    // An upstream slow to guess: the call comes back after `guess_timeout`, not the guess's 5 s,
+    // and the transcript says the call went out unchecked.
     let slow = FakeGuess {
         reply: Some("triangle_area".into()),
         delay: Duration::from_secs(5),
         ..FakeGuess::default()
     };
     let fake = FakeServer::start(fake(slow)).await;
+    let dir = tempfile::tempdir().unwrap();
     let base = proxy(&fake, |c| {
         c.grammar = GrammarMode::On;
-        c.guess_timeout = Duration::from_millis(300);
+        c.guess_timeout = Some(Duration::from_millis(300));
+        c.session_dir = Some(dir.path().to_path_buf());
     })
     .await;
     let started = Instant::now();
@@ -156,6 +167,13 @@ async fn the_guess_is_bounded_in_time_and_tokens() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
     assert!(took < Duration::from_secs(4), "took {took:?}");
+    let judged = &transcript(dir.path())["decisions"];
+    assert_eq!(
+        judged,
+        &json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": null,
+            "declined": false, "timed_out": true,
+            "why": "the guess did not answer within its 0.3 s (--guess-timeout): the call is kept unchecked"}]),
+    );
     // At most 16 tokens, temperature 0, and one snake_case name under the grammar.
     let g = &fake.guesses()[0];
     assert!(g["max_tokens"].as_u64().is_some_and(|n| n <= 16), "{g}");
@@ -189,4 +207,86 @@ async fn nothing_is_guessed_after_results_or_under_required() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
     assert!(fake.guesses().is_empty());
+}
+
+#[tokio::test]
+async fn the_transcript_says_why_each_call_was_kept_or_declined() {
+    // Kept by the guess: before, only a declined turn left a trace (its correction).
+    let question_about_bmi = "What is the body mass index of someone of 10 kilograms and 5 m?";
+    for (name, q, declined, why) in [
+        (
+            "body_mass_index",
+            question_about_bmi,
+            false,
+            "the model's own function for the question, body_mass_index, is about determine_body_mass_index",
+        ),
+        (
+            "triangle_area",
+            TRIANGLE,
+            true,
+            "declined: asked without the tools, the model would call triangle_area, which shares no word with determine_body_mass_index",
+        ),
+    ] {
+        let upstream = FakeServer::start(fake(guess(name))).await;
+        let dir = tempfile::tempdir().unwrap();
+        let base = proxy(&upstream, |c| {
+            c.session_dir = Some(dir.path().to_path_buf())
+        })
+        .await;
+        let (status, v) = post(&base, &question(q)).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(
+            transcript(dir.path())["decisions"],
+            json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": name,
+                "declined": declined, "why": why}]),
+            "{name}"
+        );
+    }
+    // Declined by the grounding rule: no guess asked, the judgement recorded all the same.
+    let fake = FakeServer::start(fake(guess("triangle_area"))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = proxy(&fake, |c| c.session_dir = Some(dir.path().to_path_buf())).await;
+    let (status, v) = post(&base, &question("How tall is the Eiffel tower?")).await;
+    assert_eq!(status, 200, "{v}");
+    let judged = &transcript(dir.path())["decisions"];
+    assert_eq!(judged[0]["rule"], "grounding", "{judged}");
+    assert_eq!(judged[0]["declined"], true, "{judged}");
+    assert!(fake.guesses().is_empty());
+}
+
+#[tokio::test]
+async fn without_a_bound_of_its_own_the_guess_has_the_requests_time() {
+    // A slow guess within the request's limit is waited for and checks the call (declined).
+    let late = |delay_ms: u64| FakeGuess {
+        reply: Some("triangle_area".into()),
+        delay: Duration::from_millis(delay_ms),
+        ..FakeGuess::default()
+    };
+    let upstream = FakeServer::start(fake(late(1500))).await;
+    let base = proxy(&upstream, |c| c.timeout = Duration::from_secs(20)).await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(call_names(&v).is_empty(), "{v}");
+    // A guess that outlasts the request's limit ends it as any slow upstream does (504), and
+    // the transcript of the whole answer is written all the same, the guess unfinished in it.
+    let upstream = FakeServer::start(fake(late(5000))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = proxy(&upstream, |c| {
+        c.timeout = Duration::from_secs(1);
+        c.session_dir = Some(dir.path().to_path_buf());
+    })
+    .await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 504, "{v}");
+    let t = transcript(dir.path());
+    assert!(
+        t["error"].as_str().is_some_and(|e| e.contains("1 s")),
+        "{t}"
+    );
+    assert_eq!(
+        t["decisions"],
+        json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": null,
+            "declined": false,
+            "why": "the request's time limit (--timeout) ran out before the guess answered"}])
+    );
 }

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// Time limit per request in seconds (504 beyond)
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     timeout: u64,
+    /// Time limit in seconds of the guess at a question's function, past which the call goes
+    /// out unchecked (default: none besides the request's --timeout)
+    #[arg(long, value_name = "SECS")]
+    guess_timeout: Option<u64>,
     /// Requests answered at once (429 with Retry-After beyond)
     #[arg(long, value_name = "N", default_value_t = 16)]
     concurrency: usize,
@@ -122,6 +126,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.session_dir = args.session_dir;
     cfg.max_body = args.max_body;
     cfg.timeout = Duration::from_secs(args.timeout.max(1));
+    cfg.guess_timeout = args.guess_timeout.map(|s| Duration::from_secs(s.max(1)));
     cfg.concurrency = args.concurrency.max(1);
     cfg.max_connections = args.max_connections.max(1);
     // A bad upstream URL is the user's to fix, and is said before listening.

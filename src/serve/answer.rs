@@ -22,7 +22,8 @@
 use super::ServeError;
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::fit::Fitting;
-use super::guess::{self, Verdict};
+use super::guess;
+use super::judgement::Judgement;
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
@@ -48,6 +49,8 @@ pub(crate) struct Trace {
     pub usage: Usage,
     /// The turns the upstream wrote, in order, and the correction each refused one got.
     pub turns: Vec<(String, Option<String>)>,
+    /// Each judgement of a turn's calls, kept or declined (`judgement.rs`).
+    pub decisions: Vec<Judgement>,
     /// What context fitting left out of each upstream request it shortened (`fit.rs`).
     pub fitted: Vec<serde_json::Value>,
     /// The request's log line is written elsewhere (a streamed answer's task writes it when
@@ -65,8 +68,8 @@ pub(crate) struct Core<'a> {
     pub redactor: &'a Redactor,
     /// The model's own tool format, when serve asks in it (`native/`, `--tool-format`).
     pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
-    /// How long the guess at a question's function may take (`guess.rs`).
-    pub guess_timeout: std::time::Duration,
+    /// The guess's own time limit (`guess.rs`; `None`: the request's).
+    pub guess_timeout: Option<std::time::Duration>,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -194,7 +197,12 @@ pub(crate) async fn answer(
             further::drop_unnamed(ask, r);
         }
         let mut declined = match &read {
-            Ok(r) if may_fall_back && !answer_only => decide::decline(ask, &r.decision),
+            Ok(r) if may_fall_back && !answer_only => {
+                decide::decline(ask, &r.decision).inspect(|why| {
+                    let judged = Judgement::ungrounded(&r.decision, why);
+                    trace.decisions.push(judged);
+                })
+            }
             _ => None,
         };
         if declined.is_none()
@@ -205,8 +213,10 @@ pub(crate) async fn answer(
         {
             // A first call the grounding keeps: is its tool about what the question asks?
             // (guess.rs: one short request of the question alone.)
+            // Kept as unfinished until it answers: the request's deadline may end it.
             trace.requests += 1;
-            let verdict = guess::judge(
+            trace.decisions.push(Judgement::unfinished(&called));
+            let judged = guess::judge(
                 core.model,
                 core.api,
                 core.guess_timeout,
@@ -215,9 +225,11 @@ pub(crate) async fn answer(
                 &mut trace.usage,
             )
             .await;
-            if let Verdict::Decline(why) = verdict {
-                declined = Some(why);
+            if judged.declined {
+                declined = Some(judged.why.clone());
             }
+            trace.decisions.pop();
+            trace.decisions.push(judged);
         }
         if let Some(why) = declined {
             // Calls the question did not ask for (decide.rs): the same prompt is asked again

@@ -57,17 +57,20 @@ pub struct ServeConfig {
     /// Which format the upstream is asked in (default [`ToolFormat::Protocol`]; `Auto` asks
     /// in the model's own format where its chat template declares tools).
     pub tool_format: ToolFormat,
-    /// How long serve's guess at the question's function may take (default 30 s): under
+    /// A time limit of serve's guess at the question's function of its own (under
     /// `tool_choice: auto`, a first call the grounding keeps is judged by the model's own guess,
-    /// asked without the tools (`guess.rs`); a guess that takes longer keeps the call.
-    pub guess_timeout: Duration,
+    /// asked without the tools: `guess.rs`). `None` (the default): the guess has what is left of
+    /// the request's [`timeout`](Self::timeout), so a slow upstream delays the check but never
+    /// skips it; `Some`: a guess that takes longer keeps the call unchecked, and the transcript
+    /// says it timed out.
+    pub guess_timeout: Option<Duration>,
 }
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
     /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once, 15 s for headers
-    /// (and idle connections), 60 s for a body, 512 connections, 30 s for the guess at a
-    /// question's function.
+    /// (and idle connections), 60 s for a body, 512 connections, no time limit of the guess at
+    /// a question's function besides the request's.
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -87,7 +90,7 @@ impl ServeConfig {
             body_timeout: Duration::from_secs(60),
             max_connections: 512,
             tool_format: ToolFormat::default(),
-            guess_timeout: super::guess::DEFAULT_TIMEOUT,
+            guess_timeout: None,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! serve asks one short request of its own: the question alone, "Which single Python function
 //! would you call to answer this question? Reply with its snake_case name only.", under a
 //! grammar of one snake_case name where the server takes one, at most `MAX_TOKENS` tokens,
-//! temperature 0, within [`ServeConfig::guess_timeout`](super::ServeConfig). When the guessed
+//! temperature 0 (see *Time* below). When the guessed
 //! name shares no content word with the turn's called tools (their names, descriptions, and
 //! their parameters' names and descriptions), the turn is declined and answered in text
 //! (`answer.rs`), as an ungrounded call is.
@@ -18,28 +18,37 @@
 //! `src/agent/guess.rs`, shared with a run's decision step (`src/agent/first_call.rs`); this
 //! file is serve's verdict. Calibrated on BFCL cases 10–19 (BENCHMARKS.md, "Serve's decision").
 //!
-//! A guess that cannot be had keeps the call: an upstream that fails the request or runs past
-//! the timeout, or an answer with no name in it (logged; the client's answer is not held up).
-//! So does a guess that shares no content word with the question itself: it is about nothing
-//! the question says (SmolLM2-135M's guesses), so it tells nothing about the called tool.
+//! A guess that cannot be had keeps the call: an upstream that fails the request, or an answer
+//! with no name in it (logged). So does a guess that shares no content word with the question
+//! itself: it is about nothing the question says (SmolLM2-135M's guesses), so it tells nothing
+//! about the called tool. Each judgement, kept or declined, goes to the transcript
+//! (`judgement.rs`).
+//!
+//! **Time.** The guess is part of answering the request: by default it has what is left of the
+//! request's own time limit (`--timeout`), as the turn before it had, so an upstream slow to
+//! answer (a queue of workers ahead of it, a loaded server) delays the check but does not skip
+//! it; should the request's limit run out during the guess, the client gets the 504 any slow
+//! upstream request gets, and the transcript a judgement saying the guess had not answered. A
+//! bound of its own (`--guess-timeout SECS`, [`ServeConfig::guess_timeout`]) trades the check
+//! for time: past it the call goes out unchecked, and the transcript says the guess timed out.
+//!
+//! [`ServeConfig::guess_timeout`]: super::ServeConfig::guess_timeout
 
 use std::time::Duration;
 
+use super::judgement::Judgement;
 use super::read::Decision;
 use super::request::{Ask, Choice, Entry, ToolSpec};
 use crate::agent::guess::{content_words, name_of, request, tool_words};
 use crate::llm::{Api, Model, Usage};
 use crate::shown::Outside;
 
-/// How long the guess may take when the configuration says nothing.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What the guess found.
+/// The guess's verdict on the called tools: kept or declined, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// The guessed name shares a content word with a called tool (or no guess could be had).
-    Keep,
-    /// The guessed name shares none: why, for the transcript and the log.
+    /// The guessed name shares a content word with a called tool, or says nothing: why.
+    Keep(String),
+    /// The guessed name shares none: why.
     Decline(String),
 }
 
@@ -72,37 +81,65 @@ pub(crate) fn judged<'a>(
 
 /// Ask `model` for its guess at `question`'s function and judge the turn's `called` tools by
 /// it. The usage of the request (if it was answered) is added to `usage`.
+///
+/// `bound` is the guess's own time limit (`--guess-timeout`): past it the call is kept,
+/// unchecked, and the judgement says so. Without one the guess has what is left of the
+/// request's time limit, as any upstream request of the answer has: the caller's deadline
+/// ends the request (504) and not the check.
 pub(crate) async fn judge(
     model: &dyn Model,
     api: Api,
-    timeout: Duration,
+    bound: Option<Duration>,
     question: &str,
     called: &[&ToolSpec],
     usage: &mut Usage,
-) -> Verdict {
+) -> Judgement {
     let request = request(question, api, model.wants_grammar());
-    let guessed = match tokio::time::timeout(timeout, model.turn(&request, &mut |_| {})).await {
+    let mut ignore = |_: &str| {};
+    let asked = model.turn(&request, &mut ignore);
+    let answered = match bound {
+        Some(bound) => tokio::time::timeout(bound, asked).await,
+        None => Ok(asked.await),
+    };
+    let kept = |why: String| Judgement::guess(called, None, false, why);
+    let guessed = match answered {
         Ok(Ok(result)) => {
             usage.add(result.usage);
             name_of(&result.text)
         }
         Ok(Err(e)) => {
             tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; the call is kept");
-            return Verdict::Keep;
+            let status = e
+                .status()
+                .map(|s| format!(" (HTTP {s})"))
+                .unwrap_or_default();
+            return kept(format!(
+                "the guess's request failed{status}: the call is kept unchecked"
+            ));
         }
         Err(_) => {
+            let seconds = bound.map_or(0.0, |b| b.as_secs_f64());
             tracing::warn!(
-                seconds = timeout.as_secs_f64(),
+                seconds,
                 "the guess at the question's function took too long; the call is kept"
             );
-            return Verdict::Keep;
+            return Judgement {
+                timed_out: true,
+                ..kept(format!(
+                    "the guess did not answer within its {seconds} s (--guess-timeout): the call is kept unchecked"
+                ))
+            };
         }
     };
     let Some(guessed) = guessed else {
         tracing::debug!("the guess at the question's function named none; the call is kept");
-        return Verdict::Keep;
+        return kept("the model named no function for the question".into());
     };
-    verdict(question, &guessed, called)
+    let (declined, why) = match verdict(question, &guessed, called) {
+        Verdict::Keep(why) => (false, why),
+        Verdict::Decline(why) => (true, why),
+    };
+    Judgement::guess(called, Some(guessed), declined, why)
 }
 
 /// The verdict on `called` given the name guessed for `question`. A guess that shares no word
@@ -110,27 +147,33 @@ pub(crate) async fn judge(
 /// the question, and judged by those lost right calls): such a guess keeps the call.
 pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
     let guess = content_words(guessed);
+    let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
+    let names = names.join(", ");
     if guess.is_empty() {
         // A name of stop words only (`get_value`) names nothing.
-        return Verdict::Keep;
+        return Verdict::Keep(format!(
+            "the model's own function, {guessed}, names nothing"
+        ));
     }
     if guess.is_disjoint(&content_words(question)) {
         tracing::debug!(
             guessed,
             "the guess names nothing the question says; the call is kept"
         );
-        return Verdict::Keep;
+        return Verdict::Keep(format!(
+            "the model's own function, {guessed}, names nothing the question says"
+        ));
     }
     if called
         .iter()
         .any(|t| !guess.is_disjoint(&tool_words(&t.name, &t.description, &t.parameters)))
     {
-        return Verdict::Keep;
+        return Verdict::Keep(format!(
+            "the model's own function for the question, {guessed}, is about {names}"
+        ));
     }
-    let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
     Verdict::Decline(format!(
-        "declined: asked without the tools, the model would call {guessed}, which shares no word with {}",
-        names.join(", ")
+        "declined: asked without the tools, the model would call {guessed}, which shares no word with {names}"
     ))
 }
 
@@ -154,7 +197,10 @@ mod tests {
     /// The verdict for a question that names what the guess names (the guess is about it).
     fn kept(guess: &str, ask: &Ask) -> bool {
         let called: Vec<&ToolSpec> = ask.tools.iter().collect();
-        verdict(&guess.replace('_', " "), guess, &called) == Verdict::Keep
+        matches!(
+            verdict(&guess.replace('_', " "), guess, &called),
+            Verdict::Keep(_)
+        )
     }
 
     #[test]
@@ -171,8 +217,16 @@ mod tests {
             verdict(q, "triangle_area", &called),
             Verdict::Decline(_)
         ));
-        assert_eq!(verdict(q, "process_data", &called), Verdict::Keep);
-        assert_eq!(verdict(q, "my_function", &called), Verdict::Keep);
+        assert_eq!(
+            verdict(q, "process_data", &called),
+            Verdict::Keep(
+                "the model's own function, process_data, names nothing the question says".into()
+            )
+        );
+        assert!(matches!(
+            verdict(q, "my_function", &called),
+            Verdict::Keep(_)
+        ));
     }
 
     #[test]

@@ -278,25 +278,35 @@ async fn handle(
     face: &super::face::Face,
 ) -> Result<Response, ServeError> {
     let (bytes, slot) = admit(shared, headers, body).await?;
-    let secs = shared.cfg.timeout.as_secs();
     let deadline = tokio::time::Instant::now() + shared.cfg.timeout;
-    let work = async move {
-        let (reading, slot) = read_request(bytes.clone(), slot, face, shared.cfg.api).await?;
-        let (ask, mode, render) = match reading {
-            Reading::PassThrough => {
-                trace.requests = 1;
-                let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
-                return Ok(hold_while_streaming(relayed.await, slot));
-            }
-            Reading::Answer { ask, mode, render } => (*ask, mode, render),
-        };
-        let live = Live {
-            deadline,
-            slot,
-            started,
-        };
-        core_answer(shared, ask, mode, render, trace, live, face.path).await
+    let read = read_request(bytes.clone(), slot, face, shared.cfg.api);
+    let (reading, slot) = within(shared, deadline, read).await?;
+    let (ask, mode, render) = match reading {
+        Reading::PassThrough => {
+            trace.requests = 1;
+            let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
+            return within(shared, deadline, async { Ok(relayed.await) })
+                .await
+                .map(|r| hold_while_streaming(r, slot));
+        }
+        Reading::Answer { ask, mode, render } => (*ask, mode, render),
     };
+    let live = Live {
+        deadline,
+        slot,
+        started,
+    };
+    // The core's answer is bounded inside, so that its transcript is written however it ends.
+    core_answer(shared, ask, mode, render, trace, live, face.path).await
+}
+
+/// `work` by the request's `deadline` (`--timeout`), or 504.
+async fn within<T>(
+    shared: &Shared,
+    deadline: tokio::time::Instant,
+    work: impl Future<Output = Result<T, ServeError>>,
+) -> Result<T, ServeError> {
+    let secs = shared.cfg.timeout.as_secs();
     tokio::time::timeout_at(deadline, work)
         .await
         .unwrap_or(Err(ServeError::Timeout { secs }))
@@ -382,7 +392,7 @@ async fn core_answer(
     path: &'static str,
 ) -> Result<Response, ServeError> {
     let model = model_for(shared, ask.model.as_deref())?;
-    let native = native_for(shared, &ask, &mode).await?;
+    let native = within(shared, live.deadline, native_for(shared, &ask, &mode)).await?;
     if ask.stream {
         let answer = Answering {
             model,
@@ -406,9 +416,13 @@ async fn core_answer(
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
     let mut redact = EventRedactor::new(redactor);
-    let result = mode
-        .answer(&core, &ask, &mut |e| events.extend(redact.pass(e)), trace)
-        .await;
+    let mut emit = |e| events.extend(redact.pass(e));
+    let result = within(
+        shared,
+        live.deadline,
+        mode.answer(&core, &ask, &mut emit, trace),
+    )
+    .await;
     events.extend(redact.finish());
     let meta = answer_meta(shared, &ask, render.as_ref());
     let whole = render.whole(&meta, &events);
@@ -572,6 +586,9 @@ async fn write_transcript(
     });
     if !trace.fitted.is_empty() {
         record["fitted"] = json!(trace.fitted);
+    }
+    if !trace.decisions.is_empty() {
+        record["decisions"] = json!(trace.decisions);
     }
     redactor.redact_json(&mut record);
     let path = dir.join(format!("{}.json", meta.id));

@@ -72,6 +72,7 @@ mod grounded;
 mod guess;
 mod http;
 mod json_budget;
+mod judgement;
 mod listen;
 mod live;
 mod messages;

@@ -1,0 +1,77 @@
+//! A judgement of a turn's calls, as the transcript (`--session-dir`) records it: under
+//! `tool_choice: auto`, the grounding rule (`decide.rs`) and the model's own guess (`guess.rs`)
+//! judge a first call, and each judgement, kept or declined, is one entry of the transcript's
+//! `decisions`, with the fields of a run's `decision` event (`src/agent/events.rs`): the tools,
+//! the guess, whether the call was declined and why. A reader sees why a call was kept, not
+//! only why one was declined.
+
+use serde::Serialize;
+
+use super::read::Decision;
+use super::request::ToolSpec;
+
+/// One judgement of a turn's calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Judgement {
+    /// The rule that judged: `grounding` or `guess`.
+    pub rule: &'static str,
+    /// The tools the turn called (the first call's, for the grounding rule).
+    pub tools: Vec<String>,
+    /// The function the model named for the question asked alone (`None`: not asked, not
+    /// answered, or an answer with no name in it).
+    pub guess: Option<String>,
+    /// Whether the calls were declined (the turn asked again for an answer only).
+    pub declined: bool,
+    /// Why, in one sentence.
+    pub why: String,
+    /// The guess did not answer within its bound (`--guess-timeout`): the call went out
+    /// unchecked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+impl Judgement {
+    /// The grounding rule declined the turn's first call (`decide.rs`), for `why`.
+    pub(crate) fn ungrounded(decision: &Decision, why: &str) -> Self {
+        let tools = match decision {
+            Decision::Calls(calls) => calls.iter().take(1).map(|(n, _)| n.clone()).collect(),
+            Decision::Answer { .. } => Vec::new(),
+        };
+        Judgement {
+            rule: "grounding",
+            tools,
+            guess: None,
+            declined: true,
+            why: why.to_string(),
+            timed_out: false,
+        }
+    }
+
+    /// A guess about `called` that has not answered yet: what the transcript keeps when the
+    /// request's own time limit ends the request during the guess.
+    pub(crate) fn unfinished(called: &[&ToolSpec]) -> Self {
+        Judgement::guess(
+            called,
+            None,
+            false,
+            "the request's time limit (--timeout) ran out before the guess answered".into(),
+        )
+    }
+
+    /// The guess's judgement of `called`.
+    pub(crate) fn guess(
+        called: &[&ToolSpec],
+        guess: Option<String>,
+        declined: bool,
+        why: String,
+    ) -> Self {
+        Judgement {
+            rule: "guess",
+            tools: called.iter().map(|t| t.name.clone()).collect(),
+            guess,
+            declined,
+            why,
+            timed_out: false,
+        }
+    }
+}

@@ -5,17 +5,14 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use tagloop::agent::{Agent, Event, Role, Status};
-use tagloop::llm::{
-    DeltaSink, Finish, LlmError, Model, Role as MsgRole, TurnRequest, TurnResult, Usage,
-};
+use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Role as MsgRole, TurnRequest, TurnResult};
 
-use common::agent::{agent, collect_events, observations, script, with_events};
+use common::agent::{agent, collect_events, observations, script, turn_result, with_events};
 
 /// A model that returns fixed texts as they are, like a server that ignores stops and a client
 /// that does not enforce them (the loop must still cope).
@@ -28,18 +25,7 @@ impl Model for Raw {
         _d: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         let text = self.0.lock().unwrap().remove(0);
-        Box::pin(async move {
-            Ok(TurnResult {
-                text,
-                finish: Finish::End,
-                enforced_by: None,
-                reasoning: None,
-                usage: Usage::default(),
-                elapsed: Duration::ZERO,
-                first_token: None,
-                constraint: Default::default(),
-            })
-        })
+        Box::pin(async move { Ok(turn_result(text, Finish::End)) })
     }
     fn describe(&self) -> String {
         "raw".into()
@@ -84,16 +70,10 @@ impl Model for Truncating {
         _d: DeltaSink<'a>,
     ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
         Box::pin(async {
-            Ok(TurnResult {
-                text: "<thought>a very long thought that".into(),
-                finish: Finish::Length,
-                enforced_by: None,
-                reasoning: None,
-                usage: Usage::default(),
-                elapsed: Duration::ZERO,
-                first_token: None,
-                constraint: Default::default(),
-            })
+            Ok(turn_result(
+                "<thought>a very long thought that",
+                Finish::Length,
+            ))
         })
     }
     fn describe(&self) -> String {

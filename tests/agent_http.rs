@@ -5,6 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::agent::population;
 use common::fake_server::{FakeConfig, FakeServer, StopMode};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -13,27 +14,17 @@ use tagloop::agent::{Agent, Status};
 use tagloop::llm::Api;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::secret::Secret;
-use tagloop::tools::{Registry, tool_fn};
+use tagloop::tools::Registry;
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Lookup {
-    city: String,
-}
-
+/// `population`: Paris's, or "unknown".
 fn tools() -> Registry {
-    let mut r = Registry::new();
-    r.add(Arc::new(tool_fn(
-        "population",
-        "Population of a city.",
-        |l: Lookup| async move {
-            Ok(if l.city == "Paris" {
-                "2102650".to_string()
-            } else {
-                "unknown".to_string()
-            })
-        },
-    )));
-    r
+    population(|city| {
+        if city == "Paris" {
+            "2102650".to_string()
+        } else {
+            "unknown".to_string()
+        }
+    })
 }
 
 /// The model's turns, written as a model that does not stop by itself would: it goes on to invent

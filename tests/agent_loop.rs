@@ -16,11 +16,9 @@ use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Prompt, TurnRequest, Turn
 use tagloop::tools::tool_fn;
 
 use common::agent::{
-    Nothing, agent, collect_events, observations, script, tools, with_events, with_transcript,
+    DECIDE, Nothing, agent, collect_events, observations, script, tools, turn_result, with_events,
+    with_transcript,
 };
-
-/// The sentence that closes a tool's result (`src/agent/observed.rs`).
-const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 #[tokio::test]
 async fn a_tool_call_then_a_final_answer() {
@@ -327,18 +325,7 @@ async fn the_request_carries_the_stop_strings() {
             _d: DeltaSink<'a>,
         ) -> BoxFuture<'a, Result<TurnResult, LlmError>> {
             self.0.lock().unwrap().push(r.stop.clone());
-            Box::pin(async {
-                Ok(TurnResult {
-                    text: "<final_answer>x</final_answer>".into(),
-                    finish: Finish::End,
-                    enforced_by: None,
-                    reasoning: None,
-                    usage: Usage::default(),
-                    elapsed: Duration::ZERO,
-                    first_token: None,
-                    constraint: Default::default(),
-                })
-            })
+            Box::pin(async { Ok(turn_result("<final_answer>x</final_answer>", Finish::End)) })
         }
         fn describe(&self) -> String {
             "spy".into()

@@ -8,17 +8,9 @@ use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 
-use tagloop::agent::{Agent, AgentConfig, Status};
-use tagloop::llm::Role as MsgRole;
+use common::agent::{DECIDE, PathArgs, observed_run};
+use tagloop::agent::Status;
 use tagloop::tools::{Registry, ToolError, tool_fn};
-
-const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct PathArgs {
-    /// The file.
-    path: String,
-}
 
 fn tools() -> Registry {
     let mut r = Registry::new();
@@ -43,24 +35,7 @@ fn tools() -> Registry {
 
 /// The observations a run with `turns` sent, after the task.
 async fn observations(turns: &[&str], max_steps: u32) -> (Status, Vec<String>) {
-    let config = AgentConfig {
-        max_steps,
-        ..AgentConfig::default()
-    };
-    let agent = Agent::builder(common::script::model(turns))
-        .tools(tools())
-        .config(config)
-        .build()
-        .expect("agent builds");
-    let o = agent.run("t").await;
-    let seen = o
-        .messages
-        .iter()
-        .skip(2)
-        .filter(|m| m.role == MsgRole::User)
-        .map(|m| m.content.clone())
-        .collect();
-    (o.status, seen)
+    observed_run(tools(), "t", turns, max_steps).await
 }
 
 #[tokio::test]

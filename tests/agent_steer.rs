@@ -6,15 +6,9 @@ mod common;
 
 use std::sync::Arc;
 
-use tagloop::agent::{Agent, AgentConfig, Status};
-use tagloop::llm::Role as MsgRole;
+use common::agent::{PathArgs, observed_run};
+use tagloop::agent::Status;
 use tagloop::tools::{Registry, tool_fn};
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct PathArgs {
-    /// The file.
-    path: String,
-}
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct SearchArgs {
@@ -39,23 +33,7 @@ fn tools() -> Registry {
 
 /// The observations a run of `task` with `turns` sent.
 async fn observations(task: &str, turns: &[&str]) -> (Status, Vec<String>) {
-    let agent = Agent::builder(common::script::model(turns))
-        .tools(tools())
-        .config(AgentConfig {
-            max_steps: 8,
-            ..AgentConfig::default()
-        })
-        .build()
-        .expect("agent builds");
-    let o = agent.run(task).await;
-    let seen = o
-        .messages
-        .iter()
-        .skip(2)
-        .filter(|m| m.role == MsgRole::User)
-        .map(|m| m.content.clone())
-        .collect();
-    (o.status, seen)
+    observed_run(tools(), task, turns, 8).await
 }
 
 #[tokio::test]

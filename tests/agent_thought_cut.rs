@@ -8,27 +8,17 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use common::agent::population;
 use common::fake_server::{FakeConfig, FakeServer};
 use pretty_assertions::assert_eq;
 
 use tagloop::agent::{Agent, AgentConfig, Event, RunOptions, Status};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::{Api, GrammarMode, NoticeKind, ServerKind};
-use tagloop::tools::{Registry, tool_fn};
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Lookup {
-    city: String,
-}
+use tagloop::tools::Registry;
 
 fn tools() -> Registry {
-    let mut r = Registry::new();
-    r.add(Arc::new(tool_fn(
-        "population",
-        "Population of a city.",
-        |l: Lookup| async move { Ok(format!("{} has 2102650 people", l.city)) },
-    )));
-    r
+    population(|city| format!("{city} has 2102650 people"))
 }
 
 /// A thought that says the same sentence again and again (what SmolLM2 writes when the grammar

@@ -1,13 +1,17 @@
 //! An agent over a few test tools (`echo`, `add`, `fail`, `slow`), driven by the scripted model,
-//! and the run options and event sinks its tests use.
+//! and the run options and event sinks its tests use; the pieces the `agent_*` tests share
+//! besides: a run's observations over any tools, a fixed model turn, the `population` tool.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tagloop::agent::{Agent, AgentConfig, Event, EventSink, RunOptions};
+use tagloop::agent::{Agent, AgentConfig, Event, EventSink, RunOptions, Status};
 use tagloop::llm::scripted::ScriptedModel;
-use tagloop::llm::{Model, Role as MsgRole};
+use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult, Usage};
 use tagloop::tools::{Registry, ToolError, tool_fn};
+
+/// The sentence that closes a tool's result (`src/agent/observed.rs`).
+pub const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 /// The scripted model of these turns.
 pub fn script(turns: &[&str]) -> Arc<ScriptedModel> {
@@ -24,6 +28,30 @@ struct EchoArgs {
 struct AddArgs {
     a: i64,
     b: i64,
+}
+
+/// The arguments of a tool that takes a path.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct PathArgs {
+    /// The file.
+    pub path: String,
+}
+
+/// The arguments of a tool that takes a city.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct CityArgs {
+    pub city: String,
+}
+
+/// A registry of one tool, `population` ("Population of a city."), answering `reply(city)`.
+pub fn population(reply: fn(&str) -> String) -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "population",
+        "Population of a city.",
+        move |l: CityArgs| async move { Ok(reply(&l.city)) },
+    )));
+    r
 }
 
 /// The arguments of a tool that takes none.
@@ -107,4 +135,38 @@ pub fn collect_events() -> (EventSink, Arc<Mutex<Vec<Event>>>) {
         Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())),
         store,
     )
+}
+
+/// The status and the observations of a run of `task` over `tools`, the scripted model writing
+/// `turns`, in at most `max_steps` steps.
+pub async fn observed_run(
+    tools: Registry,
+    task: &str,
+    turns: &[&str],
+    max_steps: u32,
+) -> (Status, Vec<String>) {
+    let agent = Agent::builder(script(turns))
+        .tools(tools)
+        .config(AgentConfig {
+            max_steps,
+            ..AgentConfig::default()
+        })
+        .build()
+        .expect("agent builds");
+    let o = agent.run(task).await;
+    (o.status, observations(&o.messages))
+}
+
+/// A model's turn of `text` that ended as `finish`, costing nothing, taking no time.
+pub fn turn_result(text: impl Into<String>, finish: Finish) -> TurnResult {
+    TurnResult {
+        text: text.into(),
+        finish,
+        enforced_by: None,
+        reasoning: None,
+        usage: Usage::default(),
+        elapsed: Duration::ZERO,
+        first_token: None,
+        constraint: Default::default(),
+    }
 }

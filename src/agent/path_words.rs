@@ -60,7 +60,8 @@ fn path_word(text: &str, start: usize, end: usize) -> Option<PathWord> {
         return None;
     }
     let file = looks_like_file(trimmed);
-    if !file && !(word.contains('/') && trimmed.chars().any(char::is_alphabetic)) {
+    let folder = word.contains('/') && trimmed.chars().any(char::is_alphabetic);
+    if !(file || folder) {
         return None;
     }
     let at = start + lead;

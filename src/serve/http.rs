@@ -285,9 +285,7 @@ async fn handle(
         Reading::PassThrough => {
             trace.requests = 1;
             let relayed = shared.upstream.pass_through_until(false, bytes, deadline);
-            return within(shared, deadline, async { Ok(relayed.await) })
-                .await
-                .map(|r| hold_while_streaming(r, slot));
+            return Ok(hold_while_streaming(relayed.await, slot));
         }
         Reading::Answer { ask, mode, render } => (*ask, mode, render),
     };
@@ -296,20 +294,20 @@ async fn handle(
         slot,
         started,
     };
-    // The core's answer is bounded inside, so that its transcript is written however it ends.
     core_answer(shared, ask, mode, render, trace, live, face.path).await
 }
 
-/// `work` by the request's `deadline` (`--timeout`), or 504.
+/// `work` by the request's `deadline` (`--timeout`), or 504 (a relay, the core bound their own).
 async fn within<T>(
     shared: &Shared,
     deadline: tokio::time::Instant,
     work: impl Future<Output = Result<T, ServeError>>,
 ) -> Result<T, ServeError> {
-    let secs = shared.cfg.timeout.as_secs();
-    tokio::time::timeout_at(deadline, work)
-        .await
-        .unwrap_or(Err(ServeError::Timeout { secs }))
+    let late = ServeError::Timeout {
+        secs: shared.cfg.timeout.as_secs(),
+    };
+    let answered = tokio::time::timeout_at(deadline, work).await;
+    answered.unwrap_or(Err(late))
 }
 
 /// The body read as JSON and by the face (a pass-through, or an answer with its schemas

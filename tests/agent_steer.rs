@@ -1,7 +1,8 @@
 //! What the runtime adds to a result to keep a run on its question, driven by the scripted model:
 //! the files the question names that no call has used yet (src/agent/named.rs), the line before
 //! a result the same call gave at an earlier step, and the answer asked for when such calls go on
-//! (src/agent/loopguard/).
+//! (src/agent/loopguard/), and an answer refused while the question names files no call has used
+//! (src/agent/decide.rs).
 
 mod common;
 
@@ -198,4 +199,70 @@ async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
         refused.contains("You were asked for your final answer, and you made this call before; it was not run again. Its result was:\nread(path=\"ledger/week3.txt\") returned 1 line:\nledger/week3.txt: 7"),
         "{refused}"
     );
+}
+
+/// The run's answer and the observations it sent.
+async fn answered(task: &str, turns: &[&str]) -> (Status, Option<serde_json::Value>, Vec<String>) {
+    let agent = Agent::builder(common::script::model(turns))
+        .tools(tools())
+        .build()
+        .expect("agent builds");
+    let o = agent.run(task).await;
+    let seen = o
+        .messages
+        .iter()
+        .skip(2)
+        .filter(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .collect();
+    (o.status, o.final_answer, seen)
+}
+
+#[tokio::test]
+async fn an_answer_before_every_named_file_was_used_is_refused_with_their_names() {
+    let (status, answer, seen) = answered(
+        "Compare ledger/week2.txt and ledger/week4.txt: which sold more chairs?",
+        &[
+            "<action>read(path=\"ledger/week2.txt\")</action>",
+            // The 1.5B Qwen's answer after one read: the second number made up.
+            "<final_answer>week2: 7, week4: 7</final_answer>",
+            "<action>read(path=\"ledger/week4.txt\")</action>",
+            "<final_answer>the same: 7 and 7</final_answer>",
+        ],
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("the same: 7 and 7")));
+    assert!(
+        seen[1].contains("Your answer was not accepted yet: it came before any call used all the files the question names. The question also names ledger/week4.txt, which no call has used yet: call a tool on it before you give your final answer."),
+        "{}",
+        seen[1]
+    );
+    assert_eq!(seen.len(), 3, "{seen:?}");
+}
+
+#[tokio::test]
+async fn an_answer_given_again_at_once_is_taken_and_refusals_are_bounded() {
+    // A named file no call needs: the same answer twice in a row is taken.
+    let (status, answer, _) = answered(
+        "What does a .txt file such as notes.txt usually hold?",
+        &[
+            "<final_answer>text</final_answer>",
+            "<final_answer>plain text</final_answer>",
+        ],
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("plain text")));
+    // With calls between, at most three answers are refused in a run.
+    let mut turns = Vec::new();
+    for _ in 0..4 {
+        turns.push("<action>read(path=\"other.txt\")</action>");
+        turns.push("<final_answer>done</final_answer>");
+    }
+    let (status, answer, seen) = answered("Sum a1.txt and a2.txt.", &turns).await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("done")));
+    let refused = seen.iter().filter(|o| o.contains("not accepted yet")).count();
+    assert_eq!(refused, 3, "{seen:?}");
 }

@@ -263,6 +263,9 @@ async fn an_answer_given_again_at_once_is_taken_and_refusals_are_bounded() {
     let (status, answer, seen) = answered("Sum a1.txt and a2.txt.", &turns).await;
     assert_eq!(status, Status::Ok);
     assert_eq!(answer, Some(serde_json::json!("done")));
-    let refused = seen.iter().filter(|o| o.contains("not accepted yet")).count();
+    let refused = seen
+        .iter()
+        .filter(|o| o.contains("not accepted yet"))
+        .count();
     assert_eq!(refused, 3, "{seen:?}");
 }

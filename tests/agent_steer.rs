@@ -242,21 +242,24 @@ async fn an_answer_before_every_named_file_was_used_is_refused_with_their_names(
 }
 
 #[tokio::test]
-async fn an_answer_given_again_at_once_is_taken_and_refusals_are_bounded() {
-    // A named file no call needs: the same answer twice in a row is taken.
-    let (status, answer, _) = answered(
+async fn refusals_for_named_files_stop_before_the_run_would_end_and_are_bounded() {
+    // A named file no call needs: refused twice in a row, the third answer is taken (the
+    // default ends a run at three refusals in a row).
+    let (status, answer, seen) = answered(
         "What does a .txt file such as notes.txt usually hold?",
         &[
             "<final_answer>text</final_answer>",
+            "<final_answer>text again</final_answer>",
             "<final_answer>plain text</final_answer>",
         ],
     )
     .await;
     assert_eq!(status, Status::Ok);
     assert_eq!(answer, Some(serde_json::json!("plain text")));
-    // With calls between, at most three answers are refused in a run.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // With calls between, at most four answers are refused in a run.
     let mut turns = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..5 {
         turns.push("<action>read(path=\"other.txt\")</action>");
         turns.push("<final_answer>done</final_answer>");
     }
@@ -267,5 +270,5 @@ async fn an_answer_given_again_at_once_is_taken_and_refusals_are_bounded() {
         .iter()
         .filter(|o| o.contains("not accepted yet"))
         .count();
-    assert_eq!(refused, 3, "{seen:?}");
+    assert_eq!(refused, 4, "{seen:?}");
 }

@@ -19,7 +19,7 @@ use super::run::Run;
 use super::turn::ModelTurn;
 
 /// How many answers a run refuses for files the question names and no call has used.
-const NAMED_REFUSALS: u32 = 3;
+const NAMED_REFUSALS: u32 = 4;
 
 impl Run<'_> {
     /// Read the turn and decide what happens next.
@@ -106,12 +106,15 @@ impl Run<'_> {
 
     /// An answer that comes while the question names files no call has used is refused, with
     /// those names: the 1.5B Qwen, shown them after each result, answered a four-file total from
-    /// the first file and a two-file comparison with the second file's number made up. Never
-    /// twice in a row (an answer given again at once is judged as usual) and at most
-    /// [`NAMED_REFUSALS`] times a run, so a question that names a file no call needs costs a
-    /// turn, not the answer.
+    /// the first file and a two-file comparison with the second file's number made up; refused
+    /// once, it read the second file, then answered at once with a third number made up. Never
+    /// the refusal that would end the run (the last of `max_refusals` in a row: that answer is
+    /// judged as usual) and at most [`NAMED_REFUSALS`] times a run, so a question that names a
+    /// file no call needs costs turns, not the answer.
     fn before_named_files(&mut self) -> Option<Next> {
-        if self.refusals > 0 || self.named_refusals >= NAMED_REFUSALS {
+        if self.refusals + 1 >= self.agent.config.max_refusals
+            || self.named_refusals >= NAMED_REFUSALS
+        {
             return None;
         }
         let notice = self.named.notice()?;

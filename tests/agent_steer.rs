@@ -272,3 +272,35 @@ async fn refusals_for_named_files_stop_before_the_run_would_end_and_are_bounded(
         .count();
     assert_eq!(refused, 4, "{seen:?}");
 }
+
+#[tokio::test]
+async fn an_answer_the_loop_guard_asked_for_is_not_refused_for_names() {
+    // The 1.5B Qwen cycled three searches; asked for its answer, it answered, and the answer
+    // was refused for the files it had not used: the two rules must not pull apart.
+    let (status, answer, seen) = answered(
+        "Sum a1.txt and a2.txt.",
+        &[
+            "<action>read(path=\"o1.txt\")</action>",
+            "<action>read(path=\"o2.txt\")</action>",
+            "<action>read(path=\"o3.txt\")</action>",
+            "<action>read(path=\"o1.txt\")</action>",
+            "<action>read(path=\"o2.txt\")</action>",
+            "<action>read(path=\"o3.txt\")</action>",
+            "<final_answer>14</final_answer>",
+        ],
+    )
+    .await;
+    // Names left: the third call that changed nothing asks for the answer.
+    assert!(
+        !seen[4].contains("Give your final answer now"),
+        "{}",
+        seen[4]
+    );
+    assert!(
+        seen[5].contains("Give your final answer now"),
+        "{}",
+        seen[5]
+    );
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("14")));
+}

@@ -112,8 +112,10 @@ impl Run<'_> {
     /// judged as usual) and at most [`NAMED_REFUSALS`] times a run, so a question that names a
     /// file no call needs costs turns, not the answer.
     fn before_named_files(&mut self) -> Option<Next> {
+        // Once the loop guard asked for the answer, the answer is not refused for names.
         if self.refusals + 1 >= self.agent.config.max_refusals
             || self.named_refusals >= NAMED_REFUSALS
+            || self.guard.answer_asked()
         {
             return None;
         }

@@ -220,6 +220,11 @@ impl LoopGuard {
         })
     }
 
+    /// Whether the model was asked for its answer (calls that changed nothing went on).
+    pub(crate) fn answer_asked(&self) -> bool {
+        self.answer_asked.is_some()
+    }
+
     /// Forget a blocked call when the model does something else (a parse error, a final answer).
     pub(crate) fn clear_block(&mut self) {
         self.blocked = None;

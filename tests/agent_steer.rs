@@ -1,6 +1,8 @@
 //! What the runtime adds to a result to keep a run on its question, driven by the scripted model:
-//! the files the question names that no call has used yet (src/agent/named.rs), and the line
-//! before a result the same call gave in the step before (src/agent/loopguard.rs).
+//! the files the question names that no call has used yet (src/agent/named.rs), the line before
+//! a result the same call gave at an earlier step, and the answer asked for when such calls go on
+//! (src/agent/loopguard/), and an answer refused while the question names files no call has used
+//! (src/agent/decide.rs).
 
 mod common;
 
@@ -110,4 +112,173 @@ async fn the_same_call_with_the_same_result_again_is_said_to_change_nothing() {
     assert!(seen[1].starts_with(steer), "{}", seen[1]);
     // A different call is a fresh start.
     assert!(!seen[2].contains("You made exactly"), "{}", seen[2]);
+}
+
+/// Four reads, then the same four again and again: the 1.5B Qwen read the four week files and
+/// began to read them all once more, a cycle the A/A/A and A/B/A/B rules do not see.
+const CYCLE: [&str; 4] = [
+    "<action>read(path=\"ledger/week1.txt\")</action>",
+    "<action>read(path=\"ledger/week2.txt\")</action>",
+    "<action>read(path=\"ledger/week3.txt\")</action>",
+    "<action>read(path=\"ledger/week4.txt\")</action>",
+];
+
+#[tokio::test]
+async fn a_call_that_ran_steps_before_with_the_same_result_is_said_to_be_nothing_new() {
+    let mut turns = CYCLE.to_vec();
+    turns.extend([CYCLE[0], CYCLE[1], "<final_answer>week3</final_answer>"]);
+    let (status, seen) = observations("Which week had the most visitors?", &turns).await;
+    assert_eq!(status, Status::Ok);
+    for fresh in &seen[..4] {
+        assert!(!fresh.contains("You made exactly"), "{fresh}");
+    }
+    // The first repeat says where the result already is, and leaves the choice open.
+    assert!(
+        seen[4].starts_with(
+            "<observation>\nYou made exactly this call before, at step 1, and it returned the same then: this is no new information, and that result is still above, at step 1. Use this result, call a different tool, or give your final answer.\nread(path=\"ledger/week1.txt\") returned 1 line:\nledger/week1.txt: 7\n"
+        ),
+        "{}",
+        seen[4]
+    );
+    // The second asks for the answer, where the decision sentence stood.
+    assert!(
+        seen[5].contains(
+            "returned 1 line:\nledger/week2.txt: 7\n\nYou made exactly this call before, at step 2, and it returned the same then: this is no new information, and that result is still above, at step 2. Your calls keep returning what you already have: no call will tell you more. Give your final answer now, from the results above.\n\n[2 steps left]"
+        ),
+        "{}",
+        seen[5]
+    );
+    assert!(!seen[5].contains("If the results so far"), "{}", seen[5]);
+}
+
+#[tokio::test]
+async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
+    let turns: Vec<&str> = CYCLE.iter().copied().cycle().take(12).collect();
+    let agent = Agent::builder(common::script::model(&turns))
+        .tools(tools())
+        .config(AgentConfig {
+            max_steps: 10,
+            ..AgentConfig::default()
+        })
+        .build()
+        .expect("agent builds");
+    let o = agent.run("Which week had the most visitors?").await;
+    // Reads 1-4, two repeats that ran (the second asks for the answer), one refused: the call
+    // after that ends the run, with three of the ten steps unspent.
+    assert_eq!(o.status, Status::LoopDetected, "{:?}", o.error);
+    assert_eq!(o.progress.steps, 7);
+    let refused = o
+        .messages
+        .iter()
+        .rfind(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("You were asked for your final answer, and you made this call before; it was not run again. Its result was:\nread(path=\"ledger/week3.txt\") returned 1 line:\nledger/week3.txt: 7"),
+        "{refused}"
+    );
+}
+
+/// The run's answer and the observations it sent.
+async fn answered(task: &str, turns: &[&str]) -> (Status, Option<serde_json::Value>, Vec<String>) {
+    let agent = Agent::builder(common::script::model(turns))
+        .tools(tools())
+        .build()
+        .expect("agent builds");
+    let o = agent.run(task).await;
+    let seen = o
+        .messages
+        .iter()
+        .skip(2)
+        .filter(|m| m.role == MsgRole::User)
+        .map(|m| m.content.clone())
+        .collect();
+    (o.status, o.final_answer, seen)
+}
+
+#[tokio::test]
+async fn an_answer_before_every_named_file_was_used_is_refused_with_their_names() {
+    let (status, answer, seen) = answered(
+        "Compare ledger/week2.txt and ledger/week4.txt: which sold more chairs?",
+        &[
+            "<action>read(path=\"ledger/week2.txt\")</action>",
+            // The 1.5B Qwen's answer after one read: the second number made up.
+            "<final_answer>week2: 7, week4: 7</final_answer>",
+            "<action>read(path=\"ledger/week4.txt\")</action>",
+            "<final_answer>the same: 7 and 7</final_answer>",
+        ],
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("the same: 7 and 7")));
+    assert!(
+        seen[1].contains("Your answer was not accepted yet: it came before any call used all the files the question names. The question also names ledger/week4.txt, which no call has used yet: call a tool on it before you give your final answer."),
+        "{}",
+        seen[1]
+    );
+    assert_eq!(seen.len(), 3, "{seen:?}");
+}
+
+#[tokio::test]
+async fn refusals_for_named_files_stop_before_the_run_would_end_and_are_bounded() {
+    // A named file no call needs: refused twice in a row, the third answer is taken (the
+    // default ends a run at three refusals in a row).
+    let (status, answer, seen) = answered(
+        "What does a .txt file such as notes.txt usually hold?",
+        &[
+            "<final_answer>text</final_answer>",
+            "<final_answer>text again</final_answer>",
+            "<final_answer>plain text</final_answer>",
+        ],
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("plain text")));
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // With calls between, at most four answers are refused in a run.
+    let mut turns = Vec::new();
+    for _ in 0..5 {
+        turns.push("<action>read(path=\"other.txt\")</action>");
+        turns.push("<final_answer>done</final_answer>");
+    }
+    let (status, answer, seen) = answered("Sum a1.txt and a2.txt.", &turns).await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("done")));
+    let refused = seen
+        .iter()
+        .filter(|o| o.contains("not accepted yet"))
+        .count();
+    assert_eq!(refused, 4, "{seen:?}");
+}
+
+#[tokio::test]
+async fn an_answer_the_loop_guard_asked_for_is_not_refused_for_names() {
+    // The 1.5B Qwen cycled three searches; asked for its answer, it answered, and the answer
+    // was refused for the files it had not used: the two rules must not pull apart.
+    let (status, answer, seen) = answered(
+        "Sum a1.txt and a2.txt.",
+        &[
+            "<action>read(path=\"o1.txt\")</action>",
+            "<action>read(path=\"o2.txt\")</action>",
+            "<action>read(path=\"o3.txt\")</action>",
+            "<action>read(path=\"o1.txt\")</action>",
+            "<action>read(path=\"o2.txt\")</action>",
+            "<action>read(path=\"o3.txt\")</action>",
+            "<final_answer>14</final_answer>",
+        ],
+    )
+    .await;
+    // Names left: the third call that changed nothing asks for the answer.
+    assert!(
+        !seen[4].contains("Give your final answer now"),
+        "{}",
+        seen[4]
+    );
+    assert!(
+        seen[5].contains("Give your final answer now"),
+        "{}",
+        seen[5]
+    );
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("14")));
 }

@@ -18,7 +18,7 @@ use crate::tools::{Tool, ToolError};
 use super::Status;
 use super::correction::Correction;
 use super::events::Event;
-use super::loopguard::{CallKey, Check, REPEATED};
+use super::loopguard::{CallKey, Check, fingerprint};
 use super::next::{Ending, Next};
 use super::observed;
 use super::run::Run;
@@ -95,25 +95,49 @@ impl Run<'_> {
             }
             Check::Run => {}
         }
-        let mut output = self.run_tool(&call.tool, tool, args).await;
-        let again = self.guard.repeats_last(&key, &output);
-        self.guard.record(key, output.clone());
-        if again {
-            output = format!("{REPEATED}\n{output}");
-        }
+        let (body, result, ok) = self.run_tool(&call.tool, tool, args).await;
         if !call.warnings.is_empty() {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
-        Next::step(output)
+        let step = self.progress.steps + 1;
+        let notice = self.named.notice();
+        let again = self
+            .guard
+            .record(key, result, body.clone(), step, notice.is_some());
+        // The step that reaches the limit gets the limit notice instead of the decision.
+        let decide = step < self.step_limit;
+        let answer_now = again.is_some_and(|a| a.answer_now);
+        let mut observation = match again {
+            Some(a) if !a.answer_now => format!("{}\n{body}", a.note()),
+            _ => body,
+        };
+        if decide {
+            let closing = match again {
+                Some(a) if a.answer_now => a.note(),
+                _ if !ok => String::new(),
+                _ => notice.unwrap_or_else(|| observed::DECIDE_NOTE.to_string()),
+            };
+            if !closing.is_empty() {
+                observation = format!("{}\n\n{closing}", observation.trim_end());
+            }
+        }
+        // A secret the caller named (the API key) never reaches the model, the events or the transcript.
+        let observation = self.agent.config.secrets.redact_string(observation);
+        Next::Step {
+            observation,
+            refused_call: answer_now,
+        }
     }
 
-    /// Run a tool with its time limit; the result (or the error) as text for the model.
+    /// Run a tool with its time limit: the observation's body (the result, or the error, as text
+    /// for the model, without the closing sentence), the [`fingerprint`] of the tool's own text,
+    /// and whether it succeeded.
     async fn run_tool(
         &mut self,
         name: &str,
         tool: Arc<dyn Tool>,
         args: Map<String, Value>,
-    ) -> String {
+    ) -> (String, u64, bool) {
         self.emit(Event::ToolStarted {
             tool: name.to_string(),
         });
@@ -121,8 +145,6 @@ impl Run<'_> {
         let agent = self.agent;
         let config = &agent.config;
         let shown = args.clone();
-        // The step that reaches the limit gets the limit notice instead of the decision.
-        let decide = self.progress.steps + 1 < self.step_limit;
         let call = tokio::time::timeout(config.tool_timeout, tool.call(args))
             .instrument(info_span!("tool", name));
         let mut call = std::pin::pin!(call);
@@ -135,34 +157,22 @@ impl Run<'_> {
                 call.await
             }
         };
-        let (ok, refused, text) = match result {
-            Ok(Ok(out)) => (
-                true,
-                false,
-                observed::tool_result(
-                    name,
-                    &shown,
-                    &protocol::truncate(&out, config.observation_limit),
-                    decide,
-                    self.named.notice().as_deref(),
-                ),
-            ),
-            Ok(Err(e)) => (
-                false,
-                matches!(e, ToolError::Refused(_)),
-                format!(
-                    "Error from {name}: {}",
-                    protocol::truncate(&e.to_string(), config.observation_limit)
-                ),
-            ),
-            Err(_) => (
-                false,
-                false,
-                format!(
-                    "Error from {name}: timed out after {} s",
-                    config.tool_timeout.as_secs_f32()
-                ),
-            ),
+        let (ok, refused, own, text) = match result {
+            Ok(Ok(out)) => {
+                let out = protocol::truncate(&out, config.observation_limit);
+                let text = observed::tool_result(name, &shown, &out, false, None);
+                (true, false, out.into_owned(), text)
+            }
+            Ok(Err(e)) => {
+                let own = protocol::truncate(&e.to_string(), config.observation_limit).into_owned();
+                let text = format!("Error from {name}: {own}");
+                (false, matches!(e, ToolError::Refused(_)), own, text)
+            }
+            Err(_) => {
+                let own = format!("timed out after {} s", config.tool_timeout.as_secs_f32());
+                let text = format!("Error from {name}: {own}");
+                (false, false, own, text)
+            }
         };
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
         let text = config.secrets.redact_string(text);
@@ -176,6 +186,6 @@ impl Run<'_> {
             ok,
             elapsed_ms: started.elapsed().as_millis() as u64,
         });
-        text
+        (text, fingerprint(&own), ok)
     }
 }

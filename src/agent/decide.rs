@@ -18,6 +18,9 @@ use super::next::{Ending, Next};
 use super::run::Run;
 use super::turn::ModelTurn;
 
+/// How many answers a run refuses for files the question names and no call has used.
+const NAMED_REFUSALS: u32 = 4;
+
 impl Run<'_> {
     /// Read the turn and decide what happens next.
     pub(super) async fn decide(&mut self, model_turn: ModelTurn, final_only: bool) -> Next {
@@ -70,6 +73,9 @@ impl Run<'_> {
     /// `max_refusals` refusals in a row the run ends).
     fn final_answer(&mut self, turn: &Turn) -> Next {
         let text = turn.final_text.as_deref().unwrap_or_default();
+        if let Some(refused) = self.before_named_files() {
+            return refused;
+        }
         match self.check_final(text) {
             Ok(value) => Next::End(Ending {
                 status: Status::Ok,
@@ -96,6 +102,31 @@ impl Run<'_> {
                 Next::Refused(message)
             }
         }
+    }
+
+    /// An answer that comes while the question names files no call has used is refused, with
+    /// those names: the 1.5B Qwen, shown them after each result, answered a four-file total from
+    /// the first file and a two-file comparison with the second file's number made up; refused
+    /// once, it read the second file, then answered at once with a third number made up. Never
+    /// the refusal that would end the run (the last of `max_refusals` in a row: that answer is
+    /// judged as usual) and at most [`NAMED_REFUSALS`] times a run, so a question that names a
+    /// file no call needs costs turns, not the answer.
+    fn before_named_files(&mut self) -> Option<Next> {
+        // Once the loop guard asked for the answer, the answer is not refused for names.
+        if self.refusals + 1 >= self.agent.config.max_refusals
+            || self.named_refusals >= NAMED_REFUSALS
+            || self.guard.answer_asked()
+        {
+            return None;
+        }
+        let notice = self.named.notice()?;
+        self.guard.clear_block();
+        self.named_refusals += 1;
+        self.refusals += 1;
+        Some(Next::Refused(self.correct(Correction::Final {
+            why: format!("Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"),
+            empty: false,
+        })))
     }
 
     /// Check a final answer against the role; an accepted one is announced.

@@ -38,6 +38,8 @@ pub(crate) struct Run<'a> {
     pub(super) step_limit: u32,
     /// Final answers refused in a row.
     pub(super) refusals: u32,
+    /// Final answers refused because the question names files no call has used (`decide.rs`).
+    pub(super) named_refusals: u32,
     /// The decision step has judged this run's first call (`first_call.rs`).
     pub(super) decided: bool,
     pub(super) guard: LoopGuard,
@@ -65,6 +67,7 @@ impl<'a> Run<'a> {
             requests: 0,
             step_limit: agent.config.max_steps,
             refusals: 0,
+            named_refusals: 0,
             decided: false,
             guard: LoopGuard::default(),
             named: QuestionNames::of(task),

@@ -123,7 +123,9 @@ pub(crate) async fn answer(
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
-    let may_stream = answer_may_stream(ask, &role);
+    // A text answer the question's words may send back for a call (choose.rs) is held.
+    let may_stream = answer_may_stream(ask, &role)
+        && !(request.grammar.is_some() && choose::reasks_answers(ask));
     // Under `auto` a turn that cannot give a usable call may still answer: after a turn that
     // only repeated answered calls, after a refused turn written again word for word (at
     // temperature 0 the next repair would write it a third time), and once the repair budget is

@@ -52,12 +52,7 @@ pub(crate) fn better_tool<'a>(ask: &'a Ask, decision: &Decision) -> Option<Bette
     };
     let asked = content_words(question);
     let score = |t: &ToolSpec| shared(&asked, t);
-    let mut scores: Vec<(usize, &ToolSpec)> = ask.tools.iter().map(|t| (score(t), t)).collect();
-    scores.sort_by(|a, b| b.0.cmp(&a.0));
-    let (top, tool) = scores[0];
-    if top <= scores[1].0 {
-        return None;
-    }
+    let (top, tool) = leading(ask, &asked)?;
     match decision {
         Decision::Calls(calls) => {
             let [(called, _)] = calls.as_slice() else {
@@ -127,6 +122,29 @@ pub(crate) async fn reask(
             None
         }
     }
+}
+
+/// The tool that shares the most of `asked` (the question's content words), with that count,
+/// when it leads alone.
+fn leading<'a>(ask: &'a Ask, asked: &HashSet<String>) -> Option<(usize, &'a ToolSpec)> {
+    let mut scores: Vec<(usize, &ToolSpec)> =
+        ask.tools.iter().map(|t| (shared(asked, t), t)).collect();
+    scores.sort_by(|a, b| b.0.cmp(&a.0));
+    match scores.as_slice() {
+        [(top, tool), (next, _), ..] if top > next => Some((*top, *tool)),
+        _ => None,
+    }
+}
+
+/// Whether a text answer to `ask` would be asked again ([`better_tool`]); decided before the
+/// turn, since it does not depend on the answer. Such an answer is held until its turn is read
+/// instead of streaming as the upstream writes it (`live.rs`): it may not be the client's.
+pub(crate) fn reasks_answers(ask: &Ask) -> bool {
+    let answer = Decision::Answer {
+        text: String::new(),
+        cut: false,
+    };
+    better_tool(ask, &answer).is_some()
 }
 
 /// How many of the question's content words `tool`'s words hold.

@@ -129,7 +129,7 @@ pub(crate) async fn reask(
 fn leading<'a>(ask: &'a Ask, asked: &HashSet<String>) -> Option<(usize, &'a ToolSpec)> {
     let mut scores: Vec<(usize, &ToolSpec)> =
         ask.tools.iter().map(|t| (shared(asked, t), t)).collect();
-    scores.sort_by(|a, b| b.0.cmp(&a.0));
+    scores.sort_by_key(|s| std::cmp::Reverse(s.0));
     match scores.as_slice() {
         [(top, tool), (next, _), ..] if top > next => Some((*top, *tool)),
         _ => None,

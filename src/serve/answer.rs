@@ -27,7 +27,7 @@ use super::judgement::Judgement;
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
-use super::{conversation, decide, further, grammar};
+use super::{choose, conversation, decide, further, grammar};
 use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::prompt::Templates;
@@ -126,7 +126,9 @@ pub(crate) async fn answer(
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
-    let may_stream = answer_may_stream(ask, &role);
+    // A text answer the question's words may send back for a call (choose.rs) is held.
+    let may_stream = answer_may_stream(ask, &role)
+        && !(request.grammar.is_some() && choose::reasks_answers(ask));
     // Under `auto` a turn that cannot give a usable call may still answer: after a turn that
     // only repeated answered calls, after a refused turn written again word for word (at
     // temperature 0 the next repair would write it a third time), and once the repair budget is
@@ -195,6 +197,25 @@ pub(crate) async fn answer(
         let mut read = read(&text);
         if let Ok(r) = &mut read {
             further::drop_unnamed(ask, r);
+        }
+        let mut text = text;
+        if partial.is_empty()
+            && !answer_only
+            && request.grammar.is_some()
+            && let Ok(r) = &read
+            && let Some(better) = choose::better_tool(ask, &r.decision)
+        {
+            // One call of a tool the question's words name less than another's: asked once
+            // more for that other tool alone (choose.rs); the new call is judged as any.
+            trace.requests += 1;
+            let (model, api) = (core.model, core.api);
+            let usage = &mut trace.usage;
+            let again = choose::reask(model, api, &history, &request, ask, &role, &better, usage);
+            if let Some((new_text, new_read)) = again.await {
+                trace.turns.push((text, Some(better.why)));
+                text = new_text;
+                read = Ok(new_read);
+            }
         }
         let mut declined = match &read {
             Ok(r) if may_fall_back && !answer_only => {

@@ -35,6 +35,12 @@ pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
     build(&shape(ask, api, true))
 }
 
+/// The grammar of one call of `tool` alone, whatever `tool_choice` allowed: the re-ask for
+/// the tool the question's words name (choose.rs).
+pub(crate) fn one_call_of(ask: &Ask, api: Api, tool: &str) -> Option<Arc<TurnGrammar>> {
+    build(&shape(ask, api, false).named(tool).max_calls(1))
+}
+
 /// What `ask`'s turn may hold. The tools offered are already the named one alone under a
 /// named `tool_choice` ([`Ask::offered_tools`]).
 fn shape(ask: &Ask, api: Api, answer_only: bool) -> TurnShape<'_> {

@@ -36,7 +36,8 @@
 //! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
-//!   of values the conversation never gave is declined, and answered instead).
+//!   of values the conversation never gave is declined, and answered instead); `choose.rs`
+//!   re-asks a lone call of one tool for another whose words the question says clearly more.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
@@ -57,6 +58,7 @@
 
 mod answer;
 mod body;
+mod choose;
 mod chunks;
 mod clients;
 mod config;

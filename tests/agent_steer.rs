@@ -9,7 +9,8 @@ mod common;
 use std::sync::Arc;
 
 use common::agent::{PathArgs, observed_run};
-use tagloop::agent::Status;
+use tagloop::agent::{Agent, AgentConfig, Status};
+use tagloop::llm::Role as MsgRole;
 use tagloop::tools::{Registry, tool_fn};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

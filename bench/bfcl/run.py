@@ -17,7 +17,8 @@ for its OpenAI handler, imported), the case's question is sent once, and the ans
 
 Printed per category (and face): accuracy, decoding failures, text answers, errors, seconds per
 case (wall time of the one request, generation included); with `--face both`, how many cases the
-two faces answered the same (same outcome, same calls). `--json FILE` writes one record per case.
+two faces answered the same (same outcome, same calls). `--json FILE` writes one record per case,
+with the response's id (`tagloop serve --session-dir` names the case's transcript by it).
 
 Through the Anthropic face the same tools go as `{name, description, input_schema}`, system
 messages as `system`, and each `tool_use` block is a call (its `input` an object already).
@@ -113,7 +114,7 @@ def usable_calls(calls, declared: set):
 
 
 def ask_openai(client, args, messages, tools):
-    """One case through the OpenAI face: its calls, its text, why it ended."""
+    """One case through the OpenAI face: its calls, its text, why it ended, the response's id."""
     response = client.chat.completions.create(
         model=args.model, messages=messages, tools=tools, temperature=0,
         max_tokens=args.max_tokens,
@@ -121,11 +122,12 @@ def ask_openai(client, args, messages, tools):
     message = response.choices[0].message
     calls = [{"name": c.function.name, "arguments": c.function.arguments}
              for c in message.tool_calls or []]
-    return calls, message.content or "", response.choices[0].finish_reason
+    return calls, message.content or "", response.choices[0].finish_reason, response.id
 
 
 def ask_anthropic(client, args, messages, tools):
-    """One case through the Anthropic face: the same tools as Anthropic's, the same messages."""
+    """One case through the Anthropic face: the same tools as Anthropic's, the same messages
+    (returned as the OpenAI face's are)."""
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     # This SDK's `create` has no `temperature` argument: it goes in the body as the OpenAI face's.
     kwargs = dict(
@@ -141,7 +143,7 @@ def ask_anthropic(client, args, messages, tools):
     calls = [{"name": b.name, "arguments": json.dumps(b.input)}
              for b in message.content if b.type == "tool_use"]
     text = "".join(b.text for b in message.content if b.type == "text")
-    return calls, text, message.stop_reason
+    return calls, text, message.stop_reason, message.id
 
 
 def run_case(face, client, bfcl, args, category, entry, truth):
@@ -151,13 +153,16 @@ def run_case(face, client, bfcl, args, category, entry, truth):
     ask = ask_anthropic if face == "anthropic" else ask_openai
     started = time.monotonic()
     try:
-        calls, content, finish = ask(client, args, entry["question"][0], tools)
+        calls, content, finish, response_id = ask(client, args, entry["question"][0], tools)
     except Exception as e:  # an HTTP error or a timeout: the client got nothing usable
         record.update(outcome="error", correct=False, error=f"{type(e).__name__}: {e}"[:500])
         record["seconds"] = round(time.monotonic() - started, 3)
         return record
     record["seconds"] = round(time.monotonic() - started, 3)
     record["finish_reason"] = finish
+    # `tagloop serve --session-dir` names each transcript by this id: a case's turns are found
+    # from its record.
+    record["response_id"] = response_id
     record["calls"] = calls
     record["content"] = content[:500]
     output, why = usable_calls(calls, declared)

@@ -49,12 +49,27 @@ fn grounded(value: &Value, said: &str) -> bool {
                 .as_f64()
                 .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
                 .map(|f| format!("{}", f as i64));
-            said.contains(&n.to_string()) || whole.is_some_and(|w| said.contains(&w))
+            says_number(said, &n.to_string()) || whole.is_some_and(|w| says_number(said, &w))
         }
         Value::Array(items) => items.iter().all(|v| grounded(v, said)),
         Value::Object(map) => map.values().all(|v| grounded(v, said)),
         Value::Bool(_) | Value::Null => true,
     }
+}
+
+/// Whether `said` writes the number `digits` as a whole number, not as a part of another one
+/// (`0` is not said by "20" or "0.5"; `5` is said by "5," and "5.").
+fn says_number(said: &str, digits: &str) -> bool {
+    let digit_at = |i: usize| said.as_bytes().get(i).is_some_and(u8::is_ascii_digit);
+    said.match_indices(digits).any(|(at, _)| {
+        let end = at + digits.len();
+        let before = at.checked_sub(1).map(|i| said.as_bytes()[i]);
+        let glued_before =
+            before.is_some_and(|b| b.is_ascii_digit() || b == b'.' && at >= 2 && digit_at(at - 2));
+        let glued_after =
+            digit_at(end) || said.as_bytes().get(end) == Some(&b'.') && digit_at(end + 1);
+        !glued_before && !glued_after
+    })
 }
 
 #[cfg(test)]
@@ -79,6 +94,11 @@ mod tests {
         assert!(!check("f(number=4)"));
         assert!(!check("f(unit=\"meters\")"));
         assert!(!check("f(list=[5, 6])"));
+        // A number inside another is not said: "20" does not say 0, "7.5" does not say 7.
+        let check_round = super::check(&ask("Round 7.5 to 20 places."));
+        assert!(!check_round("f(rounding=0)"));
+        assert!(!check_round("f(n=7)"));
+        assert!(check_round("f(n=7.5, places=20)"));
         // Not a call: left to the reader.
         assert!(check("f(number="));
     }

@@ -15,7 +15,8 @@
 //!   again for an answer only (answer.rs), and the client gets a text answer.
 //! * Arguments that cannot be judged are left out of the test: booleans, nulls, empty values,
 //!   and values of a property whose schema lists its choices (`enum`, `const`): the tool, not
-//!   the question, gave those. A call with no argument left to judge is kept.
+//!   the question, gave those. A call with no argument left to judge is kept, unless a required
+//!   free string is empty (`url=""`): a slot filled with nothing the question gave.
 //! * A call after the first is held to more (every value grounded) as the turn streams
 //!   (`grounded.rs`); a call already answered in the history is dropped (`read.rs`).
 //! * A first call this rule keeps is judged next by the model's own guess at the function the
@@ -55,7 +56,15 @@ fn declined_first_call(
     let said = Said::of(ask);
     let judged: Vec<&str> = judged_arguments(tool, args).collect();
     if judged.is_empty() {
-        return None;
+        // A required string left empty (`url=""`) is a value nobody gave: with nothing else
+        // to judge, the call fills a slot the question has no value for.
+        let empty = empty_required(tool, args);
+        return (!empty.is_empty()).then(|| {
+            format!(
+                "declined: {name}'s required arguments ({}) are empty and nothing else is given",
+                empty.join(", ")
+            )
+        });
     }
     let grounded = judged
         .iter()
@@ -84,6 +93,29 @@ fn judged_arguments<'a>(
             let chosen = schema.get("enum").is_some() || schema.get("const").is_some();
             !chosen && args.get(*name).is_some_and(judgeable)
         })
+}
+
+/// The required, free (no `enum`/`const`) string arguments of `tool` that `args` leaves empty.
+fn empty_required<'a>(
+    tool: &'a ToolSpec,
+    args: &'a serde_json::Map<String, Value>,
+) -> Vec<&'a str> {
+    let properties = &tool.parameters["properties"];
+    tool.parameters["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|name| {
+            let schema = &properties[*name];
+            let chosen = schema.get("enum").is_some() || schema.get("const").is_some();
+            !chosen
+                && args
+                    .get(*name)
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.trim().is_empty())
+        })
+        .collect()
 }
 
 /// Whether a value says something the question could have given.
@@ -190,17 +222,29 @@ fn stem(word: &str) -> String {
     w.to_string()
 }
 
-/// The numbers written in digits in `text`: `1,200`, `3.5`, `-2`, `10km` (10).
+/// The numbers written in digits in `text`: `1,200`, `3.5`, `-2`, `10km` (10). A comma is a
+/// thousands separator only where each group after it has exactly three digits (`1,200`); any
+/// other comma separates numbers (`5,10 and 15`, `46.6,1.88`).
 fn numbers(text: &str) -> impl Iterator<Item = f64> + '_ {
     text.split(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | ',' | '-')))
-        .filter_map(|t| {
+        .flat_map(|t| {
             let t = t.trim_matches(|c| matches!(c, '.' | ','));
-            let plain: String = t.chars().filter(|c| *c != ',').collect();
-            plain
-                .trim_start_matches('-')
-                .parse::<f64>()
-                .ok()
-                .map(|n| if plain.starts_with('-') { -n } else { n })
+            let grouped = t.split(',').skip(1).all(|g| {
+                let digits = g.split('.').next().unwrap_or(g);
+                digits.len() == 3 && digits.chars().all(|c| c.is_ascii_digit())
+            });
+            let parts: Vec<String> = if grouped {
+                vec![t.chars().filter(|c| *c != ',').collect()]
+            } else {
+                t.split(',').map(str::to_string).collect()
+            };
+            parts.into_iter().filter_map(|plain| {
+                plain
+                    .trim_start_matches('-')
+                    .parse::<f64>()
+                    .ok()
+                    .map(|n| if plain.starts_with('-') { -n } else { n })
+            })
         })
         .flat_map(|n| [n, -n])
 }
@@ -320,6 +364,17 @@ mod tests {
     }
 
     #[test]
+    fn a_required_string_left_empty_with_nothing_else_given_is_declined() {
+        let props = serde_json::json!({"a": {}, "b": {}, "unit": {"enum": ["c", "f"]}});
+        let a = ask("Tell me a joke.", props.clone(), &["a", "unit"]);
+        assert!(declined(&a, serde_json::json!({"a": "", "unit": "c"})));
+        assert!(declined(&a, serde_json::json!({"a": "  "})));
+        // Another required value the question gave keeps the call.
+        let a = ask("Weather in Oslo?", props, &["a", "b"]);
+        assert!(!declined(&a, serde_json::json!({"a": "", "b": "Oslo"})));
+    }
+
+    #[test]
     fn only_auto_declines() {
         let body = serde_json::json!({
             "messages": [{"role": "user", "content": "Hi"}],
@@ -329,5 +384,21 @@ mod tests {
         });
         let a = Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap();
         assert!(!declined(&a, serde_json::json!({"a": "zzz"})));
+    }
+
+    #[test]
+    fn a_comma_groups_thousands_only_before_three_digits() {
+        let got: Vec<f64> = numbers("factorial of 5,10 and 15")
+            .filter(|n| *n >= 0.0)
+            .collect();
+        assert_eq!(got, vec![5.0, 10.0, 15.0]);
+        let got: Vec<f64> = numbers("at 46.603354,1.8883340")
+            .filter(|n| *n >= 0.0)
+            .collect();
+        assert_eq!(got, vec![46.603354, 1.888334]);
+        let got: Vec<f64> = numbers("pay 1,200.50 or 12,345,678")
+            .filter(|n| *n >= 0.0)
+            .collect();
+        assert_eq!(got, vec![1200.5, 12345678.0]);
     }
 }

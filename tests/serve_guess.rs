@@ -287,6 +287,6 @@ async fn without_a_bound_of_its_own_the_guess_has_the_requests_time() {
         t["decisions"],
         json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": null,
             "declined": false,
-            "why": "the request's time limit (--timeout) ran out before the guess answered"}])
+            "why": "the request ended (its --timeout ran out, or the client left) before the guess answered"}])
     );
 }

@@ -1,7 +1,8 @@
 //! Decide: read a model turn and say what happens next.
 //!
 //! A turn is one of: a final answer (checked against the role: accepted, the run ends; refused,
-//! the model is told why), an action (run in `act.rs`), or neither (the model is reminded of the
+//! the model is told why; an answer that comes while the question names files no call has used
+//! yet is refused with their names, a few times a run), an action (run in `act.rs`), or neither (the model is reminded of the
 //! format). A turn the degeneration guard cut is never acted on. After the step limit only a
 //! final answer is accepted, once.
 

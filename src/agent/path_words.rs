@@ -5,8 +5,8 @@
 //! until a call has used them. Both read a question the same way:
 //!
 //! - a word is a run of letters, digits, `_`, `-`, `.` and `/`, its ends' dots, slashes and
-//!   dashes left out; one right after `://` or `@`, or holding `//`, is a web or mail address,
-//!   not a path;
+//!   dashes left out; one right after `://` or `@`, holding `//`, or in the same run of
+//!   non-blanks after a `://` (`http://host:9/a.png`), is a web or mail address, not a path;
 //! - a **file** word ends in a stem, a dot and an extension of at most eight letters and digits
 //!   that starts with a letter (`notes.txt`, `src/main.rs`); not `2.5`, `v1.2`, `1.5B`, nor one
 //!   letter on each side of the dot (`e.g`, `U.S`: abbreviations);
@@ -55,7 +55,16 @@ fn path_word(text: &str, start: usize, end: usize) -> Option<PathWord> {
     let lead = word.len() - word.trim_start_matches(trim).len();
     let trimmed = word.trim_matches(trim);
     let before = &text[..start];
-    if trimmed.is_empty() || before.ends_with("://") || before.ends_with('@') || word.contains("//")
+    // The rest of an address after its host (`http://127.0.0.1:9/pixel.png`).
+    let in_address = before
+        .rsplit(char::is_whitespace)
+        .next()
+        .is_some_and(|t| t.contains("://"));
+    if trimmed.is_empty()
+        || in_address
+        || before.ends_with("://")
+        || before.ends_with('@')
+        || word.contains("//")
     {
         return None;
     }
@@ -83,7 +92,8 @@ fn looks_like_file(word: &str) -> bool {
         && ext.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && ext.chars().all(|c| c.is_ascii_alphanumeric());
     let stem_ok = !stem.trim_matches('.').is_empty();
-    let abbreviation = stem.chars().count() == 1 && ext.len() == 1;
+    // `e.g`, `U.S.A`: every part between the dots one letter.
+    let abbreviation = last.split('.').all(|part| part.chars().count() == 1);
     ext_ok && stem_ok && !abbreviation
 }
 
@@ -104,6 +114,15 @@ mod tests {
 
     fn folder(t: &str) -> (String, bool) {
         (t.to_string(), false)
+    }
+
+    #[test]
+    fn abbreviations_of_single_letters_are_not_files() {
+        assert!(!looks_like_file("U.S.A"));
+        assert!(path_words("see <img src=http://127.0.0.1:9/pixel.png> and a.css").len() == 1);
+        assert!(!looks_like_file("e.g"));
+        assert!(looks_like_file("a.py"));
+        assert!(looks_like_file("docs/x.md"));
     }
 
     #[test]

@@ -199,6 +199,8 @@ pub(crate) async fn answer(
             further::drop_unnamed(ask, r);
         }
         let mut text = text;
+        // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
+        let mut reasoning = result.reasoning.clone();
         if partial.is_empty()
             && !answer_only
             && request.grammar.is_some()
@@ -211,10 +213,11 @@ pub(crate) async fn answer(
             let (model, api) = (core.model, core.api);
             let usage = &mut trace.usage;
             let again = choose::reask(model, api, &history, &request, ask, &role, &better, usage);
-            if let Some((new_text, new_read)) = again.await {
+            if let Some((new_text, new_read, new_reasoning)) = again.await {
                 trace.turns.push((text, Some(better.why)));
                 text = new_text;
                 read = Ok(new_read);
+                reasoning = new_reasoning;
             }
         }
         let mut declined = match &read {
@@ -267,7 +270,7 @@ pub(crate) async fn answer(
         match read {
             Ok(read) => {
                 trace.turns.push((text, None));
-                emit_answer(read, result.reasoning, trace.usage, emit);
+                emit_answer(read, reasoning, trace.usage, emit);
                 return Ok(());
             }
             Err(refusal) => {

@@ -96,7 +96,7 @@ pub(crate) async fn reask(
     role: &Role,
     better: &Better<'_>,
     usage: &mut Usage,
-) -> Option<(String, Read)> {
+) -> Option<(String, Read, Option<String>)> {
     let request = TurnRequest {
         grammar: Some(grammar::one_call_of(ask, api, &better.tool.name)?),
         stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
@@ -114,7 +114,7 @@ pub(crate) async fn reask(
     let text = history.turn_text(&result.text);
     match read(&text, &result.finish, ask, role, false) {
         Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| *n == better.tool.name)) => {
-            Some((text, r))
+            Some((text, r, result.reasoning))
         }
         Ok(_) => None,
         Err(refusal) => {

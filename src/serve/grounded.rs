@@ -66,8 +66,23 @@ fn says_number(said: &str, digits: &str) -> bool {
         let before = at.checked_sub(1).map(|i| said.as_bytes()[i]);
         let glued_before =
             before.is_some_and(|b| b.is_ascii_digit() || b == b'.' && at >= 2 && digit_at(at - 2));
+        // Trailing zeros write the same number: `1.5` in "1.50", `2` in "2.0".
+        let mut after = end;
+        if digits.contains('.') {
+            while said.as_bytes().get(after) == Some(&b'0') {
+                after += 1;
+            }
+        } else if said.as_bytes().get(after) == Some(&b'.') {
+            let mut z = after + 1;
+            while said.as_bytes().get(z) == Some(&b'0') {
+                z += 1;
+            }
+            if z > after + 1 {
+                after = z;
+            }
+        }
         let glued_after =
-            digit_at(end) || said.as_bytes().get(end) == Some(&b'.') && digit_at(end + 1);
+            digit_at(after) || said.as_bytes().get(after) == Some(&b'.') && digit_at(after + 1);
         !glued_before && !glued_after
     })
 }
@@ -99,6 +114,10 @@ mod tests {
         assert!(!check_round("f(rounding=0)"));
         assert!(!check_round("f(n=7)"));
         assert!(check_round("f(n=7.5, places=20)"));
+        // Trailing zeros write the same number.
+        let check_zeros = super::check(&ask("Buy at $1.50, sell 2.0 units."));
+        assert!(check_zeros("f(price=1.5, n=2)"));
+        assert!(!check_zeros("f(price=1.05)"));
         // Not a call: left to the reader.
         assert!(check("f(number="));
     }

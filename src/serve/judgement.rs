@@ -1,8 +1,9 @@
 //! A judgement of a turn's calls, as the transcript (`--session-dir`) records it: under
 //! `tool_choice: auto`, the grounding rule (`decide.rs`) and the model's own guess (`guess.rs`)
-//! judge a first call, and each judgement, kept or declined, is one entry of the transcript's
-//! `decisions`, with the fields of a run's `decision` event (`src/agent/events.rs`): the tools,
-//! the guess, whether the call was declined and why. A reader sees why a call was kept, not
+//! judge a first call, and each judgement of the guess, kept or declined, and each decline of
+//! the grounding rule is one entry of the transcript's `decisions`, like a run's `decision`
+//! event (`src/agent/events.rs`, which has one `tool`): the tools, the guess, whether the call
+//! was declined and why. A reader sees why a call was kept, not
 //! only why one was declined.
 
 use serde::Serialize;
@@ -48,13 +49,13 @@ impl Judgement {
     }
 
     /// A guess about `called` that has not answered yet: what the transcript keeps when the
-    /// request's own time limit ends the request during the guess.
+    /// request ends during the guess (its own time limit, or a client that left).
     pub(crate) fn unfinished(called: &[&ToolSpec]) -> Self {
         Judgement::guess(
             called,
             None,
             false,
-            "the request's time limit (--timeout) ran out before the guess answered".into(),
+            "the request ended (its --timeout ran out, or the client left) before the guess answered".into(),
         )
     }
 

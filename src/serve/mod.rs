@@ -37,7 +37,8 @@
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
 //!   of values the conversation never gave is declined, and answered instead); `choose.rs`
-//!   re-asks a lone call of one tool for another whose words the question says clearly more.
+//!   re-asks a lone call of one tool for another whose words the question says clearly more;
+//!   `judgement.rs` is each such judgement as the transcript records it.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.

@@ -160,7 +160,7 @@ impl Run<'_> {
         let (ok, refused, own, text) = match result {
             Ok(Ok(out)) => {
                 let out = protocol::truncate(&out, config.observation_limit);
-                let text = observed::tool_result(name, &shown, &out, false, None);
+                let text = observed::tool_result(name, &shown, &out);
                 (true, false, out.into_owned(), text)
             }
             Ok(Err(e)) => {

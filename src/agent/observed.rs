@@ -18,31 +18,17 @@ pub(crate) const DECIDE_NOTE: &str = "If the results so far answer the whole que
 /// An argument value longer than this many characters is shown cut in the header.
 const ARG_SHOWN: usize = 60;
 
-/// The observation of a call of `tool` with `args` that returned `output`, closed by the
-/// decision sentence, or by a runtime `note` that takes its place (what the question names and
-/// no call has used: the 1.5B Qwen, shown that note above "give your final answer now", answered
-/// the four-file total from the first file all the same). Neither is there when `decide` is
-/// false (the step that reached the limit: the runtime's limit notice then says that only an
-/// answer is left).
-pub(crate) fn tool_result(
-    tool: &str,
-    args: &Map<String, Value>,
-    output: &str,
-    decide: bool,
-    note: Option<&str>,
-) -> String {
+/// The observation's body for a call of `tool` with `args` that returned `output`: the header
+/// and the tool's text. The closing sentence (the decision, or a runtime note in its place) is
+/// added by the step (`act.rs`), which knows what the loop guard and the named files say.
+pub(crate) fn tool_result(tool: &str, args: &Map<String, Value>, output: &str) -> String {
     let output = output.trim_end();
     let call = call_text(tool, args);
-    let mut text = match output.lines().count() {
+    match output.lines().count() {
         0 => format!("{call} returned nothing."),
         1 => format!("{call} returned 1 line:\n{output}"),
         n => format!("{call} returned {n} lines:\n{output}"),
-    };
-    if decide {
-        text.push_str("\n\n");
-        text.push_str(note.unwrap_or(DECIDE_NOTE));
     }
-    text
 }
 
 /// The call as the protocol writes it, `tool(name="value", n=2)`, long values cut.
@@ -98,47 +84,21 @@ mod tests {
 
     #[test]
     fn names_the_call_and_counts_the_lines() {
-        let text = tool_result(
-            "read_file",
-            &args(json!({"path": "a.txt"})),
-            "x\ny\nz\n",
-            true,
-            None,
-        );
-        assert_eq!(
-            text,
-            format!("read_file(path=\"a.txt\") returned 3 lines:\nx\ny\nz\n\n{DECIDE_NOTE}")
-        );
+        let text = tool_result("read_file", &args(json!({"path": "a.txt"})), "x\ny\nz\n");
+        assert_eq!(text, "read_file(path=\"a.txt\") returned 3 lines:\nx\ny\nz");
     }
 
     #[test]
     fn one_line_and_nothing_are_said_so() {
-        let one = tool_result("t", &args(json!({"n": 2})), "42", true, None);
-        assert!(one.starts_with("t(n=2) returned 1 line:\n42\n"), "{one}");
-        let none = tool_result("t", &Map::new(), "", true, None);
-        assert_eq!(none, format!("t() returned nothing.\n\n{DECIDE_NOTE}"));
-        assert_eq!(
-            tool_result("t", &Map::new(), "", false, None),
-            "t() returned nothing."
-        );
-    }
-
-    #[test]
-    fn a_note_takes_the_decisions_place_and_goes_with_it() {
-        let a = args(json!({"path": "a.txt"}));
-        let noted = tool_result("read_file", &a, "x", true, Some("Note."));
-        assert_eq!(
-            noted,
-            "read_file(path=\"a.txt\") returned 1 line:\nx\n\nNote."
-        );
-        let last = tool_result("read_file", &a, "x", false, Some("Note."));
-        assert_eq!(last, "read_file(path=\"a.txt\") returned 1 line:\nx");
+        let one = tool_result("t", &args(json!({"n": 2})), "42");
+        assert_eq!(one, "t(n=2) returned 1 line:\n42");
+        assert_eq!(tool_result("t", &Map::new(), ""), "t() returned nothing.");
     }
 
     #[test]
     fn long_arguments_are_cut_in_the_header_only() {
         let long = "q".repeat(500);
-        let text = tool_result("write", &args(json!({"content": long})), "ok", true, None);
+        let text = tool_result("write", &args(json!({"content": long})), "ok");
         let header = text.lines().next().unwrap_or_default();
         assert!(header.chars().count() < 100, "{header}");
         assert!(header.contains('…'));
@@ -146,22 +106,16 @@ mod tests {
 
     #[test]
     fn the_header_tells_where_the_tools_lines_are() {
-        let one = tool_result(
-            "read_file",
-            &args(json!({"path": "a"})),
-            "x\ny\nz",
-            true,
-            None,
+        let one = format!(
+            "{}\n\n{DECIDE_NOTE}",
+            tool_result("read_file", &args(json!({"path": "a"})), "x\ny\nz")
         );
         assert_eq!(output_lines(&one), Some((1, 3)));
-        let single = tool_result("t", &Map::new(), "42", false, None);
+        let single = tool_result("t", &Map::new(), "42");
         assert_eq!(output_lines(&single), Some((1, 1)));
         let after_notice = format!("You made this call before. Its result was:\n{one}");
         assert_eq!(output_lines(&after_notice), Some((2, 3)));
         assert_eq!(output_lines("line 1\nline 2"), None);
-        assert_eq!(
-            output_lines(&tool_result("t", &Map::new(), "", true, None)),
-            None
-        );
+        assert_eq!(output_lines(&tool_result("t", &Map::new(), "")), None);
     }
 }

@@ -90,7 +90,8 @@ pub(crate) fn tool_words(name: &str, description: &str, parameters: &Value) -> H
     words
 }
 
-/// The most times a guessed name may say one content word and still be a guess.
+/// The most times a guessed name may say one content word and still be a guess (`loops` in
+/// `bench/bfcl/guess_records.py` reads the records the same way).
 pub(crate) const MOST_REPEATS: usize = 2;
 
 /// What a guessed function name says (see the module docs).

@@ -14,7 +14,7 @@
 //!
 //! A guessed name is read once, the same way for serve and a run ([`reading`]): its content
 //! words; or nothing, when it holds stop words only (`get_value`); or no guess at all, when it
-//! says one content word [`MOST_REPEATS`]` + 1` times or more. That is a model looping on a
+//! says one content word more than [`MOST_REPEATS`] times. That is a model looping on a
 //! word until the budget cut it: asked about Christianity's schisms, Qwen2.5-Coder-0.5B named
 //! `christian_christian_christian_christian_ch` (BFCL multiple_19), and the right call it had
 //! made was declined by it. A real name says a word twice at most (`convert_celsius_to_kelvin`

@@ -168,7 +168,7 @@ async fn a_question_that_names_the_workspace_keeps_its_call_without_a_guess() {
 }
 
 #[tokio::test]
-async fn a_guess_the_server_fails_or_that_names_nothing_keeps_the_call() {
+async fn a_guess_the_server_fails_or_that_names_nothing_or_loops_keeps_the_call() {
     let failed = FakeGuess {
         fail: true,
         ..FakeGuess::default()
@@ -179,6 +179,11 @@ async fn a_guess_the_server_fails_or_that_names_nothing_keeps_the_call() {
         (
             named("get_value"),
             vec![(Some("get_value".to_string()), false)],
+        ),
+        // A loop on one word is no guess (it would share no word with `read_file`).
+        (
+            named("capital_capital_capital_capital"),
+            vec![(Some("capital_capital_capital_capital".to_string()), false)],
         ),
     ] {
         let ran = run(

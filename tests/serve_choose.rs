@@ -5,10 +5,12 @@
 //! without a grammar, and a re-ask that gives no call of the better tool leave the first call.
 //! A text answer is re-asked for a leading tool whose name says a word of the question, and
 //! the call it gives is judged as any first call (one of values nobody gave is declined).
+//! The re-ask is one more request of the answer: counted, its usage summed, and its turn in the
+//! transcript whether it was used or not.
 
 mod common;
 
-use common::fake_server::{FakeConfig, FakeServer};
+use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
 use common::serve::{post, proxy};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
@@ -221,4 +223,80 @@ async fn the_call_a_text_answer_was_re_asked_for_is_judged_like_any_first_call()
         "Brazil has no capital."
     );
     assert_eq!(fake.request_count(), 1);
+}
+
+/// The one transcript `--session-dir` holds.
+fn transcript(dir: &std::path::Path) -> Value {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_re_ask_is_counted_summed_and_recorded_used_or_not() {
+    const ANSWERED: &str = "<thought>Hm.</thought>\n<final_answer>Deer grow.</final_answer>";
+    for (second, turns, out) in [
+        // Used: the first turn (with why it was re-asked), then the re-ask's, whose call goes out.
+        (
+            RIGHT,
+            vec![(WRONG, true), (RIGHT, false)],
+            "wildlife_population_assess_growth",
+        ),
+        // Not used (a text answer under the one-call grammar an upstream ignored): still one
+        // turn the model wrote, recorded before the turn whose call stands.
+        (
+            ANSWERED,
+            vec![(ANSWERED, true), (WRONG, false)],
+            "ecological_impact_analyze",
+        ),
+    ] {
+        // A guess the upstream fails: made (counted), no usage (the fake's turns alone have it).
+        let fake = FakeServer::start(FakeConfig {
+            guess: FakeGuess {
+                fail: true,
+                ..FakeGuess::default()
+            },
+            ..FakeConfig::turns([WRONG, second])
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let base = proxy(&fake, |c| {
+            c.grammar = GrammarMode::On;
+            c.session_dir = Some(dir.path().to_path_buf());
+        })
+        .await;
+        let (status, v) = post(&base, &question()).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(calls(&v)[0].0, out, "{v}");
+        let t = transcript(dir.path());
+        // Each turn as the fake wrote it, up to the re-ask's stop (`</action>`, `</final_answer>`).
+        let recorded: Vec<(&str, bool)> = t["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["turn"].as_str().unwrap(), !e["correction"].is_null()))
+            .collect();
+        assert_eq!(recorded.len(), turns.len(), "{t}");
+        for ((got, noted), (wrote, note)) in recorded.iter().zip(&turns) {
+            assert!(got.len() > 30 && wrote.starts_with(got), "{got} / {wrote}");
+            assert_eq!(noted, note, "{t}");
+        }
+        if second == ANSWERED {
+            let note = t["turns"][0]["correction"].as_str().unwrap();
+            assert!(
+                note.contains("re-asked for wildlife_population_assess_growth"),
+                "{note}"
+            );
+            assert!(note.contains("a text answer"), "{note}");
+        }
+        // The turn, the re-ask and the guess: three requests made, all counted; the usage
+        // sums both turns' prompts (the same messages; the fake counts 4 bytes a token; the
+        // failed guess has none).
+        let reqs = fake.requests();
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(fake.guesses().len(), 1);
+        assert_eq!(t["requests"], 3, "{t}");
+        let prompt = reqs[0].body["messages"].to_string().len() as u64 / 4;
+        assert_eq!(v["usage"]["prompt_tokens"], 2 * prompt, "{v}");
+    }
 }

@@ -226,6 +226,13 @@ async fn the_transcript_says_why_each_call_was_kept_or_declined() {
             true,
             "declined: asked without the tools, the model would call triangle_area, which shares no word with determine_body_mass_index",
         ),
+        // A loop on one word (BFCL multiple_19's kind) is no guess: the call is kept.
+        (
+            "triangle_triangle_triangle_triangle_trian",
+            TRIANGLE,
+            false,
+            "the model's own function, triangle_triangle_triangle_triangle_trian, repeats the word triangle: no guess, the call is kept",
+        ),
     ] {
         let upstream = FakeServer::start(fake(guess(name))).await;
         let dir = tempfile::tempdir().unwrap();

@@ -15,10 +15,11 @@
 //!    alone, one snake_case name, at most 16 tokens): a guessed function that shares a content
 //!    word with the called tool (its name, description, parameters) keeps the call; one that
 //!    shares none (`get_capital` against `read_file`) declines it. A guess that cannot be had
-//!    (the server fails the request), an answer that names no function, or a name of stop
-//!    words only (`get_value`) keeps it. A workspace question that names no file and whose
-//!    guess is about something else than the tool is declined too: the rule favours answering
-//!    when the question gives no sign that the files matter.
+//!    (the server fails the request), an answer that names no function, a name of stop
+//!    words only (`get_value`), or one that says a word three times or more (a loop, no guess:
+//!    `christian_christian_christian_…`) keeps it. A workspace question that names no file and
+//!    whose guess is about something else than the tool is declined too: the rule favours
+//!    answering when the question gives no sign that the files matter.
 //!
 //! Serve's rule differs in one way: there a guess that shares no word with the question keeps
 //! the call (SmolLM2's unrelated guesses), because a client's tools are whatever the client
@@ -42,7 +43,7 @@ use crate::shown::Outside;
 use crate::tools::{Tool, list_paths};
 
 use super::events::Event;
-use super::guess::{content_words, name_of, request, tool_words};
+use super::guess::{Reading, content_words, name_of, reading, request, tool_words};
 use super::path_words::path_words;
 use super::run::Run;
 
@@ -141,13 +142,23 @@ fn verdict(guessed: Option<&str>, tool: &dyn Tool) -> (bool, String) {
     let Some(guessed) = guessed else {
         return (false, "the model named no function for the question".into());
     };
-    let guess = content_words(guessed);
-    if guess.is_empty() {
-        return (
-            false,
-            format!("the model's own function, {guessed}, names nothing"),
-        );
-    }
+    let guess = match reading(guessed) {
+        Reading::Words(words) => words,
+        Reading::Nothing => {
+            return (
+                false,
+                format!("the model's own function, {guessed}, names nothing"),
+            );
+        }
+        Reading::Repeats(word) => {
+            return (
+                false,
+                format!(
+                    "the model's own function, {guessed}, repeats the word {word}: no guess, the call is kept"
+                ),
+            );
+        }
+    };
     if !guess.is_disjoint(&tool_words(
         tool.name(),
         tool.description(),

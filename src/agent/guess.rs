@@ -11,6 +11,14 @@
 //! with: `get`, `calculate`, `find`…), reduced by the Snowball English stemmer (`integration`
 //! and `integrate` are both `integr`). No threshold: a docs sentence that shifts a score does
 //! not move a shared word.
+//!
+//! A guessed name is read once, the same way for serve and a run ([`reading`]): its content
+//! words; or nothing, when it holds stop words only (`get_value`); or no guess at all, when it
+//! says one content word more than [`MOST_REPEATS`] times. That is a model looping on a
+//! word until the budget cut it: asked about Christianity's schisms, Qwen2.5-Coder-0.5B named
+//! `christian_christian_christian_christian_ch` (BFCL multiple_19), and the right call it had
+//! made was declined by it. A real name says a word twice at most (`convert_celsius_to_kelvin`
+//! once each; `to_celsius_from_celsius`).
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -82,16 +90,58 @@ pub(crate) fn tool_words(name: &str, description: &str, parameters: &Value) -> H
     words
 }
 
+/// The most times a guessed name may say one content word and still be a guess (`loops` in
+/// `bench/bfcl/guess_records.py` reads the records the same way).
+pub(crate) const MOST_REPEATS: usize = 2;
+
+/// What a guessed function name says (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Its content words.
+    Words(HashSet<String>),
+    /// Stop words only (`get_value`): it names nothing.
+    Nothing,
+    /// This content word (as the name says it) said more than [`MOST_REPEATS`] times: a loop,
+    /// no guess.
+    Repeats(String),
+}
+
+/// Read a guessed name: its content words, nothing, or a loop on one word.
+pub(crate) fn reading(name: &str) -> Reading {
+    let words = stemmed_words(name);
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (word, stem) in &words {
+        let n = counts.entry(stem.as_str()).or_default();
+        *n += 1;
+        if *n > MOST_REPEATS {
+            return Reading::Repeats(word.clone());
+        }
+    }
+    if words.is_empty() {
+        Reading::Nothing
+    } else {
+        Reading::Words(words.into_iter().map(|(_, stem)| stem).collect())
+    }
+}
+
 /// Stemmed lower-case runs of letters of `text` (camelCase split), stop words left out.
 pub(crate) fn content_words(text: &str) -> HashSet<String> {
+    stemmed_words(text)
+        .into_iter()
+        .map(|(_, stem)| stem)
+        .collect()
+}
+
+/// [`content_words`] in order, each as often as `text` says it, beside the word as said.
+fn stemmed_words(text: &str) -> Vec<(String, String)> {
     static STEMMER: OnceLock<Stemmer> = OnceLock::new();
     let stemmer = STEMMER.get_or_init(|| Stemmer::create(Algorithm::English));
-    let mut out = HashSet::new();
+    let mut out = Vec::new();
     let mut word = String::new();
     let mut prev_lower = false;
     let mut flush = |word: &mut String| {
         if word.len() >= 2 && !STOP_WORDS.contains(&word.as_str()) {
-            out.insert(stemmer.stem(word).into_owned());
+            out.push((word.clone(), stemmer.stem(word).into_owned()));
         }
         word.clear();
     };
@@ -173,3 +223,32 @@ const STOP_WORDS: &[&str] = &[
     "syntax",
     "note",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_says_one_word_three_times_is_no_guess() {
+        // BFCL multiple_19's guess, cut at the grammar's 42 characters.
+        assert_eq!(
+            reading("christian_christian_christian_christian_ch"),
+            Reading::Repeats("christian".into())
+        );
+        // Counted after stemming and case splitting; stop words do not count.
+        assert_eq!(
+            reading("schismSchisms_schism"),
+            Reading::Repeats("schism".into())
+        );
+        assert_eq!(reading("get_the_value_of_the_the"), Reading::Nothing);
+        // Twice is a name.
+        assert_eq!(
+            reading("celsius_to_celsius"),
+            Reading::Words(content_words("celsius"))
+        );
+        assert_eq!(
+            reading("get_religion_schisms"),
+            Reading::Words(content_words("religion schisms"))
+        );
+    }
+}

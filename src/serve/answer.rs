@@ -246,15 +246,27 @@ pub(crate) async fn answer(
         {
             // One call of a tool the question's words name less than another's: asked once
             // more for that other tool alone (choose.rs); the new call is judged as any.
-            trace.requests += 1;
             let (model, api) = (core.model, core.api);
-            let usage = &mut trace.usage;
-            let again = choose::reask(model, api, &history, &request, ask, &role, &better, usage);
-            if let Some((new_text, new_read, new_reasoning)) = again.await {
-                trace.turns.push((text, Some(better.why)));
-                text = new_text;
-                read = Ok(new_read);
-                reasoning = new_reasoning;
+            let (requests, usage) = (&mut trace.requests, &mut trace.usage);
+            let again = choose::reask(
+                model, api, &history, &request, ask, &role, &better, requests, usage,
+            );
+            match again.await {
+                choose::Reasked::Call(new_text, new_read, new_reasoning) => {
+                    trace.turns.push((text, Some(better.why)));
+                    text = new_text;
+                    read = Ok(new_read);
+                    reasoning = new_reasoning;
+                }
+                // Recorded before the turn whose call stands, which is recorded last as ever.
+                choose::Reasked::Unusable(failed, why) => trace.turns.push((
+                    failed,
+                    Some(format!(
+                        "(not used: {}; {why}; the next turn's call stands)",
+                        better.why
+                    )),
+                )),
+                choose::Reasked::Nothing => {}
             }
         }
         let mut declined = match &read {

@@ -18,7 +18,9 @@
 //! `country_info_capital` among the tools, answered "Brazil has no capital."); a lone tool,
 //! BFCL's `irrelevance` kind, is never re-asked for. The re-asked call is read, bound and validated as any turn's, and judged next by
 //! the grounding and the guess (`decide.rs`, `guess.rs`) like the call it replaces; a re-ask
-//! that fails or cannot be read leaves the first call as it was. Without a grammar (an upstream
+//! that fails or cannot be read leaves the first call as it was. Either way the re-ask is one
+//! more upstream request of the answer, counted and its usage summed as any, and the turn it
+//! wrote goes to the transcript, used or not (`answer.rs`). Without a grammar (an upstream
 //! that takes none) nothing is re-asked: nothing would hold the model to the tool.
 
 use std::collections::HashSet;
@@ -82,10 +84,22 @@ pub(crate) fn better_tool<'a>(ask: &'a Ask, decision: &Decision) -> Option<Bette
     }
 }
 
+/// What the re-ask gave.
+pub(crate) enum Reasked {
+    /// A usable call of the better tool: the turn's text, its reading, and the server's own
+    /// reasoning.
+    Call(String, Read, Option<String>),
+    /// A turn that is no usable call of the better tool (the first call stands): its text, and
+    /// why it is not.
+    Unusable(String, String),
+    /// No turn: no grammar of the tool could be built (nothing was asked), or the request
+    /// failed.
+    Nothing,
+}
+
 /// Ask `asked` (the request just answered, its prompt fitted) once more for one call of
-/// `better`'s tool only, under that call's grammar: the turn's text and its reading when it is a
-/// usable call of that tool, `None` (the first call stands) otherwise. The request's usage is
-/// added to `usage`.
+/// `better`'s tool only, under that call's grammar. The request is counted in `requests` when
+/// it is made, and its usage added to `usage` when it is answered.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn reask(
     model: &dyn Model,
@@ -95,31 +109,46 @@ pub(crate) async fn reask(
     ask: &Ask,
     role: &Role,
     better: &Better<'_>,
+    requests: &mut u32,
     usage: &mut Usage,
-) -> Option<(String, Read, Option<String>)> {
+) -> Reasked {
+    let Some(grammar) = grammar::one_call_of(ask, api, &better.tool.name) else {
+        return Reasked::Nothing;
+    };
     let request = TurnRequest {
-        grammar: Some(grammar::one_call_of(ask, api, &better.tool.name)?),
+        grammar: Some(grammar),
         stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
         end_at_repeated_block: None,
         ..asked.clone()
     };
+    *requests += 1;
     let result = match model.turn(&request, &mut |_| {}).await {
         Ok(result) => result,
         Err(e) => {
             tracing::warn!(error = %Outside(&e), "the re-ask for the better tool failed; the first call stands");
-            return None;
+            return Reasked::Nothing;
         }
     };
     usage.add(result.usage);
     let text = history.turn_text(&result.text);
+    let tool = &better.tool.name;
     match read(&text, &result.finish, ask, role, false) {
-        Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| *n == better.tool.name)) => {
-            Some((text, r, result.reasoning))
+        Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| n == tool)) => {
+            Reasked::Call(text, r, result.reasoning)
         }
-        Ok(_) => None,
+        Ok(r) => {
+            let wrote = match &r.decision {
+                Decision::Calls(_) => "a call of another tool",
+                Decision::Answer { .. } => "a text answer",
+            };
+            Reasked::Unusable(text, format!("it gave {wrote}, not a call of {tool}"))
+        }
         Err(refusal) => {
             tracing::debug!(reason = %Outside(&refusal.message), "the re-ask for the better tool gave no usable call; the first call stands");
-            None
+            Reasked::Unusable(
+                text,
+                format!("it gave no usable call of {tool}: {}", refusal.message),
+            )
         }
     }
 }

@@ -18,8 +18,9 @@
 //! `src/agent/guess.rs`, shared with a run's decision step (`src/agent/first_call.rs`); this
 //! file is serve's verdict. Calibrated on BFCL cases 10–19 (BENCHMARKS.md, "Serve's decision").
 //!
-//! A guess that cannot be had keeps the call: an upstream that fails the request, or an answer
-//! with no name in it (logged). So does a guess that shares no content word with the question
+//! A guess that cannot be had keeps the call: an upstream that fails the request, an answer
+//! with no name in it (logged), or a name that says one word three times or more (a loop, not
+//! a guess: `christian_christian_christian_…`, read in `src/agent/guess.rs`). So does a guess that shares no content word with the question
 //! itself: it is about nothing the question says (SmolLM2-135M's guesses), so it tells nothing
 //! about the called tool. Each judgement, kept or declined, goes to the transcript
 //! (`judgement.rs`).
@@ -39,7 +40,7 @@ use std::time::Duration;
 use super::judgement::Judgement;
 use super::read::Decision;
 use super::request::{Ask, Choice, Entry, ToolSpec};
-use crate::agent::guess::{content_words, name_of, request, tool_words};
+use crate::agent::guess::{Reading, content_words, name_of, reading, request, tool_words};
 use crate::llm::{Api, Model, Usage};
 use crate::shown::Outside;
 
@@ -180,15 +181,23 @@ pub(crate) fn judgement(guessed: &Guessed, question: &str, called: &[&ToolSpec])
 /// with the question itself says nothing about it (SmolLM2-135M names functions unrelated to
 /// the question, and judged by those lost right calls): such a guess keeps the call.
 pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
-    let guess = content_words(guessed);
     let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
     let names = names.join(", ");
-    if guess.is_empty() {
+    let guess = match reading(guessed) {
+        Reading::Words(words) => words,
         // A name of stop words only (`get_value`) names nothing.
-        return Verdict::Keep(format!(
-            "the model's own function, {guessed}, names nothing"
-        ));
-    }
+        Reading::Nothing => {
+            return Verdict::Keep(format!(
+                "the model's own function, {guessed}, names nothing"
+            ));
+        }
+        Reading::Repeats(word) => {
+            tracing::debug!(guessed, "the guess repeats one word; the call is kept");
+            return Verdict::Keep(format!(
+                "the model's own function, {guessed}, repeats the word {word}: no guess, the call is kept"
+            ));
+        }
+    };
     if guess.is_disjoint(&content_words(question)) {
         tracing::debug!(
             guessed,

@@ -12,7 +12,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
-use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
 
@@ -24,12 +23,12 @@ use super::native::{Formats, NativeFormat};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
 use super::response::AnswerMeta;
+use super::transcript::write_transcript;
 use super::upstream::Upstream;
 use super::{ServeError, ServeEvent};
 use crate::llm::Model;
 use crate::llm::openai::OpenAiModel;
 use crate::prompt::Templates;
-use crate::secret::Redactor;
 use crate::shown::Outside;
 /// The name sent upstream when neither the configuration nor the request names a model.
 const DEFAULT_MODEL: &str = "default";
@@ -556,45 +555,4 @@ async fn stream_answer(
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     let events = futures::stream::once(async move { first }).chain(rest);
     Ok(render.stream(stream_meta, Box::pin(events)))
-}
-
-/// One JSON file per answered request in `dir`: the upstream's turns, the corrections, the
-/// answer. Holds no key: the request's headers are not in it, and the upstream key (which an
-/// upstream may write into its turns) is redacted. A failure to write is logged.
-async fn write_transcript(
-    dir: &std::path::Path,
-    meta: &AnswerMeta,
-    answer: &serde_json::Value,
-    trace: &Trace,
-    error: Option<&ServeError>,
-    redactor: &Redactor,
-) {
-    let turns: Vec<_> = trace
-        .turns
-        .iter()
-        .map(|(text, correction)| json!({"turn": text, "correction": correction}))
-        .collect();
-    let mut record = json!({
-        "id": meta.id,
-        "created": meta.created,
-        "model": meta.model,
-        "turns": turns,
-        "answer": answer,
-        "error": error.map(|e| e.to_string()),
-    });
-    if !trace.fitted.is_empty() {
-        record["fitted"] = json!(trace.fitted);
-    }
-    if !trace.decisions.is_empty() {
-        record["decisions"] = json!(trace.decisions);
-    }
-    redactor.redact_json(&mut record);
-    let path = dir.join(format!("{}.json", meta.id));
-    let write = async {
-        tokio::fs::create_dir_all(dir).await?;
-        tokio::fs::write(&path, record.to_string()).await
-    };
-    if let Err(e) = write.await {
-        tracing::warn!(path = %Outside(path.display()), error = %Outside(&e), "cannot write the serve transcript");
-    }
 }

@@ -87,6 +87,7 @@ mod redact;
 mod request;
 mod response;
 mod tool_format;
+mod transcript;
 mod upstream;
 
 pub use config::ServeConfig;

@@ -242,8 +242,15 @@ async fn the_transcript_says_why_each_call_was_kept_or_declined() {
         .await;
         let (status, v) = post(&base, &question(q)).await;
         assert_eq!(status, 200, "{v}");
+        // The guess is sent beside the turn: when it answers first and declines the one tool,
+        // the turn is dropped and the judgement says so (`before_call`, tested on its own
+        // below); which of the two answers first is up to the fake's scheduling.
+        let mut decisions = transcript(dir.path())["decisions"].clone();
+        if let Some(d) = decisions.get_mut(0).and_then(Value::as_object_mut) {
+            d.remove("before_call");
+        }
         assert_eq!(
-            transcript(dir.path())["decisions"],
+            decisions,
             json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": name,
                 "declined": declined, "why": why}]),
             "{name}"
@@ -258,7 +265,59 @@ async fn the_transcript_says_why_each_call_was_kept_or_declined() {
     let judged = &transcript(dir.path())["decisions"];
     assert_eq!(judged[0]["rule"], "grounding", "{judged}");
     assert_eq!(judged[0]["declined"], true, "{judged}");
-    assert!(fake.guesses().is_empty());
+    // The guess was sent beside the turn (it names nothing the question says, so it declined
+    // nothing ahead), and it judged nothing: the grounding rule's is the one judgement.
+    assert_eq!(judged.as_array().map(Vec::len), Some(1), "{judged}");
+}
+
+#[tokio::test]
+async fn a_guess_that_answers_first_and_declines_every_tool_drops_the_turn() {
+    // The turn is slow to begin; the guess answers at once and no tool shares a word with it.
+    let upstream = FakeServer::start(FakeConfig {
+        first_byte_delay: Duration::from_millis(1500),
+        ..fake(guess("triangle_area"))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = proxy(&upstream, |c| {
+        c.session_dir = Some(dir.path().to_path_buf())
+    })
+    .await;
+    let (status, v) = post(&base, &question(TRIANGLE)).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(call_names(&v).is_empty(), "{v}");
+    let t = transcript(dir.path());
+    assert_eq!(
+        t["decisions"],
+        json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": "triangle_area",
+            "declined": true, "before_call": true,
+            "why": "declined: asked without the tools, the model would call triangle_area, which shares no word with determine_body_mass_index"}])
+    );
+    // The dropped turn was never read: the one turn kept is the answer-only turn's.
+    let turns = t["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "{t}");
+    assert!(
+        !turns[0].to_string().contains("determine_body_mass_index("),
+        "{t}"
+    );
+    assert_eq!(upstream.guesses().len(), 1);
+}
+
+#[tokio::test]
+async fn a_guess_about_a_declared_tool_lets_the_turn_go_on() {
+    // The guess answers first, but it is about the tool: the turn is not dropped and its call
+    // is judged by the guess already had (no second guess).
+    let upstream = FakeServer::start(FakeConfig {
+        first_byte_delay: Duration::from_millis(800),
+        ..fake(guess("body_mass_index"))
+    })
+    .await;
+    let base = proxy(&upstream, |_| {}).await;
+    let q = "What is the body mass index of someone of 10 kilograms and 5 m?";
+    let (status, v) = post(&base, &question(q)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
+    assert_eq!(upstream.guesses().len(), 1);
 }
 
 #[tokio::test]

@@ -19,10 +19,12 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::ServeError;
+use super::ahead::{Ahead, Raced};
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::fit::Fitting;
-use super::guess;
 use super::judgement::Judgement;
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
@@ -135,6 +137,11 @@ pub(crate) async fn answer(
     // spent, the turn is asked for an answer only (one more request at most).
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
     let mut answer_only = false;
+    // The guess that judges a first call is sent beside the first turn (ahead.rs).
+    let mut ahead = Ahead::start(core.model, core.api, core.guess_timeout, ask, may_fall_back);
+    if ahead.is_some() {
+        trace.requests += 1;
+    }
     let mut left = core.repairs + 1;
     let mut refused_before: Option<String> = None;
     // A turn cut inside its thought is continued once from the cut (completions, or a chat
@@ -159,11 +166,34 @@ pub(crate) async fn answer(
         trace.requests += 1;
         let view = |generated: &str| history.turn_text(&format!("{partial}{generated}"));
         let mut live = Live::new(may_stream, &names, &view);
-        let result = match core
-            .model
-            .turn(&request, &mut |delta| live.push(delta, &mut *emit))
-            .await
-        {
+        let committed = AtomicBool::new(false);
+        let mut on_delta = |delta: &str| {
+            live.push(delta, &mut *emit);
+            if live.sent().is_some() {
+                committed.store(true, Ordering::Relaxed);
+            }
+        };
+        let turn = core.model.turn(&request, &mut on_delta);
+        let ended = match ahead.as_mut().filter(|_| !answer_only) {
+            Some(ahead) => ahead.race(turn, &committed).await,
+            None => Raced::Turn(turn.await),
+        };
+        let ended = match ended {
+            Raced::Turn(ended) => ended,
+            Raced::Declined(judged) => {
+                // No declared tool is about the question: whatever call the turn was writing
+                // would be declined, so it was dropped unread (its usage is not known).
+                trace.decisions.push(judged);
+                if let Some(ahead) = ahead.as_mut() {
+                    ahead.count(&mut trace.usage);
+                }
+                answer_only = true;
+                left = left.max(2);
+                switch_to_answer(core, ask, &mut request);
+                continue;
+            }
+        };
+        let result = match ended {
             Ok(result) => result,
             // Refused as too long: once more, fitted harder; the refusal costs no repair.
             Err(e) if fitting.refused(&e)? => {
@@ -172,12 +202,19 @@ pub(crate) async fn answer(
             }
             Err(e) => {
                 tracing::warn!(error = %Outside(&e), "the upstream failed");
+                if let Some(late) = ServeError::out_of_time(&e) {
+                    return Err(late);
+                }
                 return Err(ServeError::Upstream {
                     reason: client_reason(&e),
                 });
             }
         };
         trace.usage.add(result.usage);
+        if let Some(ahead) = ahead.as_mut() {
+            // The guess's request, once answered, counts whether or not it judges a call.
+            ahead.count(&mut trace.usage);
+        }
         let generated = format!("{partial}{}", result.text);
         let text = history.turn_text(&generated);
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
@@ -245,22 +282,14 @@ pub(crate) async fn answer(
             && may_fall_back
             && !answer_only
             && let Ok(r) = &read
-            && let Some((question, called)) = guess::judged(ask, &r.decision)
+            && let Some(ahead) = ahead.as_mut()
+            && let Some(called) = super::guess::judged(ask, &r.decision).map(|(_, c)| c)
         {
             // A first call the grounding keeps: is its tool about what the question asks?
-            // (guess.rs: one short request of the question alone.)
+            // (guess.rs: one short request of the question alone, sent with the first turn.)
             // Kept as unfinished until it answers: the request's deadline may end it.
-            trace.requests += 1;
             trace.decisions.push(Judgement::unfinished(&called));
-            let judged = guess::judge(
-                core.model,
-                core.api,
-                core.guess_timeout,
-                question,
-                &called,
-                &mut trace.usage,
-            )
-            .await;
+            let judged = ahead.judge(&called, &mut trace.usage).await?;
             if judged.declined {
                 declined = Some(judged.why.clone());
             }

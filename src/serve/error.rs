@@ -84,6 +84,22 @@ pub enum ServeError {
 }
 
 impl ServeError {
+    /// The 504 of an upstream request the model client's own time limit ended. In serve that
+    /// limit is the request's (`--timeout`, `clients.rs`), so the request is over: the client
+    /// gets the 504 the request's deadline would give a moment later, not a 502.
+    pub(crate) fn out_of_time(e: &crate::llm::LlmError) -> Option<ServeError> {
+        use crate::llm::LlmError;
+        match e {
+            LlmError::GaveUp { last, .. } => ServeError::out_of_time(last),
+            LlmError::TurnTimeout { limit } | LlmError::ReadTimeout { limit, .. } => {
+                Some(ServeError::Timeout {
+                    secs: limit.as_secs(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// A 400 naming the field at fault.
     pub fn bad_request(message: impl Into<String>, param: impl Into<String>) -> Self {
         ServeError::BadRequest {

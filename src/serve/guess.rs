@@ -80,21 +80,37 @@ pub(crate) fn judged<'a>(
     (!called.is_empty()).then_some((question.as_str(), called))
 }
 
-/// Ask `model` for its guess at `question`'s function and judge the turn's `called` tools by
-/// it. The usage of the request (if it was answered) is added to `usage`.
+/// What asking for the guess gave, before any call is judged by it (`ahead.rs` asks it
+/// beside the turn, so the answer may come before the turn's call does).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Guessed {
+    /// The function the model named.
+    Named(String),
+    /// An answer with no function name in it.
+    NoName,
+    /// The request failed (with the upstream's HTTP status, when it gave one).
+    Failed(Option<u16>),
+    /// No answer within the guess's own bound (`--guess-timeout`), in seconds.
+    TimedOut(f64),
+    /// The model client's own time limit ran out, which in serve is the request's
+    /// (`--timeout`, `clients.rs`, in seconds): the request is over, as any slow upstream request
+    /// ends it.
+    OutOfTime(u64),
+}
+
+/// Ask `model` for its guess at `question`'s function: the outcome and the request's usage
+/// (default when it was not answered).
 ///
-/// `bound` is the guess's own time limit (`--guess-timeout`): past it the call is kept,
-/// unchecked, and the judgement says so. Without one the guess has what is left of the
-/// request's time limit, as any upstream request of the answer has: the caller's deadline
-/// ends the request (504) and not the check.
-pub(crate) async fn judge(
+/// `bound` is the guess's own time limit (`--guess-timeout`): past it the outcome is
+/// [`Guessed::TimedOut`], which keeps any call unchecked. Without one the guess has what is
+/// left of the request's time limit, as any upstream request of the answer has: the caller's
+/// deadline ends the request (504) and not the check.
+pub(crate) async fn ask(
     model: &dyn Model,
     api: Api,
     bound: Option<Duration>,
     question: &str,
-    called: &[&ToolSpec],
-    usage: &mut Usage,
-) -> Judgement {
+) -> (Guessed, Usage) {
     let request = request(question, api, model.wants_grammar());
     let mut ignore = |_: &str| {};
     let asked = model.turn(&request, &mut ignore);
@@ -102,45 +118,63 @@ pub(crate) async fn judge(
         Some(bound) => tokio::time::timeout(bound, asked).await,
         None => Ok(asked.await),
     };
-    let kept = |why: String| Judgement::guess(called, None, false, why);
-    let guessed = match answered {
+    match answered {
         Ok(Ok(result)) => {
-            usage.add(result.usage);
-            name_of(&result.text)
+            let guessed = match name_of(&result.text) {
+                Some(name) => Guessed::Named(name),
+                None => {
+                    tracing::debug!("the guess at the question's function named none");
+                    Guessed::NoName
+                }
+            };
+            (guessed, result.usage)
         }
         Ok(Err(e)) => {
-            tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; the call is kept");
-            let status = e
-                .status()
-                .map(|s| format!(" (HTTP {s})"))
-                .unwrap_or_default();
-            return kept(format!(
-                "the guess's request failed{status}: the call is kept unchecked"
-            ));
+            if let Some(super::ServeError::Timeout { secs }) = super::ServeError::out_of_time(&e) {
+                return (Guessed::OutOfTime(secs), Usage::default());
+            }
+            tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; a call is kept");
+            (Guessed::Failed(e.status()), Usage::default())
         }
         Err(_) => {
             let seconds = bound.map_or(0.0, |b| b.as_secs_f64());
             tracing::warn!(
                 seconds,
-                "the guess at the question's function took too long; the call is kept"
+                "the guess at the question's function took too long; a call is kept"
             );
-            return Judgement {
-                timed_out: true,
-                ..kept(format!(
-                    "the guess did not answer within its {seconds} s (--guess-timeout): the call is kept unchecked"
-                ))
-            };
+            (Guessed::TimedOut(seconds), Usage::default())
         }
-    };
-    let Some(guessed) = guessed else {
-        tracing::debug!("the guess at the question's function named none; the call is kept");
-        return kept("the model named no function for the question".into());
-    };
-    let (declined, why) = match verdict(question, &guessed, called) {
-        Verdict::Keep(why) => (false, why),
-        Verdict::Decline(why) => (true, why),
-    };
-    Judgement::guess(called, Some(guessed), declined, why)
+    }
+}
+
+/// The judgement of `called` by what asking for the guess gave: only a named guess can
+/// decline; any other outcome keeps the call, unchecked, and says why.
+pub(crate) fn judgement(guessed: &Guessed, question: &str, called: &[&ToolSpec]) -> Judgement {
+    let kept = |why: String| Judgement::guess(called, None, false, why);
+    match guessed {
+        Guessed::Named(name) => {
+            let (declined, why) = match verdict(question, name, called) {
+                Verdict::Keep(why) => (false, why),
+                Verdict::Decline(why) => (true, why),
+            };
+            Judgement::guess(called, Some(name.clone()), declined, why)
+        }
+        Guessed::NoName => kept("the model named no function for the question".into()),
+        Guessed::Failed(status) => {
+            let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+            kept(format!(
+                "the guess's request failed{status}: the call is kept unchecked"
+            ))
+        }
+        // The request ends with it (`ahead.rs` returns its 504); kept, should anything read it.
+        Guessed::OutOfTime(_) => Judgement::unfinished(called),
+        Guessed::TimedOut(seconds) => Judgement {
+            timed_out: true,
+            ..kept(format!(
+                "the guess did not answer within its {seconds} s (--guess-timeout): the call is kept unchecked"
+            ))
+        },
+    }
 }
 
 /// The verdict on `called` given the name guessed for `question`. A guess that shares no word

@@ -29,6 +29,10 @@ pub(crate) struct Judgement {
     /// unchecked.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
+    /// The guess answered before the turn's call and declined every declared tool: the turn
+    /// was dropped unread and asked again for an answer only (`ahead.rs`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_call: bool,
 }
 
 impl Judgement {
@@ -45,6 +49,7 @@ impl Judgement {
             declined: true,
             why: why.to_string(),
             timed_out: false,
+            before_call: false,
         }
     }
 
@@ -73,6 +78,7 @@ impl Judgement {
             declined,
             why,
             timed_out: false,
+            before_call: false,
         }
     }
 }

@@ -57,6 +57,7 @@
 //! requires every action but the last to be closed, and the reader reads action after action.
 //! With `parallel_tool_calls: false` a turn holds exactly one call, as in a run.
 
+mod ahead;
 mod answer;
 mod body;
 mod choose;

@@ -96,6 +96,62 @@ fn answer_only_wins_over_a_required_call() {
     assert!(!g.to_gbnf().contains("<action>"));
 }
 
+/// The runtime's thought in the answer after a declined call, in the tests.
+const OWN: &str = "This needs no tool: I reply from what I know.";
+
+#[test]
+fn a_fixed_thought_is_written_word_for_word_before_the_answer() {
+    let p = params();
+    let fixed = format!("<thought>{OWN}</thought>\n<final_answer>4</final_answer>");
+    let mut turns = ALL.to_vec();
+    turns.push(&fixed);
+    let shape = TurnShape::new(tools(&p))
+        .final_only(true)
+        .thought(ThoughtShape::Fixed(OWN));
+    let g = checked(&shape, &turns);
+    assert!(matches(&g, &fixed));
+    // The thought the model wrote before its call is no longer allowed, nor is a call.
+    assert!(!matches(&g, ANSWER) && !matches(&g, ADD));
+    assert!(!matches(&g, "<final_answer>4</final_answer>"));
+    let text = read_turn(&sample(&g, 7));
+    assert_eq!(text.thought.as_deref(), Some(OWN));
+    assert_eq!(text.kind, TurnKind::Final);
+    // Where the prompt opened the thought (completions), the turn starts inside it.
+    let opened = checked(&shape.clone().opened_thought(true), &[]);
+    assert!(matches(&opened, &format!("{OWN}</thought>\n<final_answer>4")));
+    assert!(!matches(&opened, &fixed));
+    // A reasoning model may still reason first.
+    let think = checked(&shape.think(true), &[]);
+    assert!(matches(&think, &format!("<think>Hm.</think>\n{fixed}")));
+}
+
+#[test]
+fn a_skipped_thought_leaves_the_decision_alone() {
+    let p = params();
+    let shape = TurnShape::new(tools(&p))
+        .final_only(true)
+        .thought(ThoughtShape::Skipped);
+    let g = checked(&shape, &ALL);
+    assert!(matches(&g, "<final_answer>4</final_answer>"));
+    assert!(!matches(&g, ANSWER));
+    let opened = checked(&shape.opened_thought(true), &[]);
+    assert!(matches(&opened, "</thought>\n<final_answer>4</final_answer>"));
+    assert!(!matches(&opened, "I know.</thought>\n<final_answer>4"));
+}
+
+#[test]
+fn a_fixed_thought_that_a_turn_cannot_hold_is_left_out() {
+    let p = params();
+    for text in ["", "  ", "two\nlines", "a <tag> inside"] {
+        let shape = TurnShape::new(tools(&p))
+            .final_only(true)
+            .thought(ThoughtShape::Fixed(text));
+        let g = checked(&shape, &ALL);
+        assert!(matches(&g, "<final_answer>4</final_answer>"), "{text:?}");
+        assert!(!g.to_gbnf().contains("<thought>"), "{text:?}");
+    }
+}
+
 #[test]
 fn parallel_calls_are_closed_blocks_up_to_the_limit() {
     let p = params();

@@ -14,6 +14,7 @@ use common::tools::{Env, env_with};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Event, RunOptions, Status};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::prompt::DECLINED_THOUGHT;
 use tagloop::tools::ToolkitOptions;
 
 /// The 0.5B's first turn on `direct-capital` (the old system prompt's example copied).
@@ -127,6 +128,11 @@ async fn a_question_that_needs_no_file_is_answered_without_the_call() {
     assert!(grammar(&reqs[0].body).contains("<action>"));
     assert!(!grammar(&reqs[1].body).contains("<action>"));
     assert!(grammar(&reqs[1].body).contains("<final_answer>"));
+    // The answer's thought is the runtime's, word for word: asked again, the model would write
+    // the thought that led to the call and answer after it (issue 31, the 1.5B's "yellow").
+    let own = format!("\"<thought>{DECLINED_THOUGHT}</thought>\\n\"");
+    assert!(grammar(&reqs[1].body).contains(&own), "{}", grammar(&reqs[1].body));
+    assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
 }
 
 #[tokio::test]

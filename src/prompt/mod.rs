@@ -34,6 +34,15 @@ pub const QUESTION_TEMPLATE: &str = include_str!("../../prompts/question.j2");
 /// The built-in completions-mode template.
 pub const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/completion.j2");
 
+/// The thought the runtime writes for the model in the answer after a declined call (run:
+/// `agent/first_call.rs`; serve: a guess or grounding that declines the calls). Asked the same
+/// prompt again, a small model at temperature 0 writes the thought it wrote before its call
+/// ("I need to find a tool that can help me with this.") and answers after it, not the
+/// question; this thought is written instead (under the grammar, or as the start of the turn).
+/// It is worded unlike the worked examples' thought of a direct answer, which a base model
+/// would follow with that example's answer ("William Shakespeare.").
+pub const DECLINED_THOUGHT: &str = "I can reply to this question from what I know.";
+
 /// One tool as the prompt describes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolDoc {

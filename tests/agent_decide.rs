@@ -131,7 +131,11 @@ async fn a_question_that_needs_no_file_is_answered_without_the_call() {
     // The answer's thought is the runtime's, word for word: asked again, the model would write
     // the thought that led to the call and answer after it (issue 31, the 1.5B's "yellow").
     let own = format!("\"<thought>{DECLINED_THOUGHT}</thought>\\n\"");
-    assert!(grammar(&reqs[1].body).contains(&own), "{}", grammar(&reqs[1].body));
+    assert!(
+        grammar(&reqs[1].body).contains(&own),
+        "{}",
+        grammar(&reqs[1].body)
+    );
     assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
 }
 

@@ -30,7 +30,7 @@ use super::request::{Ask, Choice};
 use super::{choose, conversation, decide, further, grammar};
 use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
-use crate::prompt::Templates;
+use crate::prompt::{DECLINED_THOUGHT, Templates};
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;
 use crate::shown::Outside;
@@ -260,11 +260,14 @@ pub(crate) async fn answer(
             // for an answer only; the declined turn stays out of the history.
             tracing::debug!(reason = %why, "the turn's calls are declined");
             trace.turns.push((text, Some(why)));
-            partial.clear();
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
             switch_to_answer(core, ask, &mut request);
+            // The answer's thought is the runtime's (asked again, the model would write the
+            // one that led to the calls): under the grammar, or as the start of the turn where
+            // the upstream continues one.
+            partial = after_decline(core, ask, &mut request, can_continue);
             continue;
         }
         match read {
@@ -336,6 +339,30 @@ fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnRequest) {
     }
     request.stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
     request.end_at_repeated_block = None;
+}
+
+/// Ask for the answer after declined calls with the runtime's thought first: the grammar that
+/// writes it, or without a grammar, the turn so far when the upstream can continue one (what
+/// the turn then starts with; else nothing, and the model writes its own thought).
+fn after_decline(
+    core: &Core<'_>,
+    ask: &Ask,
+    request: &mut TurnRequest,
+    can_continue: bool,
+) -> String {
+    if request.grammar.is_some() {
+        request.grammar = grammar::after_decline(ask, core.api);
+        return String::new();
+    }
+    if !can_continue {
+        return String::new();
+    }
+    let open = if core.api == Api::Completions {
+        ""
+    } else {
+        "<thought>"
+    };
+    format!("{open}{DECLINED_THOUGHT}</thought>\n")
 }
 
 /// The rest of an answer whose turn was committed while it streamed (`sent` is out already):

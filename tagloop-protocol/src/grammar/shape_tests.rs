@@ -118,7 +118,10 @@ fn a_fixed_thought_is_written_word_for_word_before_the_answer() {
     assert_eq!(text.kind, TurnKind::Final);
     // Where the prompt opened the thought (completions), the turn starts inside it.
     let opened = checked(&shape.clone().opened_thought(true), &[]);
-    assert!(matches(&opened, &format!("{OWN}</thought>\n<final_answer>4")));
+    assert!(matches(
+        &opened,
+        &format!("{OWN}</thought>\n<final_answer>4")
+    ));
     assert!(!matches(&opened, &fixed));
     // A reasoning model may still reason first.
     let think = checked(&shape.think(true), &[]);
@@ -135,7 +138,10 @@ fn a_skipped_thought_leaves_the_decision_alone() {
     assert!(matches(&g, "<final_answer>4</final_answer>"));
     assert!(!matches(&g, ANSWER));
     let opened = checked(&shape.opened_thought(true), &[]);
-    assert!(matches(&opened, "</thought>\n<final_answer>4</final_answer>"));
+    assert!(matches(
+        &opened,
+        "</thought>\n<final_answer>4</final_answer>"
+    ));
     assert!(!matches(&opened, "I know.</thought>\n<final_answer>4"));
 }
 

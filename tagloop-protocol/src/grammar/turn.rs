@@ -111,7 +111,11 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
         );
         root.push(Expr::rule("think").opt());
     }
-    let open = if shape.opened_thought { "" } else { "<thought>" };
+    let open = if shape.opened_thought {
+        ""
+    } else {
+        "<thought>"
+    };
     match shape.thought {
         ThoughtShape::Fixed(text) if fits_a_thought(text) => {
             root.push(Expr::lit(format!("{open}{}</thought>\n", text.trim())));

@@ -1,0 +1,129 @@
+//! The answer after serve declines a turn's calls (`src/serve/answer.rs`), against a fake
+//! upstream: the same prompt is asked again for an answer only, and that answer's thought is the
+//! runtime's ([`DECLINED_THOUGHT`]), not the model's: asked again at temperature 0, a small
+//! model writes the thought that led to the calls and answers after it (issue 31: gemma base
+//! answered the prompt's worked example's "William Shakespeare."). Under a grammar the grammar
+//! writes it; without one, an upstream that continues a turn (completions, or chat with
+//! prefill) is asked to continue from it; one that does not is asked as before. The transcript
+//! still records the declined turn and its judgement.
+
+mod common;
+
+use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
+use common::serve::{post, proxy};
+use serde_json::{Value, json};
+use tagloop::llm::{Api, GrammarMode};
+use tagloop::prompt::DECLINED_THOUGHT;
+
+fn bmi() -> Value {
+    json!([{"type": "function", "function": {"name": "determine_body_mass_index",
+        "description": "Calculate body mass index given weight and height.",
+        "parameters": {"type": "object", "properties": {
+            "weight": {"type": "number"}, "height": {"type": "number"}},
+          "required": ["weight", "height"]}}}])
+}
+
+const TRIANGLE: &str =
+    "Calculate the area of a triangle given the base is 10 meters and height is 5 meters.";
+const WRONG_CALL: &str = "<thought>I use the tool.</thought>\n<action>determine_body_mass_index(weight=10, height=5)</action>";
+
+/// The fake's turns: the call the guess declines, then `answer`.
+async fn upstream(answer: &str, props: bool) -> FakeServer {
+    FakeServer::start(FakeConfig {
+        props,
+        guess: FakeGuess {
+            reply: Some("triangle_area".into()),
+            ..FakeGuess::default()
+        },
+        ..FakeConfig::turns([WRONG_CALL, answer])
+    })
+    .await
+}
+
+fn question() -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": TRIANGLE}], "tools": bmi()})
+}
+
+fn transcript(dir: &std::path::Path) -> Value {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
+}
+
+fn grammar(body: &Value) -> &str {
+    body["grammar"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn under_a_grammar_the_answer_after_a_decline_starts_with_the_runtimes_thought() {
+    let fake = upstream(
+        &format!(
+            "<thought>{DECLINED_THOUGHT}</thought>\n<final_answer>25 square meters.</final_answer>"
+        ),
+        false,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.session_dir = Some(dir.path().to_path_buf());
+    })
+    .await;
+    let (status, v) = post(&base, &question()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
+    let answer = grammar(&reqs[1].body);
+    let own = format!("\"<thought>{DECLINED_THOUGHT}</thought>\\n\"");
+    assert!(answer.contains(&own), "{answer}");
+    assert!(!answer.contains("<action>"), "{answer}");
+    // The declined turn and its judgement are kept.
+    let t = transcript(dir.path());
+    assert_eq!(t["decisions"][0]["declined"], true, "{t}");
+    assert!(
+        t.to_string()
+            .contains("determine_body_mass_index(weight=10"),
+        "{t}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_grammar_a_completions_upstream_continues_from_the_runtimes_thought() {
+    // The upstream writes only what follows the thought.
+    let fake = upstream("<final_answer>25 square meters.</final_answer>", false).await;
+    let base = proxy(&fake, |c| c.api = Api::Completions).await;
+    let (status, v) = post(&base, &question()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let (first, again) = (
+        reqs[0].body["prompt"].as_str().unwrap(),
+        reqs[1].body["prompt"].as_str().unwrap(),
+    );
+    assert!(
+        first.ends_with("<thought>\n") || first.ends_with("<thought>"),
+        "{first}"
+    );
+    assert_eq!(again, format!("{first}{DECLINED_THOUGHT}</thought>\n"));
+}
+
+#[tokio::test]
+async fn without_a_grammar_a_chat_upstream_that_takes_prefill_continues_from_it() {
+    // `props`: the fake says it is llama.cpp, which continues a last assistant message.
+    let fake = upstream("<final_answer>25 square meters.</final_answer>", true).await;
+    let base = proxy(&fake, |_| {}).await;
+    let (status, v) = post(&base, &question()).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    let reqs = fake.requests();
+    let messages = reqs.last().unwrap().body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "assistant", "{last}");
+    assert_eq!(
+        last["content"],
+        format!("<thought>{DECLINED_THOUGHT}</thought>\n")
+    );
+}

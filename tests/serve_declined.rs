@@ -1,11 +1,11 @@
 //! The answer after serve declines a turn's calls (`src/serve/answer.rs`), against a fake
-//! upstream: the same prompt is asked again for an answer only, and that answer's thought is the
-//! runtime's ([`DECLINED_THOUGHT`]), not the model's: asked again at temperature 0, a small
-//! model writes the thought that led to the calls and answers after it (issue 31: gemma base
-//! answered the prompt's worked example's "William Shakespeare."). Under a grammar the grammar
-//! writes it; without one, an upstream that continues a turn (completions, or chat with
-//! prefill) is asked to continue from it; one that does not is asked as before. The transcript
-//! still records the declined turn and its judgement.
+//! upstream: the same prompt is asked again for an answer only, and that answer's thought
+//! begins in the runtime's words ([`DECLINED_THOUGHT`]), the model going on from them: asked
+//! again at temperature 0, a small model writes the thought that led to the calls and answers
+//! after it (issue 31: the 1.5B's "yellow" for blue and yellow paint). Under a grammar the
+//! grammar writes them; without one, an upstream that continues a turn (completions, or chat
+//! with prefill) is asked to continue from them; one that does not is asked as before. The
+//! transcript still records the declined turn and its judgement.
 
 mod common;
 
@@ -55,14 +55,11 @@ fn grammar(body: &Value) -> &str {
 }
 
 #[tokio::test]
-async fn under_a_grammar_the_answer_after_a_decline_starts_with_the_runtimes_thought() {
-    let fake = upstream(
-        &format!(
-            "<thought>{DECLINED_THOUGHT}</thought>\n<final_answer>25 square meters.</final_answer>"
-        ),
-        false,
-    )
-    .await;
+async fn under_a_grammar_the_answer_after_a_decline_begins_its_thought_in_the_runtimes_words() {
+    let answer = format!(
+        "<thought>{DECLINED_THOUGHT} base times height, halved.</thought>\n<final_answer>25 square meters.</final_answer>"
+    );
+    let fake = upstream(&answer, false).await;
     let dir = tempfile::tempdir().unwrap();
     let base = proxy(&fake, |c| {
         c.grammar = GrammarMode::On;
@@ -75,10 +72,10 @@ async fn under_a_grammar_the_answer_after_a_decline_starts_with_the_runtimes_tho
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
     assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
-    let answer = grammar(&reqs[1].body);
-    let own = format!("\"<thought>{DECLINED_THOUGHT}</thought>\\n\"");
-    assert!(answer.contains(&own), "{answer}");
-    assert!(!answer.contains("<action>"), "{answer}");
+    let again = grammar(&reqs[1].body);
+    let begun = format!("\"<thought>{DECLINED_THOUGHT}\" thought");
+    assert!(again.contains(&begun), "{again}");
+    assert!(!again.contains("<action>"), "{again}");
     // The declined turn and its judgement are kept.
     let t = transcript(dir.path());
     assert_eq!(t["decisions"][0]["declined"], true, "{t}");
@@ -90,30 +87,34 @@ async fn under_a_grammar_the_answer_after_a_decline_starts_with_the_runtimes_tho
 }
 
 #[tokio::test]
-async fn without_a_grammar_a_completions_upstream_continues_from_the_runtimes_thought() {
-    // The upstream writes only what follows the thought.
-    let fake = upstream("<final_answer>25 square meters.</final_answer>", false).await;
+async fn without_a_grammar_a_completions_upstream_continues_from_the_runtimes_words() {
+    // The upstream writes only what follows them.
+    let rest =
+        " base times height, halved.</thought>\n<final_answer>25 square meters.</final_answer>";
+    let fake = upstream(rest, false).await;
     let base = proxy(&fake, |c| c.api = Api::Completions).await;
     let (status, v) = post(&base, &question()).await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    let message = &v["choices"][0]["message"];
+    assert_eq!(message["content"], "25 square meters.");
+    assert_eq!(
+        message["reasoning_content"],
+        format!("{DECLINED_THOUGHT} base times height, halved.")
+    );
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
     let (first, again) = (
         reqs[0].body["prompt"].as_str().unwrap(),
         reqs[1].body["prompt"].as_str().unwrap(),
     );
-    assert!(
-        first.ends_with("<thought>\n") || first.ends_with("<thought>"),
-        "{first}"
-    );
-    assert_eq!(again, format!("{first}{DECLINED_THOUGHT}</thought>\n"));
+    assert_eq!(again, format!("{first}{DECLINED_THOUGHT}"));
 }
 
 #[tokio::test]
-async fn without_a_grammar_a_chat_upstream_that_takes_prefill_continues_from_it() {
+async fn without_a_grammar_a_chat_upstream_that_takes_prefill_continues_from_them() {
     // `props`: the fake says it is llama.cpp, which continues a last assistant message.
-    let fake = upstream("<final_answer>25 square meters.</final_answer>", true).await;
+    let rest = " half of 50.</thought>\n<final_answer>25 square meters.</final_answer>";
+    let fake = upstream(rest, true).await;
     let base = proxy(&fake, |_| {}).await;
     let (status, v) = post(&base, &question()).await;
     assert_eq!(status, 200, "{v}");
@@ -122,8 +123,5 @@ async fn without_a_grammar_a_chat_upstream_that_takes_prefill_continues_from_it(
     let messages = reqs.last().unwrap().body["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     assert_eq!(last["role"], "assistant", "{last}");
-    assert_eq!(
-        last["content"],
-        format!("<thought>{DECLINED_THOUGHT}</thought>\n")
-    );
+    assert_eq!(last["content"], format!("<thought>{DECLINED_THOUGHT}"));
 }

@@ -9,8 +9,8 @@
 //! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
 //! answer. After the decision step declined the first call (`first_call.rs`), the answer's
-//! grammar writes the runtime's own thought ([`DECLINED_THOUGHT`]) before the answer: asked the
-//! same prompt again, the model would write the thought that led to the call.
+//! grammar begins the thought in the runtime's words ([`DECLINED_THOUGHT`]), the model going on
+//! from them: asked the same prompt again, it would write the thought that led to the call.
 //!
 //! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
 //! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
@@ -57,7 +57,7 @@ struct Built {
     /// `[step, last]`: the action or the final answer alone, from its opening tag on, for a turn
     /// that is continued after it never left its thought (`think.rs`).
     decision: Option<[Arc<TurnGrammar>; 2]>,
-    /// `[plain, reasoning]`: the answer after a declined call, the runtime's thought first.
+    /// `[plain, reasoning]`: the answer after a declined call, its thought begun by the runtime.
     declined: Option<[Arc<TurnGrammar>; 2]>,
     known: KnownPaths,
 }
@@ -217,9 +217,9 @@ impl Source<'_> {
             Some([one(false)?, one(true)?])
         };
         let declined = |reasoning: bool| {
-            let fixed = ThoughtShape::Fixed(DECLINED_THOUGHT);
+            let begun = ThoughtShape::Begun(DECLINED_THOUGHT);
             let decision = decision[1].as_ref()?;
-            self.build(&schemas, &known, (true, reasoning), fixed, decision)
+            self.build(&schemas, &known, (true, reasoning), begun, decision)
                 .map(Arc::new)
         };
         let declined = declined(false).zip(declined(true)).map(<[_; 2]>::from);

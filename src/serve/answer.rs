@@ -263,10 +263,9 @@ pub(crate) async fn answer(
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
-            switch_to_answer(core, ask, &mut request);
-            // The answer's thought is the runtime's (asked again, the model would write the
-            // one that led to the calls): under the grammar, or as the start of the turn where
-            // the upstream continues one.
+            switch_to_answer(core, ask, &mut request); // The answer's thought begins in the runtime's words (asked again, the model would
+            // write the one that led to the calls): under the grammar, or as the start of the
+            // turn where the upstream continues one.
             partial = after_decline(core, ask, &mut request, can_continue);
             continue;
         }
@@ -341,9 +340,10 @@ fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnRequest) {
     request.end_at_repeated_block = None;
 }
 
-/// Ask for the answer after declined calls with the runtime's thought first: the grammar that
-/// writes it, or without a grammar, the turn so far when the upstream can continue one (what
-/// the turn then starts with; else nothing, and the model writes its own thought).
+/// Ask for the answer after declined calls with the thought begun in the runtime's words
+/// ([`DECLINED_THOUGHT`]): the grammar that writes them, or without a grammar, the turn so far
+/// when the upstream can continue one (what the turn then starts with; else nothing, and the
+/// model writes its own thought).
 fn after_decline(
     core: &Core<'_>,
     ask: &Ask,
@@ -362,7 +362,7 @@ fn after_decline(
     } else {
         "<thought>"
     };
-    format!("{open}{DECLINED_THOUGHT}</thought>\n")
+    format!("{open}{DECLINED_THOUGHT}")
 }
 
 /// The rest of an answer whose turn was committed while it streamed (`sent` is out already):

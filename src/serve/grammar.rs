@@ -37,10 +37,10 @@ pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
 }
 
 /// The grammar of the answer after the turn's calls were declined (a guess or the grounding,
-/// answer.rs): [`answer_only`]'s, with the runtime's own thought ([`DECLINED_THOUGHT`]) written
-/// before the answer instead of the model's, which would be the one that led to the calls.
+/// answer.rs): [`answer_only`]'s, the thought begun in the runtime's words
+/// ([`DECLINED_THOUGHT`]); the model's own would be the one that led to the calls.
 pub(crate) fn after_decline(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
-    build(&shape(ask, api, true).thought(ThoughtShape::Fixed(DECLINED_THOUGHT)))
+    build(&shape(ask, api, true).thought(ThoughtShape::Begun(DECLINED_THOUGHT)))
 }
 
 /// The grammar of one call of `tool` alone, whatever `tool_choice` allowed: the re-ask for

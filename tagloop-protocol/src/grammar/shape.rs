@@ -22,15 +22,13 @@ pub enum ThoughtShape<'a> {
     /// The model's own (one line, optional, see [`turn_grammar`](super::turn_grammar)).
     #[default]
     Free,
-    /// This text, word for word, then the decision: the runtime's own thought. Asked again
-    /// after its call was declined, a small model at temperature 0 writes the thought it wrote
-    /// before the call, a thought premised on using a tool, and its answer follows that thought
-    /// instead of the question. One line, without `<`: a text that has either is written as
-    /// [`ThoughtShape::Skipped`].
-    Fixed(&'a str),
-    /// No thought: the decision at once (where the prompt opened the thought, it is closed
-    /// empty first).
-    Skipped,
+    /// The thought begins with this text, word for word (the runtime's), and the model goes on
+    /// with it as with a thought of its own. Asked again after its call was declined, a small
+    /// model at temperature 0 writes the thought it wrote before the call, a thought premised
+    /// on using a tool, and its answer follows that thought instead of the question; led into
+    /// the thought by other words, it reasons about the question. One line, without `<`: a
+    /// text that has either is left out (the thought is then the model's own).
+    Begun(&'a str),
 }
 
 /// What one turn may hold.

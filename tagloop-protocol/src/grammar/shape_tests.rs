@@ -96,65 +96,55 @@ fn answer_only_wins_over_a_required_call() {
     assert!(!g.to_gbnf().contains("<action>"));
 }
 
-/// The runtime's thought in the answer after a declined call, in the tests.
-const OWN: &str = "This needs no tool: I reply from what I know.";
+/// How the runtime begins the thought of the answer after a declined call, in the tests.
+const BEGUN: &str = "Without any tool, from what I know:";
 
 #[test]
-fn a_fixed_thought_is_written_word_for_word_before_the_answer() {
+fn a_begun_thought_starts_with_the_runtimes_words_and_goes_on_with_the_models() {
     let p = params();
-    let fixed = format!("<thought>{OWN}</thought>\n<final_answer>4</final_answer>");
+    let led = format!("<thought>{BEGUN} 2 and 2 make 4.</thought>\n<final_answer>4</final_answer>");
+    let bare = format!("<thought>{BEGUN}</thought>\n<final_answer>4</final_answer>");
     let mut turns = ALL.to_vec();
-    turns.push(&fixed);
+    turns.extend([led.as_str(), bare.as_str()]);
     let shape = TurnShape::new(tools(&p))
         .final_only(true)
-        .thought(ThoughtShape::Fixed(OWN));
+        .thought(ThoughtShape::Begun(BEGUN));
     let g = checked(&shape, &turns);
-    assert!(matches(&g, &fixed));
-    // The thought the model wrote before its call is no longer allowed, nor is a call.
+    assert!(matches(&g, &led) && matches(&g, &bare));
+    // The thought the model wrote before its call is no longer allowed, nor is a call, nor an
+    // answer without the thought.
     assert!(!matches(&g, ANSWER) && !matches(&g, ADD));
     assert!(!matches(&g, "<final_answer>4</final_answer>"));
-    let text = read_turn(&sample(&g, 7));
-    assert_eq!(text.thought.as_deref(), Some(OWN));
-    assert_eq!(text.kind, TurnKind::Final);
+    for seed in 0..20 {
+        let turn = read_turn(&sample(&g, seed));
+        assert_eq!(turn.kind, TurnKind::Final);
+        let thought = turn.thought.unwrap_or_default();
+        assert!(thought.starts_with(BEGUN), "{thought:?}");
+    }
     // Where the prompt opened the thought (completions), the turn starts inside it.
     let opened = checked(&shape.clone().opened_thought(true), &[]);
     assert!(matches(
         &opened,
-        &format!("{OWN}</thought>\n<final_answer>4")
+        &format!("{BEGUN} it is 4.</thought>\n<final_answer>4")
     ));
-    assert!(!matches(&opened, &fixed));
+    assert!(!matches(&opened, &led));
+    assert!(!matches(&opened, "I know.</thought>\n<final_answer>4"));
     // A reasoning model may still reason first.
     let think = checked(&shape.think(true), &[]);
-    assert!(matches(&think, &format!("<think>Hm.</think>\n{fixed}")));
+    assert!(matches(&think, &format!("<think>Hm.</think>\n{led}")));
 }
 
 #[test]
-fn a_skipped_thought_leaves_the_decision_alone() {
+fn a_begun_thought_that_a_turn_cannot_hold_is_left_to_the_model() {
     let p = params();
-    let shape = TurnShape::new(tools(&p))
-        .final_only(true)
-        .thought(ThoughtShape::Skipped);
-    let g = checked(&shape, &ALL);
-    assert!(matches(&g, "<final_answer>4</final_answer>"));
-    assert!(!matches(&g, ANSWER));
-    let opened = checked(&shape.opened_thought(true), &[]);
-    assert!(matches(
-        &opened,
-        "</thought>\n<final_answer>4</final_answer>"
-    ));
-    assert!(!matches(&opened, "I know.</thought>\n<final_answer>4"));
-}
-
-#[test]
-fn a_fixed_thought_that_a_turn_cannot_hold_is_left_out() {
-    let p = params();
+    let answer_only = turn_grammar(&TurnShape::new(tools(&p)).final_only(true)).to_gbnf();
     for text in ["", "  ", "two\nlines", "a <tag> inside"] {
         let shape = TurnShape::new(tools(&p))
             .final_only(true)
-            .thought(ThoughtShape::Fixed(text));
+            .thought(ThoughtShape::Begun(text));
         let g = checked(&shape, &ALL);
-        assert!(matches(&g, "<final_answer>4</final_answer>"), "{text:?}");
-        assert!(!g.to_gbnf().contains("<thought>"), "{text:?}");
+        assert!(matches(&g, ANSWER), "{text:?}");
+        assert_eq!(g.to_gbnf(), answer_only, "{text:?}");
     }
 }
 

@@ -73,8 +73,9 @@ pub(crate) fn callable(name: &str) -> bool {
 /// * no counted repetition bounds its length (llama.cpp writes `x{1,400}` out as 400 rules and
 ///   checks them at every token): the turn's token budget and the degeneration guard bound it.
 ///
-/// That is the model's own thought ([`ThoughtShape::Free`]); a shape may fix it instead
-/// (the runtime's words, written word for word) or leave it out (the decision at once).
+/// That is the model's own thought ([`ThoughtShape::Free`]); a shape may have it begin with
+/// the runtime's words ([`ThoughtShape::Begun`]), written word for word, the model going on
+/// from them.
 ///
 /// ```
 /// use serde_json::json;
@@ -111,38 +112,28 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
         );
         root.push(Expr::rule("think").opt());
     }
+    thought(&mut g);
     let open = if shape.opened_thought {
         ""
     } else {
         "<thought>"
     };
     match shape.thought {
-        ThoughtShape::Fixed(text) if fits_a_thought(text) => {
-            root.push(Expr::lit(format!("{open}{}</thought>\n", text.trim())));
+        ThoughtShape::Begun(text) if fits_a_thought(text) => {
+            root.push(Expr::lit(format!("{open}{}", text.trim())));
+            root.push(Expr::rule("thought"));
         }
-        ThoughtShape::Fixed(_) | ThoughtShape::Skipped => {
-            if shape.opened_thought {
-                root.push(Expr::lit("</thought>\n"));
-            }
-        }
-        ThoughtShape::Free => {
-            thought(&mut g);
-            if shape.opened_thought {
-                root.push(Expr::rule("thought"));
-            } else {
-                // A model that knows its answer at once may give it without a thought (the
-                // reader takes a decision with no thought); held to write one, small models
-                // loop in it.
-                root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought")]).opt());
-            }
-        }
+        _ if shape.opened_thought => root.push(Expr::rule("thought")),
+        // A model that knows its answer at once may give it without a thought (the reader
+        // takes a decision with no thought); held to write one, small models loop in it.
+        _ => root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought")]).opt()),
     }
     root.push(decision);
     g.define("root", Expr::seq(root));
     g
 }
 
-/// Whether `text` can be written as a fixed thought: one line with words, no tag in it.
+/// Whether `text` can begin a thought: one line with words, no tag in it.
 fn fits_a_thought(text: &str) -> bool {
     !text.trim().is_empty() && !text.contains(['<', '\n', '\r'])
 }

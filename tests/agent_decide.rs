@@ -129,7 +129,7 @@ async fn a_question_that_needs_no_file_is_answered_without_the_call() {
     assert!(!grammar(&reqs[1].body).contains("<action>"));
     assert!(grammar(&reqs[1].body).contains("<final_answer>")); // The answer's thought begins in the runtime's words: asked again, the model would write
     // the thought that led to the call and answer after it (issue 31, the 1.5B's "yellow").
-    let own = format!("\"<thought>{DECLINED_THOUGHT}\" thought");
+    let own = format!("\"<thought>{DECLINED_THOUGHT}\" thought-word+ thought-end");
     assert!(
         grammar(&reqs[1].body).contains(&own),
         "{}",

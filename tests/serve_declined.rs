@@ -73,7 +73,7 @@ async fn under_a_grammar_the_answer_after_a_decline_begins_its_thought_in_the_ru
     assert_eq!(reqs.len(), 2);
     assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
     let again = grammar(&reqs[1].body);
-    let begun = format!("\"<thought>{DECLINED_THOUGHT}\" thought");
+    let begun = format!("\"<thought>{DECLINED_THOUGHT}\" thought-word+ thought-end");
     assert!(again.contains(&begun), "{again}");
     assert!(!again.contains("<action>"), "{again}");
     // The declined turn and its judgement are kept.

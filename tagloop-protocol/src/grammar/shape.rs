@@ -23,7 +23,7 @@ pub enum ThoughtShape<'a> {
     #[default]
     Free,
     /// The thought begins with this text, word for word (the runtime's), and the model goes on
-    /// with it as with a thought of its own. Asked again after its call was declined, a small
+    /// with it as with a thought of its own, for one word at least. Asked again after its call was declined, a small
     /// model at temperature 0 writes the thought it wrote before the call, a thought premised
     /// on using a tool, and its answer follows that thought instead of the question; led into
     /// the thought by other words, it reasons about the question. One line, without `<`: a

@@ -120,8 +120,11 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
     };
     match shape.thought {
         ThoughtShape::Begun(text) if fits_a_thought(text) => {
+            // At least one word of the model's: let close the thought at once, the 1.5B
+            // Qwen did, and then answered as it would have without the words.
             root.push(Expr::lit(format!("{open}{}", text.trim())));
-            root.push(Expr::rule("thought"));
+            root.push(Expr::rule("thought-word").repeat(1, None));
+            root.push(Expr::rule("thought-end"));
         }
         _ if shape.opened_thought => root.push(Expr::rule("thought")),
         // A model that knows its answer at once may give it without a thought (the reader

@@ -125,3 +125,40 @@ async fn without_a_grammar_a_chat_upstream_that_takes_prefill_continues_from_the
     assert_eq!(last["role"], "assistant", "{last}");
     assert_eq!(last["content"], format!("<thought>{DECLINED_THOUGHT}"));
 }
+
+#[tokio::test]
+async fn an_answer_cut_inside_the_begun_thought_is_continued_without_its_words_again() {
+    // gemma base went on with the runtime's words until the token budget cut the thought; the
+    // continuation must not be held to write them once more.
+    let rambling = format!("<thought>{DECLINED_THOUGHT} {}", "10 meters, ".repeat(20));
+    let fake = FakeServer::start(FakeConfig {
+        guess: FakeGuess {
+            reply: Some("triangle_area".into()),
+            ..FakeGuess::default()
+        },
+        ..FakeConfig::turns([
+            WRONG_CALL,
+            rambling.as_str(),
+            "<final_answer>25 square meters.</final_answer>",
+        ])
+    })
+    .await;
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.api = Api::Completions;
+    })
+    .await;
+    let mut body = question();
+    body["max_tokens"] = json!(40);
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "25 square meters.");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(grammar(&reqs[1].body).contains(DECLINED_THOUGHT));
+    let continued = grammar(&reqs[2].body);
+    assert!(!continued.contains(DECLINED_THOUGHT), "{continued}");
+    assert!(!continued.contains("<action>"), "{continued}");
+    let prompt = reqs[2].body["prompt"].as_str().unwrap();
+    assert!(prompt.contains(DECLINED_THOUGHT), "{prompt}");
+}

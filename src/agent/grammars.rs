@@ -8,9 +8,7 @@
 //!
 //! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
-//! answer. After the decision step declined the first call (`first_call.rs`), the answer's
-//! grammar begins the thought in the runtime's words ([`DECLINED_THOUGHT`]), the model going on
-//! from them: asked the same prompt again, it would write the thought that led to the call.
+//! answer. After a declined first call, the answer's thought begins as [`DECLINED_THOUGHT`].
 //!
 //! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
 //! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
@@ -172,7 +170,7 @@ impl Source<'_> {
         (final_only, reasoning): (bool, bool),
         thought: ThoughtShape<'_>,
         decision: &TurnGrammar,
-    ) -> Option<TurnGrammar> {
+    ) -> Option<Arc<TurnGrammar>> {
         let shape = self.shape(schemas, final_only, reasoning).thought(thought);
         let grammar = turn_grammar_with(&shape, known);
         // Every variant follows the same schemas: say it once, from the ordinary step's
@@ -193,44 +191,40 @@ impl Source<'_> {
         } else {
             &LAZY_TRIGGERS[..]
         };
-        Some(TurnGrammar {
+        Some(Arc::new(TurnGrammar {
             gbnf,
             lark: Some(grammar.to_lark()),
             lazy: reasoning.then(|| LazyGrammar {
                 gbnf: decision.gbnf.clone(),
                 triggers: triggers.iter().map(|t| t.to_string()).collect(),
             }),
-        })
+        }))
     }
 
     /// Every variant, with these paths.
     fn build_all(&self, known: KnownPaths) -> Built {
         let schemas = annotated(self.tools);
         let decision = [false, true].map(|last| self.decision(&schemas, &known, last));
-        let free = ThoughtShape::Free;
+        let (free, begun) = (ThoughtShape::Free, ThoughtShape::Begun(DECLINED_THOUGHT));
         let variants = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
             let one = |last: bool| {
                 let decision = decision[usize::from(last)].as_ref()?;
                 self.build(&schemas, &known, (last, reasoning), free, decision)
-                    .map(Arc::new)
             };
             Some([one(false)?, one(true)?])
         };
-        let declined = |reasoning: bool| {
-            let begun = ThoughtShape::Begun(DECLINED_THOUGHT);
-            let decision = decision[1].as_ref()?;
-            self.build(&schemas, &known, (true, reasoning), begun, decision)
-                .map(Arc::new)
+        let declined = |reasoning| {
+            let last = decision[1].as_ref()?;
+            self.build(&schemas, &known, (true, reasoning), begun, last)
         };
-        let declined = declined(false).zip(declined(true)).map(<[_; 2]>::from);
         Built {
             plain: variants(false),
             reasoning: variants(true),
+            declined: declined(false).zip(declined(true)).map(<[_; 2]>::from),
             decision: match decision {
                 [Some(step), Some(last)] => Some([Arc::new(step), Arc::new(last)]),
                 _ => None,
             },
-            declined,
             known,
         }
     }
@@ -272,11 +266,8 @@ impl Grammars {
 
     /// The grammar of the answer after a declined call (see the module docs).
     pub(crate) fn pick_declined(&self, reasoning: bool) -> Option<Arc<TurnGrammar>> {
-        let built = self.current();
-        built
-            .declined
-            .as_ref()
-            .map(|s| s[usize::from(reasoning)].clone())
+        let set = self.current().declined.clone()?;
+        Some(set[usize::from(reasoning)].clone())
     }
 
     /// The grammar of the decision alone (an action or the final answer, from its opening tag),

@@ -14,6 +14,7 @@ use common::tools::{Env, env_with};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Event, RunOptions, Status};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::prompt::DECLINED_THOUGHT;
 use tagloop::tools::ToolkitOptions;
 
 /// The 0.5B's first turn on `direct-capital` (the old system prompt's example copied).
@@ -126,7 +127,15 @@ async fn a_question_that_needs_no_file_is_answered_without_the_call() {
     assert_eq!(reqs[0].body["messages"], reqs[1].body["messages"]);
     assert!(grammar(&reqs[0].body).contains("<action>"));
     assert!(!grammar(&reqs[1].body).contains("<action>"));
-    assert!(grammar(&reqs[1].body).contains("<final_answer>"));
+    assert!(grammar(&reqs[1].body).contains("<final_answer>")); // The answer's thought begins in the runtime's words: asked again, the model would write
+    // the thought that led to the call and answer after it (issue 31, the 1.5B's "yellow").
+    let own = format!("\"<thought>{DECLINED_THOUGHT}\" thought-word+ thought-end");
+    assert!(
+        grammar(&reqs[1].body).contains(&own),
+        "{}",
+        grammar(&reqs[1].body)
+    );
+    assert!(!grammar(&reqs[0].body).contains(DECLINED_THOUGHT));
 }
 
 #[tokio::test]

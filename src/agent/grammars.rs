@@ -8,7 +8,7 @@
 //!
 //! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
-//! answer.
+//! answer. After a declined first call, the answer's thought begins as [`DECLINED_THOUGHT`].
 //!
 //! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
 //! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
@@ -27,8 +27,9 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::llm::{LazyGrammar, TurnGrammar};
+use crate::prompt::DECLINED_THOUGHT;
 use crate::protocol::{
-    Grammar, KnownPaths, LAZY_TRIGGERS, PATH_ANNOTATION, ToolShape, TurnShape,
+    Grammar, KnownPaths, LAZY_TRIGGERS, PATH_ANNOTATION, ThoughtShape, ToolShape, TurnShape,
     decision_grammar_with, parse_gbnf, turn_grammar_with,
 };
 use crate::tools::{Registry, Workspace, list_paths};
@@ -54,6 +55,8 @@ struct Built {
     /// `[step, last]`: the action or the final answer alone, from its opening tag on, for a turn
     /// that is continued after it never left its thought (`think.rs`).
     decision: Option<[Arc<TurnGrammar>; 2]>,
+    /// `[plain, reasoning]`: the answer after a declined call, its thought begun by the runtime.
+    declined: Option<[Arc<TurnGrammar>; 2]>,
     known: KnownPaths,
 }
 
@@ -165,12 +168,14 @@ impl Source<'_> {
         schemas: &[Value],
         known: &KnownPaths,
         (final_only, reasoning): (bool, bool),
+        thought: ThoughtShape<'_>,
         decision: &TurnGrammar,
-    ) -> Option<TurnGrammar> {
-        let grammar = turn_grammar_with(&self.shape(schemas, final_only, reasoning), known);
+    ) -> Option<Arc<TurnGrammar>> {
+        let shape = self.shape(schemas, final_only, reasoning).thought(thought);
+        let grammar = turn_grammar_with(&shape, known);
         // Every variant follows the same schemas: say it once, from the ordinary step's
         // grammar (the one that holds the tools' parameters as well as the output schema).
-        if !final_only && !reasoning {
+        if !final_only && !reasoning && thought == ThoughtShape::Free {
             for part in grammar.simplified() {
                 warn!(schema = %Outside(&part.schema), pointer = %Outside(&part.pointer), parts = part.parts,
                     "{part}; the model is sampled less strictly there, and its answer is still validated");
@@ -186,31 +191,36 @@ impl Source<'_> {
         } else {
             &LAZY_TRIGGERS[..]
         };
-        Some(TurnGrammar {
+        Some(Arc::new(TurnGrammar {
             gbnf,
             lark: Some(grammar.to_lark()),
             lazy: reasoning.then(|| LazyGrammar {
                 gbnf: decision.gbnf.clone(),
                 triggers: triggers.iter().map(|t| t.to_string()).collect(),
             }),
-        })
+        }))
     }
 
     /// Every variant, with these paths.
     fn build_all(&self, known: KnownPaths) -> Built {
         let schemas = annotated(self.tools);
         let decision = [false, true].map(|last| self.decision(&schemas, &known, last));
+        let (free, begun) = (ThoughtShape::Free, ThoughtShape::Begun(DECLINED_THOUGHT));
         let variants = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
             let one = |last: bool| {
                 let decision = decision[usize::from(last)].as_ref()?;
-                self.build(&schemas, &known, (last, reasoning), decision)
-                    .map(Arc::new)
+                self.build(&schemas, &known, (last, reasoning), free, decision)
             };
             Some([one(false)?, one(true)?])
+        };
+        let declined = |reasoning| {
+            let last = decision[1].as_ref()?;
+            self.build(&schemas, &known, (true, reasoning), begun, last)
         };
         Built {
             plain: variants(false),
             reasoning: variants(true),
+            declined: declined(false).zip(declined(true)).map(<[_; 2]>::from),
             decision: match decision {
                 [Some(step), Some(last)] => Some([Arc::new(step), Arc::new(last)]),
                 _ => None,
@@ -252,6 +262,12 @@ impl Grammars {
             &built.plain
         };
         set.as_ref().map(|s| s[usize::from(final_only)].clone())
+    }
+
+    /// The grammar of the answer after a declined call (see the module docs).
+    pub(crate) fn pick_declined(&self, reasoning: bool) -> Option<Arc<TurnGrammar>> {
+        let set = self.current().declined.clone()?;
+        Some(set[usize::from(reasoning)].clone())
     }
 
     /// The grammar of the decision alone (an action or the final answer, from its opening tag),

@@ -12,4 +12,7 @@ pub(crate) struct TurnPlan {
     /// The loop guard refused the last call, or the decision step declined it: the next turn
     /// may only answer.
     pub(crate) after_refused_call: bool,
+    /// The decision step declined the turn's call: the answer's grammar begins its thought in
+    /// the runtime's words (`grammars.rs`).
+    pub(crate) after_decline: bool,
 }

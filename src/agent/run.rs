@@ -101,6 +101,7 @@ impl<'a> Run<'a> {
             final_only: false,
             reasoning: self.agent.config.reasoning,
             after_refused_call: false,
+            after_decline: false,
         };
         loop {
             plan.final_only = self.progress.steps >= self.step_limit || self.context.final_only;
@@ -134,6 +135,7 @@ impl<'a> Run<'a> {
             .instrument(info_span!("step", n = step))
             .await;
             plan.after_refused_call = false;
+            plan.after_decline = false;
             match next {
                 Next::Step {
                     observation,
@@ -145,7 +147,7 @@ impl<'a> Run<'a> {
                     self.observe(observation);
                 }
                 Next::Refused(correction) => self.observe(correction),
-                Next::Declined => plan.after_refused_call = true,
+                Next::Declined => (plan.after_refused_call, plan.after_decline) = (true, true),
                 Next::LastTurn => self.context.final_only = true,
                 Next::End(ending) => return ending,
             }

@@ -34,6 +34,18 @@ pub const QUESTION_TEMPLATE: &str = include_str!("../../prompts/question.j2");
 /// The built-in completions-mode template.
 pub const COMPLETION_TEMPLATE: &str = include_str!("../../prompts/completion.j2");
 
+/// How the runtime begins the thought of the answer after a declined call (run:
+/// `agent/first_call.rs`; serve: a guess or grounding that declines the calls); the model goes
+/// on from it. Asked the same prompt again, a small model at temperature 0 writes the thought
+/// it wrote before its call ("I need to find a tool that can help me with this.") and answers
+/// after it, not the question. A whole thought of the runtime's ("I can reply to this question
+/// from what I know.") or none at all did not help: the 1.5B still answered "yellow" for blue
+/// and yellow paint; led into the thought by these words, it reasons ("blue and yellow are
+/// primary colors, and mixing them results in green") and answers after its reasoning. Worded
+/// unlike the worked examples' thought of a direct answer, which a base model would follow with
+/// that example's answer ("William Shakespeare.").
+pub const DECLINED_THOUGHT: &str = "Without any tool, from what I know:";
+
 /// One tool as the prompt describes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolDoc {

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
 use super::ahead::{Ahead, Raced};
+use super::answer_only::{after_decline, switch_to_answer};
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::fit::Fitting;
 use super::judgement::Judgement;
@@ -190,6 +191,7 @@ pub(crate) async fn answer(
                 answer_only = true;
                 left = left.max(2);
                 switch_to_answer(core, ask, &mut request);
+                partial = after_decline(core, ask, &mut request, can_continue);
                 continue;
             }
         };
@@ -301,11 +303,14 @@ pub(crate) async fn answer(
             // for an answer only; the declined turn stays out of the history.
             tracing::debug!(reason = %why, "the turn's calls are declined");
             trace.turns.push((text, Some(why)));
-            partial.clear();
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
             switch_to_answer(core, ask, &mut request);
+            // The answer's thought begins in the runtime's words (asked again, the model would
+            // write the one that led to the calls): under the grammar, or as the start of the
+            // turn where the upstream continues one.
+            partial = after_decline(core, ask, &mut request, can_continue);
             continue;
         }
         match read {
@@ -324,6 +329,11 @@ pub(crate) async fn answer(
                     tracing::debug!(attempt, "a turn cut inside its thought is continued");
                     continued = true;
                     partial = format!("{generated}{ending}");
+                    if answer_only && request.grammar.is_some() {
+                        // The thought the runtime began is in the prompt now: the grammar
+                        // that writes its words would have them written again.
+                        request.grammar = grammar::answer_only(ask, core.api);
+                    }
                     trace.turns.push((text, Some(CONTINUED.into())));
                     left = left.max(1);
                     continue;
@@ -368,16 +378,6 @@ const CONTINUED: &str =
 
 /// Said after a correction when the next turn may only answer.
 const ANSWER_NOW: &str = " No tool may be called in the next turn: give your final answer now.";
-
-/// Ask the next turns for an answer only: the answer's grammar where the upstream takes one,
-/// `</action>` a stop again, no watch for repeated calls.
-fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnRequest) {
-    if request.grammar.is_some() {
-        request.grammar = grammar::answer_only(ask, core.api);
-    }
-    request.stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
-    request.end_at_repeated_block = None;
-}
 
 /// The rest of an answer whose turn was committed while it streamed (`sent` is out already):
 /// what the whole reading adds to the reasoning and to the text, the server's separate

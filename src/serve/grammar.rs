@@ -21,7 +21,8 @@ use tracing::warn;
 
 use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
 use crate::llm::{Api, TurnGrammar};
-use crate::protocol::{TurnShape, parse_gbnf, turn_grammar};
+use crate::prompt::DECLINED_THOUGHT;
+use crate::protocol::{ThoughtShape, TurnShape, parse_gbnf, turn_grammar};
 use crate::shown::Outside;
 
 /// The grammar for `ask`'s turn; `None` when it cannot be written (then nothing is sent).
@@ -33,6 +34,13 @@ pub(crate) fn for_request(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
 /// one that only repeated calls already answered, or after the repair budget (answer.rs).
 pub(crate) fn answer_only(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
     build(&shape(ask, api, true))
+}
+
+/// The grammar of the answer after the turn's calls were declined (a guess or the grounding,
+/// answer.rs): [`answer_only`]'s, the thought begun in the runtime's words
+/// ([`DECLINED_THOUGHT`]); the model's own would be the one that led to the calls.
+pub(crate) fn after_decline(ask: &Ask, api: Api) -> Option<Arc<TurnGrammar>> {
+    build(&shape(ask, api, true).thought(ThoughtShape::Begun(DECLINED_THOUGHT)))
 }
 
 /// The grammar of one call of `tool` alone, whatever `tool_choice` allowed: the re-ask for

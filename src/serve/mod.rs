@@ -59,6 +59,7 @@
 
 mod ahead;
 mod answer;
+mod answer_only;
 mod body;
 mod choose;
 mod chunks;

@@ -53,7 +53,7 @@ pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use native::{NativeShape, native_grammar};
 pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
-pub use shape::{ToolShape, TurnShape};
+pub use shape::{ThoughtShape, ToolShape, TurnShape};
 pub use turn::{
     LAZY_TRIGGERS, decision_grammar, decision_grammar_with, turn_grammar, turn_grammar_with,
 };

@@ -15,6 +15,22 @@ pub struct ToolShape<'a> {
     pub parameters: &'a Value,
 }
 
+/// How the turn's thought is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ThoughtShape<'a> {
+    /// The model's own (one line, optional, see [`turn_grammar`](super::turn_grammar)).
+    #[default]
+    Free,
+    /// The thought begins with this text, word for word (the runtime's), and the model goes on
+    /// with it as with a thought of its own, for one word at least. Asked again after its call was declined, a small
+    /// model at temperature 0 writes the thought it wrote before the call, a thought premised
+    /// on using a tool, and its answer follows that thought instead of the question; led into
+    /// the thought by other words, it reasons about the question. One line, without `<`: a
+    /// text that has either is left out (the thought is then the model's own).
+    Begun(&'a str),
+}
+
 /// What one turn may hold.
 ///
 /// Build it with [`TurnShape::new`] and the setters, naming only what differs from an ordinary
@@ -53,6 +69,8 @@ pub struct TurnShape<'a> {
     /// block but the last closed with `</action>` (the last one's closing tag stays optional,
     /// as a stop string may take it).
     pub max_calls: usize,
+    /// How the thought is written (the model's own unless set).
+    pub thought: ThoughtShape<'a>,
 }
 
 impl Default for TurnShape<'_> {
@@ -65,6 +83,7 @@ impl Default for TurnShape<'_> {
             think: false,
             call_required: false,
             max_calls: 1,
+            thought: ThoughtShape::Free,
         }
     }
 }
@@ -111,6 +130,12 @@ impl<'a> TurnShape<'a> {
     /// Up to `n` calls in one turn (see [`TurnShape::max_calls`](#structfield.max_calls)).
     pub fn max_calls(mut self, n: usize) -> Self {
         self.max_calls = n;
+        self
+    }
+
+    /// How the thought is written (see [`ThoughtShape`]).
+    pub fn thought(mut self, thought: ThoughtShape<'a>) -> Self {
+        self.thought = thought;
         self
     }
 

@@ -96,6 +96,60 @@ fn answer_only_wins_over_a_required_call() {
     assert!(!g.to_gbnf().contains("<action>"));
 }
 
+/// How the runtime begins the thought of the answer after a declined call, in the tests.
+const BEGUN: &str = "Without any tool, from what I know:";
+
+#[test]
+fn a_begun_thought_starts_with_the_runtimes_words_and_goes_on_with_the_models() {
+    let p = params();
+    let led = format!("<thought>{BEGUN} 2 and 2 make 4.</thought>\n<final_answer>4</final_answer>");
+    let bare = format!("<thought>{BEGUN}</thought>\n<final_answer>4</final_answer>");
+    let mut turns = ALL.to_vec();
+    turns.extend([led.as_str(), bare.as_str()]);
+    let shape = TurnShape::new(tools(&p))
+        .final_only(true)
+        .thought(ThoughtShape::Begun(BEGUN));
+    let g = checked(&shape, &turns);
+    assert!(matches(&g, &led));
+    // Closed at once, the thought was no help (the 1.5B still answered "yellow").
+    assert!(!matches(&g, &bare));
+    // The thought the model wrote before its call is no longer allowed, nor is a call, nor an
+    // answer without the thought.
+    assert!(!matches(&g, ANSWER) && !matches(&g, ADD));
+    assert!(!matches(&g, "<final_answer>4</final_answer>"));
+    for seed in 0..20 {
+        let turn = read_turn(&sample(&g, seed));
+        assert_eq!(turn.kind, TurnKind::Final);
+        let thought = turn.thought.unwrap_or_default();
+        assert!(thought.starts_with(BEGUN), "{thought:?}");
+    }
+    // Where the prompt opened the thought (completions), the turn starts inside it.
+    let opened = checked(&shape.clone().opened_thought(true), &[]);
+    assert!(matches(
+        &opened,
+        &format!("{BEGUN} it is 4.</thought>\n<final_answer>4")
+    ));
+    assert!(!matches(&opened, &led));
+    assert!(!matches(&opened, "I know.</thought>\n<final_answer>4"));
+    // A reasoning model may still reason first.
+    let think = checked(&shape.think(true), &[]);
+    assert!(matches(&think, &format!("<think>Hm.</think>\n{led}")));
+}
+
+#[test]
+fn a_begun_thought_that_a_turn_cannot_hold_is_left_to_the_model() {
+    let p = params();
+    let answer_only = turn_grammar(&TurnShape::new(tools(&p)).final_only(true)).to_gbnf();
+    for text in ["", "  ", "two\nlines", "a <tag> inside"] {
+        let shape = TurnShape::new(tools(&p))
+            .final_only(true)
+            .thought(ThoughtShape::Begun(text));
+        let g = checked(&shape, &ALL);
+        assert!(matches(&g, ANSWER), "{text:?}");
+        assert_eq!(g.to_gbnf(), answer_only, "{text:?}");
+    }
+}
+
 #[test]
 fn parallel_calls_are_closed_blocks_up_to_the_limit() {
     let p = params();

@@ -6,7 +6,7 @@ use super::expr::{ClassItem, Expr, Grammar};
 use super::members::Members;
 use super::paths::KnownPaths;
 use super::schema::required;
-use super::shape::{ToolShape, TurnShape};
+use super::shape::{ThoughtShape, ToolShape, TurnShape};
 use super::values::{Place, Values, chars, excluding};
 use crate::action::parse_action;
 
@@ -73,6 +73,10 @@ pub(crate) fn callable(name: &str) -> bool {
 /// * no counted repetition bounds its length (llama.cpp writes `x{1,400}` out as 400 rules and
 ///   checks them at every token): the turn's token budget and the degeneration guard bound it.
 ///
+/// That is the model's own thought ([`ThoughtShape::Free`]); a shape may have it begin with
+/// the runtime's words ([`ThoughtShape::Begun`]), written word for word, the model going on
+/// from them.
+///
 /// ```
 /// use serde_json::json;
 /// use tagloop_protocol::{ToolShape, TurnShape, parse_gbnf, turn_grammar};
@@ -109,16 +113,32 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
         root.push(Expr::rule("think").opt());
     }
     thought(&mut g);
-    if shape.opened_thought {
-        root.extend([Expr::rule("thought"), decision]);
+    let open = if shape.opened_thought {
+        ""
     } else {
+        "<thought>"
+    };
+    match shape.thought {
+        ThoughtShape::Begun(text) if fits_a_thought(text) => {
+            // At least one word of the model's: let close the thought at once, the 1.5B
+            // Qwen did, and then answered as it would have without the words.
+            root.push(Expr::lit(format!("{open}{}", text.trim())));
+            root.push(Expr::rule("thought-word").repeat(1, None));
+            root.push(Expr::rule("thought-end"));
+        }
+        _ if shape.opened_thought => root.push(Expr::rule("thought")),
         // A model that knows its answer at once may give it without a thought (the reader
         // takes a decision with no thought); held to write one, small models loop in it.
-        root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought")]).opt());
-        root.push(decision);
+        _ => root.push(Expr::seq([Expr::lit("<thought>"), Expr::rule("thought")]).opt()),
     }
+    root.push(decision);
     g.define("root", Expr::seq(root));
     g
+}
+
+/// Whether `text` can begin a thought: one line with words, no tag in it.
+fn fits_a_thought(text: &str) -> bool {
+    !text.trim().is_empty() && !text.contains(['<', '\n', '\r'])
 }
 
 /// `thought ::= thought-word* thought-end`: one line of words, then the end of the thought.

@@ -184,10 +184,10 @@ fn path_lists_compile_and_accept_odd_names() {
 }
 
 /// llguidance, like our matcher, takes a created file's path as one line of at most 256
-/// characters and refuses the runaways SmolLM2 wrote into it (a triple-quoted path, a newline,
-/// prose past the bound); and it holds a thought to 320 visible characters.
+/// characters, in double or triple quotes, and refuses the runaways SmolLM2 wrote into it (a
+/// newline, prose past the bound).
 #[test]
-fn llguidance_bounds_a_path_to_create_and_a_thought() {
+fn llguidance_bounds_a_path_to_create() {
     let params = json!({"type": "object", "properties": {
         "path": {"type": "string", PATH_ANNOTATION: "new"},
         "content": {"type": "string"}}, "required": ["path", "content"]});
@@ -198,20 +198,22 @@ fn llguidance_bounds_a_path_to_create_and_a_thought() {
     let g = turn_grammar(&shape);
     let t = |path: &str| format!("<action>write_file(path={path}, content=\"Zephyr\")</action>");
     let longest = format!("\"notes/{}.txt\"", "a".repeat(PATH_MAX_CHARS as usize - 10));
-    for ok in [r#""codename.txt""#, r#""a b/日本.md""#, longest.as_str()] {
+    for ok in [
+        r#""codename.txt""#,
+        r#""""codename.txt""""#,
+        r#""a b/日本.md""#,
+        longest.as_str(),
+    ] {
         accepts(&g, &t(ok)).unwrap_or_else(|e| panic!("{e}: {ok}\n{}", g.to_lark()));
     }
     let prose = "Your turn was cut off because it kept repeating the same text over and over; ";
     for bad in [
-        r#""""notes.txt""""#.to_owned(),
+        r#""""\nnotes.txt""""#.to_owned(),
+        r#""""notes.txt""#.to_owned(),
         r#""\nnotes.txt""#.to_owned(),
         format!("\"{}\"", prose.repeat(4)),
         longest.replace(".txt", ".text"),
     ] {
         assert!(accepts(&g, &t(&bad)).is_err(), "{bad}");
     }
-    let fin = "<final_answer>ok</final_answer>";
-    let thought = |n: usize| format!("<thought>{}{fin}", "x".repeat(n));
-    accepts(&g, &thought(320)).unwrap_or_else(|e| panic!("{e}"));
-    assert!(accepts(&g, &thought(321)).is_err());
 }

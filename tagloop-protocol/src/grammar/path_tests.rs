@@ -139,8 +139,9 @@ fn without_paths_path_parameters_are_one_bounded_line() {
     assert!(matches(&g, &t(r#"read_file(path="april.md")"#)));
     assert!(!g.has("path-file"));
     assert!(g.has("path-string"));
-    assert!(!matches(&g, &t(r#"read_file(path="""april.md""")"#)));
+    assert!(matches(&g, &t(r#"read_file(path="""april.md""")"#)));
     assert!(!matches(&g, &t(r#"read_file(path="a\nb")"#)));
+    assert!(!matches(&g, &t("read_file(path=\"\"\"a\nb\"\"\")")));
     // Known folders only: file parameters are any one line.
     let g = grammar(&tools(), &KnownPaths::new(vec![], vec![".".into()]));
     assert!(matches(&g, &t(r#"read_file(path="april.md")"#)));
@@ -161,7 +162,9 @@ fn write_file() -> Vec<(&'static str, Value)> {
 /// What SmolLM2 wrote into `write_file`'s path under the grammar that left it a free string: a
 /// path opened as a triple-quoted string or with a newline, then filled with the runtime's own
 /// notice until the degeneration guard cut the turn (issue 31 item 5; 12 such turns, 3,232
-/// tokens, on the lab's suite).
+/// tokens, on the lab's suite). The triple-quoted form stays allowed with the same one-line body
+/// (`"""` is SmolLM2's likeliest token after `path=`; refused it, the model counted into the
+/// path: `path=", 1, 2, 3, …`).
 #[test]
 fn a_path_to_create_is_one_bounded_line() {
     let t = |args: &str| format!("<action>write_file({args})</action>");
@@ -175,37 +178,56 @@ fn a_path_to_create_is_one_bounded_line() {
             r#"path="codename.txt", content="Zephyr""#,
             r#"path="notes/new folder/日本.md", content="""two
 lines""""#,
+            r#"path="""notes.txt""", content="Zephyr""#,
         ] {
             assert!(matches(&g, &t(ok)), "{ok}");
         }
         let longest = format!("notes/{}.txt", "a".repeat(PATH_MAX_CHARS as usize - 10));
         assert_eq!(longest.chars().count(), PATH_MAX_CHARS as usize);
-        assert!(matches(
-            &g,
-            &t(&format!(r#"path="{longest}", content="x""#))
-        ));
+        for quote in ["\"", "\"\"\""] {
+            let call = format!(r#"path={quote}{longest}{quote}, content="x""#);
+            assert!(matches(&g, &t(&call)), "{call}");
+        }
         let runaways = [
-            r#"path="""notes.txt""", content="x""#.to_owned(),
+            r#"path="""\nnotes.txt""", content="x""#.to_owned(),
+            "path=\"\"\"notes\n.txt\"\"\", content=\"x\"".to_owned(),
+            r#"path="""notes.txt", content="x""#.to_owned(),
+            r#"path="notes.txt""", content="x""#.to_owned(),
+            r#"path="""say "hi".txt""", content="x""#.to_owned(),
             r#"path="\nnotes.txt", content="x""#.to_owned(),
             "path=\"notes\n.txt\", content=\"x\"".to_owned(),
             r#"path="", content="x""#.to_owned(),
             r#"path="a<b.txt", content="x""#.to_owned(),
             format!(r#"path="{notice} {notice}", content="x""#),
             format!(r#"path="{longest}x", content="x""#),
+            format!(r#"path="""{longest}x""", content="x""#),
+            format!(r#"path="""{notice} {notice}""", content="x""#),
         ];
         for bad in &runaways {
             assert!(!matches(&g, &t(bad)), "{bad}");
         }
     }
     let text = grammar(&write_file(), &KnownPaths::default()).to_gbnf();
-    let rule = text.lines().find(|l| l.starts_with("path-string ::= "));
+    let rule = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ::= ")))
+            .unwrap_or("")
+    };
     assert_eq!(
-        rule,
-        Some(r#"path-string ::= "\"" [^"\\<\x00-\x1F\x7F]{1,256} "\"""#),
+        rule("path-body"),
+        r#"path-body ::= [^"\\<\x00-\x1F\x7F]{1,256}"#,
         "{text}"
     );
+    assert_eq!(
+        rule("path-string"),
+        r#"path-string ::= "\"" path-body "\"""#
+    );
+    assert_eq!(
+        rule("path-triple"),
+        r#"path-triple ::= "\"\"\"" path-body "\"\"\"""#
+    );
     assert!(
-        text.contains(r#""write_file(" "path=" path-string"#),
+        text.contains(r#""write_file(" "path=" (path-string | path-triple)"#),
         "{text}"
     );
     assert!(parse_gbnf(&text).is_ok());
@@ -264,7 +286,7 @@ fn a_list_over_the_budget_falls_back_to_one_bounded_line() {
     ));
     assert!(!matches(
         &g,
-        "<thought>x</thought>\n<action>read_file(path=\"\"\"anything\"\"\")</action>"
+        "<thought>x</thought>\n<action>read_file(path=\"\"\"any\nthing\"\"\")</action>"
     ));
 }
 

@@ -180,10 +180,11 @@ impl Values<'_> {
         if t == "string"
             && let Some(kind) = PathKind::of_schema(schema)
         {
-            // The known paths of its kind where the grammar has them, else one bounded line.
+            // The known paths of its kind where the grammar has them, else one bounded line (which
+            // an action's argument may also triple-quote).
             return Some(match self.known_path(kind) {
                 Some(paths) => paths,
-                None => self.path_string(),
+                None => self.path_string(place),
             });
         }
         Some(match t {

@@ -53,7 +53,10 @@ fn a_thought_counting_dates_is_cut_after_its_first_dates() {
     // Found within a check (64 bytes) of the bound, not at 1,024 tokens.
     let run = seen.len() - r.start;
     assert!((129..=128 + 64).contains(&run), "{run}");
-    assert_eq!(&seen[..r.cut], "<thought>\nThe answer is: 2022-01-01 2022-01-02 ");
+    assert_eq!(
+        &seen[..r.cut],
+        "<thought>\nThe answer is: 2022-01-01 2022-01-02 "
+    );
     // Ten dates (a real list) are a line of 110 bytes: left alone.
     let ten = &text[..text.find(" 2022-01-11").expect("ten dates")];
     assert_eq!(feed(&mut whole_turn(), ten, 3), None);
@@ -66,9 +69,13 @@ fn a_long_run_of_one_digit_is_cut() {
     let text = format!("<thought>inventory.csv: 1{}", "0".repeat(400));
     let (seen, r) = feed(&mut whole_turn(), &text, 1).expect("a counting runaway");
     assert!(seen.len() < 24 + 128 + 64, "{}", seen.len());
-    assert_eq!(&seen[..r.cut], "<thought>inventory.csv: 100000000000000000000000000000");
+    assert_eq!(
+        &seen[..r.cut],
+        "<thought>inventory.csv: 100000000000000000000000000000"
+    );
     // A long number in an answer (2^100, 31 digits) is far from the bound.
-    let answer = "<thought>I know it.</thought>\n<final_answer>2^100 = 1267650600228229401496703205376";
+    let answer =
+        "<thought>I know it.</thought>\n<final_answer>2^100 = 1267650600228229401496703205376";
     assert_eq!(feed(&mut whole_turn(), answer, 1), None);
 }
 
@@ -89,7 +96,10 @@ fn a_count_in_an_actions_arguments_is_cut_on_its_line() {
     // The same count inside a triple-quoted content, after a path.
     let content = format!(
         "<action>write_file(path=\"\"\"notes.txt\"\"\", content=\"\"\"{}",
-        (257..400).map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+        (257..400)
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     assert!(feed(&mut whole_turn(), &content, 2).is_some());
 }
@@ -102,10 +112,15 @@ fn a_table_of_numbers_in_an_argument_is_left_alone() {
         rows.push_str(&format!("{i},{},{}\n", i * i, i * 7 % 13));
     }
     assert!(rows.len() > 3000);
-    let call = format!("<thought>I write the table.</thought>\n<action>write_file(path=\"t.csv\", content=\"\"\"{rows}\"\"\")</action>");
+    let call = format!(
+        "<thought>I write the table.</thought>\n<action>write_file(path=\"t.csv\", content=\"\"\"{rows}\"\"\")</action>"
+    );
     assert_eq!(feed(&mut whole_turn(), &call, 4), None);
     // One line of 200 bytes of numbers (a list argument) is under the action's bound.
-    let list = (1..=50).map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    let list = (1..=50)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let call = format!("<action>sum(numbers=[{list}])</action>");
     assert!(list.len() > 128);
     assert_eq!(feed(&mut whole_turn(), &call, 4), None);
@@ -115,7 +130,10 @@ fn a_table_of_numbers_in_an_argument_is_left_alone() {
 /// and so is every turn of a free run: the same count passes.
 #[test]
 fn json_answers_and_free_turns_are_not_read_for_counts() {
-    let list = (1..=200).map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+    let list = (1..=200)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let json = format!("<thought>All of them.</thought>\n<final_answer>{{\"ids\": [{list}]}}");
     let mut guard = constrained(&["<action>", "<final_answer>"]);
     assert_eq!(feed(&mut guard, &json, 4), None);

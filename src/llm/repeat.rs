@@ -181,8 +181,12 @@ impl RepeatGuard {
             self.strict_seen = text.len();
         }
         if self.wordless && !self.in_action {
-            let from = self.action_seen.saturating_sub(ACTION.len()).min(text.len());
-            self.in_action = memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
+            let from = self
+                .action_seen
+                .saturating_sub(ACTION.len())
+                .min(text.len());
+            self.in_action =
+                memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
             self.action_seen = text.len();
         }
         if let Some(run) = self.wordless_run(text) {

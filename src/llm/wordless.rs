@@ -80,7 +80,9 @@ mod tests {
     fn a_newline_ends_the_run() {
         let rows = "1,2,3,4\n".repeat(40);
         assert_eq!(wordless_tail(&format!("content=\"\"\"{rows}"), 16), None);
-        assert!(wordless_tail(&format!("content=\"\"\"{}", rows.replace('\n', ",")), 256).is_some());
+        assert!(
+            wordless_tail(&format!("content=\"\"\"{}", rows.replace('\n', ",")), 256).is_some()
+        );
     }
 
     #[test]

@@ -63,11 +63,13 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
     );
     assert!(call("delete-path").contains("\"path=\" path-any"), "{text}");
     assert!(call("move-path").contains("\"from=\" path-any"), "{text}");
-    assert!(call("move-path").contains("\"to=\" path-string"), "{text}");
+    let new_path = "(path-string | path-triple)";
+    assert!(call("move-path").contains(&format!("\"to=\" {new_path}")), "{text}");
     for creates in ["write-file", "make-dir", "append-file"] {
-        assert!(call(creates).contains("\"path=\" path-string"), "{text}");
+        assert!(call(creates).contains(&format!("\"path=\" {new_path}")), "{text}");
     }
-    assert!(rule(&text, "path-string").is_some_and(|r| r.contains("{1,256}")));
+    assert!(rule(&text, "path-body").is_some_and(|r| r.contains("{1,256}")));
+    assert!(rule(&text, "path-triple").is_some_and(|r| r.contains("path-body")));
 }
 
 #[test]
@@ -81,7 +83,10 @@ fn a_workspace_over_the_cap_leaves_path_parameters_one_bounded_line() {
     let text = grammar(&toolkit(ws, ToolkitOptions::default()));
     assert!(rule(&text, "path-file").is_none(), "{text}");
     let read = rule(&text, "call-read-file").unwrap_or_default();
-    assert!(read.contains("\"path=\" path-string"), "{text}");
+    assert!(
+        read.contains("\"path=\" (path-string | path-triple)"),
+        "{text}"
+    );
 }
 
 /// A tool declared as an MCP server declares it: its schema carries the annotation, and it

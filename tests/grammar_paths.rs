@@ -64,9 +64,15 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
     assert!(call("delete-path").contains("\"path=\" path-any"), "{text}");
     assert!(call("move-path").contains("\"from=\" path-any"), "{text}");
     let new_path = "(path-string | path-triple)";
-    assert!(call("move-path").contains(&format!("\"to=\" {new_path}")), "{text}");
+    assert!(
+        call("move-path").contains(&format!("\"to=\" {new_path}")),
+        "{text}"
+    );
     for creates in ["write-file", "make-dir", "append-file"] {
-        assert!(call(creates).contains(&format!("\"path=\" {new_path}")), "{text}");
+        assert!(
+            call(creates).contains(&format!("\"path=\" {new_path}")),
+            "{text}"
+        );
     }
     assert!(rule(&text, "path-body").is_some_and(|r| r.contains("{1,256}")));
     assert!(rule(&text, "path-triple").is_some_and(|r| r.contains("path-body")));

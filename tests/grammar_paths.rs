@@ -1,5 +1,6 @@
 //! Turn grammars that know the workspace's paths (issue 24 item 2): built-in path parameters
-//! limited to the paths that exist below the cap, free above it, a tool that opts in through
+//! limited to the paths that exist below the cap, one bounded line above it and for the paths a
+//! tool creates (issue 31 item 5), a tool that opts in through
 //! the `x-tagloop-path` schema annotation (as an MCP server's tool does) honoured, and every
 //! such grammar still read back by the GBNF checker.
 
@@ -50,7 +51,8 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
     );
     assert_eq!(rule(&text, "path-dir"), Some(r#""\".\"" | "\"notes\"""#));
     assert!(rule(&text, "path-any").is_some());
-    // read_file, edit_file take files; list_dir folders; the paths a tool creates stay free.
+    // read_file, edit_file take files; list_dir folders; the paths a tool creates are any one
+    // bounded line, not limited to the paths that exist.
     let call = |tool: &str| rule(&text, &format!("call-{tool}")).unwrap_or_default();
     assert!(call("read-file").contains("\"path=\" path-file"), "{text}");
     assert!(call("edit-file").contains("\"path=\" path-file"), "{text}");
@@ -61,14 +63,23 @@ fn a_small_workspace_limits_path_parameters_to_its_paths() {
     );
     assert!(call("delete-path").contains("\"path=\" path-any"), "{text}");
     assert!(call("move-path").contains("\"from=\" path-any"), "{text}");
-    assert!(!call("move-path").contains("\"to=\" path-"), "{text}");
-    assert!(!call("write-file").contains("path-"), "{text}");
-    assert!(!call("make-dir").contains("path-"), "{text}");
-    assert!(!call("append-file").contains("path-"), "{text}");
+    let new_path = "(path-string | path-triple)";
+    assert!(
+        call("move-path").contains(&format!("\"to=\" {new_path}")),
+        "{text}"
+    );
+    for creates in ["write-file", "make-dir", "append-file"] {
+        assert!(
+            call(creates).contains(&format!("\"path=\" {new_path}")),
+            "{text}"
+        );
+    }
+    assert!(rule(&text, "path-body").is_some_and(|r| r.contains("{1,256}")));
+    assert!(rule(&text, "path-triple").is_some_and(|r| r.contains("path-body")));
 }
 
 #[test]
-fn a_workspace_over_the_cap_keeps_path_parameters_free() {
+fn a_workspace_over_the_cap_leaves_path_parameters_one_bounded_line() {
     let names: Vec<String> = (0..=MAX_LISTED_PATHS)
         .map(|i| format!("f{i}.txt"))
         .collect();
@@ -79,7 +90,7 @@ fn a_workspace_over_the_cap_keeps_path_parameters_free() {
     assert!(rule(&text, "path-file").is_none(), "{text}");
     let read = rule(&text, "call-read-file").unwrap_or_default();
     assert!(
-        read.contains("\"path=\" (string | triple-string)"),
+        read.contains("\"path=\" (path-string | path-triple)"),
         "{text}"
     );
 }

@@ -1,7 +1,7 @@
 //! The degeneration guard (`tagloop::llm::RepeatGuard`): a tail that repeats one unit is cut
 //! after its first unit; ordinary text, lists and code are never cut.
 
-use tagloop::llm::{RepeatGuard, Repetition};
+use tagloop::llm::{RepeatGuard, Repetition, RepetitionKind};
 
 fn feed(
     guard: &mut RepeatGuard,
@@ -234,16 +234,19 @@ fn a_free_answer_said_again_is_cut_after_three_copies() {
 }
 
 /// The strict thresholds are for sentences said again: a unit with no words in it (a ruler of
-/// dashes, a table's rule line) repeats legitimately and is left to the ordinary guard.
+/// dashes, a table's rule line) repeats legitimately and is left to the ordinary guard. (One
+/// ruler line longer than 128 bytes is a counting runaway: see `llm_counting.rs`.)
 #[test]
 fn the_strict_guard_leaves_a_ruler_to_the_ordinary_thresholds() {
     let head = "<final_answer>Totals\n".to_string();
-    let ruler = || std::iter::once(head.clone()).chain(std::iter::repeat_n("-=".to_string(), 400));
+    let line = format!("{}\n", "-=".repeat(30));
+    let ruler = || std::iter::once(head.clone()).chain(std::iter::repeat_n(line.clone(), 40));
     let mut strict = strict_guard(&["<action>"]);
     let (text, r) = feed(&mut strict, ruler()).expect("the ordinary guard still cuts it");
     assert!(text.len() > head.len() + 512, "{}", text.len());
-    assert_eq!(r.period, 2);
-    // Sixty of them (120 bytes, past the strict span) pass.
+    assert_eq!(r.period, line.len());
+    assert_eq!(r.kind, RepetitionKind::Unit);
+    // Sixty pairs on one line (120 bytes, past the strict span) pass.
     let short = std::iter::once(head.clone()).chain(std::iter::repeat_n("-=".to_string(), 60));
     assert_eq!(feed(&mut strict_guard(&["<action>"]), short), None);
 }

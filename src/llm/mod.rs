@@ -9,6 +9,7 @@ mod notice;
 pub mod openai;
 mod repeat;
 pub mod scripted;
+mod wordless;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use serde_json::{Map, Value};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
-pub use repeat::{RepeatGuard, Repetition};
+pub use repeat::{RepeatGuard, Repetition, RepetitionKind};
 
 pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
 pub use crate::upstream::{ContextOverflow, ServerKind};

@@ -27,9 +27,16 @@
 //! answer is cut after a few dozen tokens instead of a few hundred. A unit without words (a ruler
 //! of dashes, a table's rule line) is left to the ordinary thresholds.
 //!
+//! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
+//! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
+//! free answer (the strict phase), 256 bytes in an action's arguments (after `<action>`), none
+//! in a JSON answer — cut after its first few items (see `wordless.rs`).
+//!
 //! Checking is cheap: it runs only when 64 more bytes have arrived, on the last 4 KiB, for
 //! ordinary text each candidate period fails at its first comparison, and the digits-as-one
 //! reading reuses the guard's buffers (see `benches/llm.rs`, `repeat_guard`).
+
+use super::wordless::{WORDLESS_LINE, WORDLESS_PROSE, wordless_tail};
 
 /// Watches a growing text for a repeating tail.
 #[derive(Debug, Clone)]
@@ -48,6 +55,23 @@ pub struct RepeatGuard {
     strict_until: Vec<String>,
     /// Bytes of the text already searched for `strict_until`.
     strict_seen: usize,
+    /// The turn is constrained: a run without a word is a counting runaway (see `wordless.rs`).
+    wordless: bool,
+    /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound.
+    in_action: bool,
+    /// Bytes of the text already searched for `<action>`.
+    action_seen: usize,
+}
+
+/// What the guard found at the end of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RepetitionKind {
+    /// One unit written again and again.
+    Unit,
+    /// A counting runaway in a constrained turn: a long run of text without a word (digits,
+    /// dates, punctuation); `period` is then the length of its kept start and `repeats` 1.
+    Wordless,
 }
 
 /// The strict guard's smallest repeating span, in bytes (see the module docs).
@@ -66,7 +90,12 @@ pub struct Repetition {
     pub cut: usize,
     /// How many whole units the repetition holds.
     pub repeats: usize,
+    /// A repeated unit, or a run without a word.
+    pub kind: RepetitionKind,
 }
+
+/// The tag after which a wordless run is counted on its line (an action's arguments).
+const ACTION: &str = "<action>";
 
 /// How much new text arrives between two checks.
 const CHECK_EVERY: usize = 64;
@@ -93,12 +122,16 @@ impl RepeatGuard {
             words_only: false,
             strict_until: Vec::new(),
             strict_seen: 0,
+            wordless: false,
+            in_action: false,
+            action_seen: 0,
         }
     }
 
     /// The guard a request asks for: none with `keep_repetitions`, else the default one —
-    /// strict until one of the request's `strict_repeats_until` strings appears when the turn is
-    /// `constrained` (its grammar was sent; a free turn's thought is not held to one line).
+    /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
+    /// one line), strict until one of the request's `strict_repeats_until` strings appears, and
+    /// watching for counting runaways (see the module docs).
     pub fn for_request(req: &super::TurnRequest, constrained: bool) -> Option<Self> {
         (!req.keep_repetitions).then(|| RepeatGuard {
             strict_until: if constrained {
@@ -106,6 +139,7 @@ impl RepeatGuard {
             } else {
                 Vec::new()
             },
+            wordless: constrained,
             ..RepeatGuard::default()
         })
     }
@@ -146,6 +180,19 @@ impl RepeatGuard {
             }
             self.strict_seen = text.len();
         }
+        if self.wordless && !self.in_action {
+            let from = self
+                .action_seen
+                .saturating_sub(ACTION.len())
+                .min(text.len());
+            self.in_action =
+                memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
+            self.action_seen = text.len();
+        }
+        if let Some(run) = self.wordless_run(text) {
+            (self.norm, self.origin) = (norm, origin);
+            return Some(run);
+        }
         let strict = (!self.strict_until.is_empty()).then(|| RepeatGuard {
             words_only: true,
             ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
@@ -156,6 +203,29 @@ impl RepeatGuard {
             .or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
+    }
+
+    /// A counting runaway on the last line of a constrained turn: in the strict phase (a
+    /// thought, a free answer), or after `<action>` with the larger bound; never in a JSON
+    /// answer.
+    fn wordless_run(&self, text: &str) -> Option<Repetition> {
+        if !self.wordless {
+            return None;
+        }
+        let run = if !self.strict_until.is_empty() {
+            wordless_tail(text, WORDLESS_PROSE)
+        } else if self.in_action {
+            wordless_tail(text, WORDLESS_LINE)
+        } else {
+            None
+        }?;
+        Some(Repetition {
+            period: run.cut - run.start,
+            start: run.start,
+            cut: run.cut,
+            repeats: 1,
+            kind: RepetitionKind::Wordless,
+        })
     }
 
     /// Look at the end of `text` now, whatever was checked before (for the end of a turn).
@@ -229,6 +299,7 @@ impl Tail {
             start,
             cut,
             repeats: self.repeats,
+            kind: RepetitionKind::Unit,
         }
     }
 }

@@ -44,13 +44,15 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> &Value;
     /// Run it with arguments already bound to [`Tool::parameters`].
     fn call(&self, args: Map<String, Value>) -> BoxFuture<'_, Result<String, ToolError>>;
-    /// The parameters that name a path which must already exist (relative to the workspace
-    /// root), and of which kind. When the workspace is small enough the turn grammar limits
-    /// them to the paths that exist (see [`list_paths`]); never declare a path the tool
-    /// creates (`write_file.path`), or the model could not name it. Default: the string
+    /// The parameters that name a path (relative to the workspace root), and of which kind.
+    /// Those of a kind that must already exist (`File`, `Dir`, `Any`) the turn grammar limits
+    /// to the paths that exist when the workspace is small enough (see [`list_paths`]); declare
+    /// a path the tool creates (`write_file.path`) as [`PathKind::New`], or the model could
+    /// not name it. Every path the grammar does not list is one line of at most
+    /// [`PATH_MAX_CHARS`](crate::protocol::PATH_MAX_CHARS) characters. Default: the string
     /// properties of [`Tool::parameters`] annotated
     /// [`PATH_ANNOTATION`](crate::protocol::PATH_ANNOTATION) (`"x-tagloop-path": "file" | "dir" |
-    /// "any"`), which is how an MCP server's tool opts in.
+    /// "any" | "new"`), which is how an MCP server's tool opts in.
     fn path_parameters(&self) -> Vec<(String, PathKind)> {
         annotated_paths(self.parameters())
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::llm::repeat::{RepeatGuard, Repetition};
+use crate::llm::repeat::{RepeatGuard, Repetition, RepetitionKind};
 use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
 use crate::scan::BlockWatch;
 use crate::scan::StopScanner;
@@ -236,12 +236,19 @@ impl TurnState {
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
             (Finish::Stop(stop.to_owned()), Some(Enforcer::Client))
         } else if let Some(rep) = self.repeated {
-            tracing::warn!(
-                target: crate::llm::NOTICE_LOG_TARGET,
-                period = rep.period,
-                repeats = rep.repeats,
-                "the turn kept repeating itself: cut at the first repetition"
-            );
+            match rep.kind {
+                RepetitionKind::Wordless => tracing::warn!(
+                    target: crate::llm::NOTICE_LOG_TARGET,
+                    run = self.scanner.text().len() - rep.start,
+                    "the turn ran on without a word (a count): cut after its first items"
+                ),
+                _ => tracing::warn!(
+                    target: crate::llm::NOTICE_LOG_TARGET,
+                    period = rep.period,
+                    repeats = rep.repeats,
+                    "the turn kept repeating itself: cut at the first repetition"
+                ),
+            }
             let mut text = self.scanner.into_text();
             text.truncate(rep.cut);
             let reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);

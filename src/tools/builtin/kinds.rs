@@ -83,16 +83,19 @@ impl Kind {
         }
     }
 
-    /// The parameters that name a path which must exist before the call: a path the tool
-    /// creates (`write_file`, `append_file`, `make_dir`, `move_path.to`) is never one, or the
-    /// grammar would keep the model from naming it.
-    pub(super) fn existing_paths(self) -> &'static [(&'static str, PathKind)] {
+    /// The parameters that name a path, and of which kind: a path that must exist before the
+    /// call (`File`, `Dir`, `Any`: the grammar may limit it to the workspace's paths), or one
+    /// the tool may create (`New`: `write_file`, `append_file`, `make_dir`, `move_path.to`;
+    /// never limited to the paths that exist, or the model could not name it, but still one
+    /// bounded line in the grammar).
+    pub(super) fn path_params(self) -> &'static [(&'static str, PathKind)] {
         match self {
             Kind::ReadFile | Kind::EditFile => &[("path", PathKind::File)],
             Kind::ListDir => &[("path", PathKind::Dir)],
             Kind::SearchFiles | Kind::DeletePath => &[("path", PathKind::Any)],
-            Kind::MovePath => &[("from", PathKind::Any)],
-            Kind::WriteFile | Kind::AppendFile | Kind::MakeDir | Kind::RunCommand => &[],
+            Kind::MovePath => &[("from", PathKind::Any), ("to", PathKind::New)],
+            Kind::WriteFile | Kind::AppendFile | Kind::MakeDir => &[("path", PathKind::New)],
+            Kind::RunCommand => &[],
         }
     }
 

@@ -182,7 +182,7 @@ impl Tool for Builtin {
 
     fn path_parameters(&self) -> Vec<(String, PathKind)> {
         self.kind
-            .existing_paths()
+            .path_params()
             .iter()
             .map(|&(name, kind)| (name.to_owned(), kind))
             .collect()

@@ -182,3 +182,38 @@ fn path_lists_compile_and_accept_odd_names() {
     }
     assert!(accepts(&g, &t(r#""april.md""#)).is_err());
 }
+
+/// llguidance, like our matcher, takes a created file's path as one line of at most 256
+/// characters, in double or triple quotes, and refuses the runaways SmolLM2 wrote into it (a
+/// newline, prose past the bound).
+#[test]
+fn llguidance_bounds_a_path_to_create() {
+    let params = json!({"type": "object", "properties": {
+        "path": {"type": "string", PATH_ANNOTATION: "new"},
+        "content": {"type": "string"}}, "required": ["path", "content"]});
+    let shape = TurnShape::new(vec![ToolShape {
+        name: "write_file",
+        parameters: &params,
+    }]);
+    let g = turn_grammar(&shape);
+    let t = |path: &str| format!("<action>write_file(path={path}, content=\"Zephyr\")</action>");
+    let longest = format!("\"notes/{}.txt\"", "a".repeat(PATH_MAX_CHARS as usize - 10));
+    for ok in [
+        r#""codename.txt""#,
+        r#""""codename.txt""""#,
+        r#""a b/日本.md""#,
+        longest.as_str(),
+    ] {
+        accepts(&g, &t(ok)).unwrap_or_else(|e| panic!("{e}: {ok}\n{}", g.to_lark()));
+    }
+    let prose = "Your turn was cut off because it kept repeating the same text over and over; ";
+    for bad in [
+        r#""""\nnotes.txt""""#.to_owned(),
+        r#""""notes.txt""#.to_owned(),
+        r#""\nnotes.txt""#.to_owned(),
+        format!("\"{}\"", prose.repeat(4)),
+        longest.replace(".txt", ".text"),
+    ] {
+        assert!(accepts(&g, &t(&bad)).is_err(), "{bad}");
+    }
+}

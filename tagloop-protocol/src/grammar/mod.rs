@@ -20,8 +20,9 @@
 //! * `native.rs`: [`native_grammar`], a turn in a model's own `<tool_call>` JSON format.
 //! * `lark.rs`: [`Grammar::to_lark`], the same grammar in llguidance's Lark syntax.
 //!
-//! Parameters annotated [`PATH_ANNOTATION`] name paths that exist: given the workspace's
-//! [`KnownPaths`] ([`turn_grammar_with`]), their values are the alternation of those paths.
+//! Parameters annotated [`PATH_ANNOTATION`] name paths: given the workspace's [`KnownPaths`]
+//! ([`turn_grammar_with`]), the values of one that names a path that exists are the alternation
+//! of those paths; every other path is one line of at most [`PATH_MAX_CHARS`] characters.
 
 mod budget;
 #[cfg(test)]
@@ -52,7 +53,7 @@ mod values;
 pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use native::{NativeShape, native_grammar};
-pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
+pub use paths::{KnownPaths, PATH_ANNOTATION, PATH_MAX_CHARS, PathKind};
 pub use shape::{ThoughtShape, ToolShape, TurnShape};
 pub use turn::{
     LAZY_TRIGGERS, decision_grammar, decision_grammar_with, turn_grammar, turn_grammar_with,

@@ -1,6 +1,6 @@
 //! Path-valued parameters: limited to the known paths (escaped as the reader reads them back),
-//! free strings without paths or when the list does not fit the budget, and every grammar
-//! still read back by the GBNF checker.
+//! one bounded line without paths, when the list does not fit the budget or for a path to
+//! create, and every grammar still read back by the GBNF checker.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -133,15 +133,125 @@ fn the_model_writes_the_real_path() {
 }
 
 #[test]
-fn without_paths_path_parameters_are_free_strings() {
+fn without_paths_path_parameters_are_one_bounded_line() {
     let g = grammar(&tools(), &KnownPaths::default());
     let t = |call: &str| format!("<thought>x</thought>\n<action>{call}</action>");
     assert!(matches(&g, &t(r#"read_file(path="april.md")"#)));
     assert!(!g.has("path-file"));
-    // Known folders only: file parameters stay free.
+    assert!(g.has("path-string"));
+    assert!(matches(&g, &t(r#"read_file(path="""april.md""")"#)));
+    assert!(!matches(&g, &t(r#"read_file(path="a\nb")"#)));
+    assert!(!matches(&g, &t("read_file(path=\"\"\"a\nb\"\"\")")));
+    // Known folders only: file parameters are any one line.
     let g = grammar(&tools(), &KnownPaths::new(vec![], vec![".".into()]));
     assert!(matches(&g, &t(r#"read_file(path="april.md")"#)));
     assert!(!matches(&g, &t(r#"list_dir(path="april")"#)));
+}
+
+/// `write_file(path, content)` as the toolkit declares it: a path the call creates (`new`),
+/// and free text.
+fn write_file() -> Vec<(&'static str, Value)> {
+    vec![(
+        "write_file",
+        json!({"type": "object", "properties": {
+            "path": {"type": "string", PATH_ANNOTATION: "new"},
+            "content": {"type": "string"}}, "required": ["path", "content"]}),
+    )]
+}
+
+/// What SmolLM2 wrote into `write_file`'s path under the grammar that left it a free string: a
+/// path opened as a triple-quoted string or with a newline, then filled with the runtime's own
+/// notice until the degeneration guard cut the turn (issue 31 item 5; 12 such turns, 3,232
+/// tokens, on the lab's suite). The triple-quoted form stays allowed with the same one-line body
+/// (`"""` is SmolLM2's likeliest token after `path=`; refused it, the model counted into the
+/// path: `path=", 1, 2, 3, …`).
+#[test]
+fn a_path_to_create_is_one_bounded_line() {
+    let t = |args: &str| format!("<action>write_file({args})</action>");
+    let notice = "Your turn was cut off because it kept repeating the same text over and over; \
+                  nothing in it was run. Do not repeat yourself: write one short thought, then \
+                  one action or your final answer.";
+    for known in [KnownPaths::default(), odd()] {
+        let g = grammar(&write_file(), &known);
+        assert!(!g.has("path-file"), "a path to create is never limited");
+        for ok in [
+            r#"path="codename.txt", content="Zephyr""#,
+            r#"path="notes/new folder/日本.md", content="""two
+lines""""#,
+            r#"path="""notes.txt""", content="Zephyr""#,
+        ] {
+            assert!(matches(&g, &t(ok)), "{ok}");
+        }
+        let longest = format!("notes/{}.txt", "a".repeat(PATH_MAX_CHARS as usize - 10));
+        assert_eq!(longest.chars().count(), PATH_MAX_CHARS as usize);
+        for quote in ["\"", "\"\"\""] {
+            let call = format!(r#"path={quote}{longest}{quote}, content="x""#);
+            assert!(matches(&g, &t(&call)), "{call}");
+        }
+        let runaways = [
+            r#"path="""\nnotes.txt""", content="x""#.to_owned(),
+            "path=\"\"\"notes\n.txt\"\"\", content=\"x\"".to_owned(),
+            r#"path="""notes.txt", content="x""#.to_owned(),
+            r#"path="notes.txt""", content="x""#.to_owned(),
+            r#"path="""say "hi".txt""", content="x""#.to_owned(),
+            r#"path="\nnotes.txt", content="x""#.to_owned(),
+            "path=\"notes\n.txt\", content=\"x\"".to_owned(),
+            r#"path="", content="x""#.to_owned(),
+            r#"path="a<b.txt", content="x""#.to_owned(),
+            format!(r#"path="{notice} {notice}", content="x""#),
+            format!(r#"path="{longest}x", content="x""#),
+            format!(r#"path="""{longest}x""", content="x""#),
+            format!(r#"path="""{notice} {notice}""", content="x""#),
+        ];
+        for bad in &runaways {
+            assert!(!matches(&g, &t(bad)), "{bad}");
+        }
+    }
+    let text = grammar(&write_file(), &KnownPaths::default()).to_gbnf();
+    let rule = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ::= ")))
+            .unwrap_or("")
+    };
+    assert_eq!(
+        rule("path-body"),
+        r#"path-body ::= [^"\\<\x00-\x1F\x7F]{1,256}"#,
+        "{text}"
+    );
+    assert_eq!(
+        rule("path-string"),
+        r#"path-string ::= "\"" path-body "\"""#
+    );
+    assert_eq!(
+        rule("path-triple"),
+        r#"path-triple ::= "\"\"\"" path-body "\"\"\"""#
+    );
+    assert!(
+        text.contains(r#""write_file(" "path=" (path-string | path-triple)"#),
+        "{text}"
+    );
+    assert!(parse_gbnf(&text).is_ok());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every path a sampled `write_file` turn creates is one line of 1 to 256 characters that
+    /// reads back as written.
+    #[test]
+    fn sampled_paths_to_create_are_one_short_line(seed in any::<u64>()) {
+        let g = grammar(&write_file(), &KnownPaths::default());
+        let text = sample(&g, seed);
+        let turn = read_turn(&text);
+        if turn.kind == TurnKind::Action {
+            let call = parse_action_with(turn.action.as_deref().unwrap_or(""), &|_| true)
+                .unwrap_or_else(|e| panic!("{e:?}: {text:?}"));
+            let args = bind(&call.args, &write_file()[0].1).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+            let path = args["path"].as_str().unwrap_or("not a string");
+            prop_assert!(!path.is_empty() && path.chars().count() <= PATH_MAX_CHARS as usize, "{text:?}");
+            prop_assert!(!path.contains(['\n', '\r', '"', '\\', '<']), "{text:?}");
+        }
+    }
 }
 
 #[test]
@@ -158,7 +268,7 @@ fn unannotated_parameters_stay_free() {
 }
 
 #[test]
-fn a_list_over_the_budget_falls_back_to_free_strings() {
+fn a_list_over_the_budget_falls_back_to_one_bounded_line() {
     // 20,000 paths of 20 bytes: 400 KB of alternatives, over the schema budget.
     let files: Vec<String> = (0..20_000)
         .map(|i| format!("dir/file-{i:08}.txt"))
@@ -173,6 +283,10 @@ fn a_list_over_the_budget_falls_back_to_free_strings() {
     assert!(matches(
         &g,
         "<thought>x</thought>\n<action>read_file(path=\"anything\")</action>"
+    ));
+    assert!(!matches(
+        &g,
+        "<thought>x</thought>\n<action>read_file(path=\"\"\"any\nthing\"\"\")</action>"
     ));
 }
 

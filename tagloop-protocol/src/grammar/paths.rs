@@ -1,12 +1,22 @@
-//! Path-valued parameters: the schema annotation that marks one, the kind of path it names, and
-//! the workspace's paths such a parameter may name when the grammar is given them.
+//! Path-valued parameters: the schema annotation that marks one, the kind of path it names, the
+//! workspace's paths such a parameter may name when the grammar is given them, and the bound on
+//! a path the grammar is not given the paths for.
 
 use serde_json::Value;
 
-/// The JSON Schema annotation that marks a string parameter as naming a path that exists:
-/// `"x-tagloop-path": "file" | "dir" | "any"` on the property. Where the grammar is given the
-/// workspace's paths ([`KnownPaths`]), such a parameter may only name one of them.
+/// The JSON Schema annotation that marks a string parameter as naming a path:
+/// `"x-tagloop-path": "file" | "dir" | "any"` on the property for a path that exists, `"new"` for
+/// one the call may create. Where the grammar is given the workspace's paths ([`KnownPaths`]), a
+/// parameter naming a path that exists may only name one of them; every other path parameter is
+/// one line of at most [`PATH_MAX_CHARS`] characters (no newline, no triple quotes, no escape), so
+/// a model cannot fill its turn with a path that never closes its quote.
 pub const PATH_ANNOTATION: &str = "x-tagloop-path";
+
+/// Most characters a path parameter takes when the grammar does not list the paths it may name
+/// (a created file's path, or a workspace too large to list): a path component's usual limit
+/// (`NAME_MAX`, 255 bytes) and a little more. Workspace-relative paths are far shorter; a model
+/// that writes prose into a path reaches the bound in about sixty tokens and must close it.
+pub const PATH_MAX_CHARS: u32 = 256;
 
 /// What a path-valued parameter names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,25 +28,30 @@ pub enum PathKind {
     Dir,
     /// A file or a folder that exists (`search_files.path`).
     Any,
+    /// A path the call may create, existing or not (`write_file.path`, `move_path.to`): never
+    /// limited to the known paths, only shaped as a path ([`PATH_MAX_CHARS`]).
+    New,
 }
 
 impl PathKind {
-    /// The annotation's value: `file`, `dir` or `any`.
+    /// The annotation's value: `file`, `dir`, `any` or `new`.
     pub fn as_str(self) -> &'static str {
         match self {
             PathKind::File => "file",
             PathKind::Dir => "dir",
             PathKind::Any => "any",
+            PathKind::New => "new",
         }
     }
 
     /// The kind a schema's [`PATH_ANNOTATION`] names; `None` without one (or with a value that
-    /// is not `file`, `dir` or `any`: an unknown kind leaves the parameter free).
+    /// is not `file`, `dir`, `any` or `new`: an unknown kind leaves the parameter free).
     pub fn of_schema(schema: &Value) -> Option<PathKind> {
         match schema.get(PATH_ANNOTATION)?.as_str()? {
             "file" => Some(PathKind::File),
             "dir" => Some(PathKind::Dir),
             "any" => Some(PathKind::Any),
+            "new" => Some(PathKind::New),
             _ => None,
         }
     }
@@ -78,12 +93,14 @@ impl KnownPaths {
         self.files.is_empty() && self.dirs.is_empty()
     }
 
-    /// The paths a parameter of that kind may name: folders first for `Any`.
+    /// The paths a parameter of that kind may name: folders first for `Any`, none for `New`
+    /// (a path to create is not limited to the ones that exist).
     pub(super) fn of_kind(&self, kind: PathKind) -> Vec<&str> {
         let (dirs, files) = match kind {
             PathKind::File => (false, true),
             PathKind::Dir => (true, false),
             PathKind::Any => (true, true),
+            PathKind::New => (false, false),
         };
         let dirs = self.dirs.iter().filter(|_| dirs);
         let files = self.files.iter().filter(|_| files);

@@ -179,9 +179,13 @@ impl Values<'_> {
     ) -> Option<Expr> {
         if t == "string"
             && let Some(kind) = PathKind::of_schema(schema)
-            && let Some(paths) = self.known_path(kind)
         {
-            return Some(paths);
+            // The known paths of its kind where the grammar has them, else one bounded line (which
+            // an action's argument may also triple-quote).
+            return Some(match self.known_path(kind) {
+                Some(paths) => paths,
+                None => self.path_string(place),
+            });
         }
         Some(match t {
             "string" if place == Place::Argument => {

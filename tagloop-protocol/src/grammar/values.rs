@@ -9,7 +9,7 @@
 
 use super::budget::Budget;
 use super::expr::{ClassItem, Expr, Grammar};
-use super::paths::PathKind;
+use super::paths::{PATH_MAX_CHARS, PathKind};
 
 /// Where a value is written: in an action's arguments (top-level strings may be triple-quoted)
 /// or in JSON.
@@ -199,6 +199,45 @@ impl<'g> Values<'g> {
             .collect();
         self.define_charged(&name, Expr::alt(alts))
             .then(|| Expr::rule(name))
+    }
+
+    /// `path-string`: a path the grammar does not list, one line of 1 to [`PATH_MAX_CHARS`]
+    /// characters in double quotes. No quote, backslash or control character (so no escape and
+    /// no newline) and no `<` (so no protocol tag) inside: what a workspace path holds. In an
+    /// action's arguments the same body may also be triple-quoted (`path="""notes.txt"""`):
+    /// SmolLM2's likeliest token after `path=` is `"""`, and refused it the model wrote a count
+    /// into the path instead. A path with one of those characters in its name can be named only
+    /// where the grammar lists it ([`known_path`](Self::known_path) writes it escaped).
+    pub(super) fn path_string(&mut self, place: Place) -> Expr {
+        if !self.g.has("path-body") {
+            let char = chars(
+                true,
+                &[
+                    ClassItem::Char('"'),
+                    ClassItem::Char('\\'),
+                    ClassItem::Char('<'),
+                    ClassItem::Range('\u{0}', '\u{1f}'),
+                    ClassItem::Char('\u{7f}'),
+                ],
+            );
+            self.g
+                .define("path-body", char.repeat(1, Some(PATH_MAX_CHARS)));
+            self.g.define(
+                "path-string",
+                Expr::seq([Expr::lit("\""), Expr::rule("path-body"), Expr::lit("\"")]),
+            );
+        }
+        if place == Place::Argument {
+            if !self.g.has("path-triple") {
+                let quotes = || Expr::lit("\"\"\"");
+                self.g.define(
+                    "path-triple",
+                    Expr::seq([quotes(), Expr::rule("path-body"), quotes()]),
+                );
+            }
+            return Expr::alt([Expr::rule("path-string"), Expr::rule("path-triple")]);
+        }
+        Expr::rule("path-string")
     }
 
     /// `true` or `false`.

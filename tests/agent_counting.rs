@@ -1,0 +1,163 @@
+//! A constrained turn that counts instead of writing (issue 31 item 5): SmolLM2's thought
+//! `The answer is: 2022-01-01 2022-01-02 …`, its `write_file(path=", 1, 2, 3, …`. The guard
+//! ends the turn as it ends a repeated one, and the loop goes on as after a repetition: a thought
+//! is closed after its first items and continued to its decision, an action is not run and the
+//! model is told. A table of numbers in an argument runs. Through the real HTTP client against
+//! the fake llama.cpp, which sends the grammar.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::agent::tools;
+use common::fake_server::{FakeConfig, FakeServer};
+use pretty_assertions::assert_eq;
+
+use tagloop::agent::{Agent, AgentConfig, Event, Outcome, RunOptions, Status};
+use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::llm::{Api, NoticeKind};
+
+struct Ran {
+    outcome: Outcome,
+    server: FakeServer,
+    notices: Vec<String>,
+}
+
+/// A run against the fake llama.cpp (detected by its `/props`: every turn is constrained) over
+/// chat, the fake replying `turns` in order.
+async fn run(turns: Vec<String>) -> Ran {
+    let mut cfg = FakeConfig::turns(turns);
+    cfg.props = true;
+    let fake = FakeServer::start(cfg).await;
+    let mut mc = OpenAiConfig::new(fake.base_url.clone(), "fake-model");
+    mc.api = Api::Chat;
+    let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
+    let config = AgentConfig {
+        api: Api::Chat,
+        max_steps: 3,
+        ..AgentConfig::default()
+    };
+    let agent = Agent::builder(model)
+        .tools(tools())
+        .config(config)
+        .build()
+        .expect("agent builds");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let options = RunOptions {
+        events: Some(Arc::new(move |e: &Event| {
+            if let Event::Notice { kind, .. } = e {
+                sink.lock().expect("lock").push(kind.clone());
+            }
+        })),
+        ..Default::default()
+    };
+    let outcome = agent.run_with("How many lamps were sold?", options).await;
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.body.get("grammar").is_some()),
+        "every turn is constrained"
+    );
+    let notices = seen.lock().expect("lock").clone();
+    Ran {
+        outcome,
+        server: fake,
+        notices,
+    }
+}
+
+/// The last message of request `i`, and all its messages as one text.
+fn sent(server: &FakeServer, i: usize) -> (String, String) {
+    let reqs = server.requests();
+    let messages = reqs[i].body["messages"].as_array().expect("messages");
+    let text = |m: &serde_json::Value| m["content"].as_str().unwrap_or("").to_string();
+    let last = messages.last().map(text).unwrap_or_default();
+    (
+        last,
+        messages.iter().map(text).collect::<Vec<_>>().join("\n"),
+    )
+}
+
+const ANSWER: &str = "<thought>I know it.</thought>\n<final_answer>31</final_answer>";
+
+#[tokio::test]
+async fn a_thought_that_counts_is_closed_after_its_first_items_and_decides() {
+    let mut dates = String::from("<thought>\nThe answer is:");
+    for day in 1..=92 {
+        dates.push_str(&format!(" 2022-01-{day:02}"));
+    }
+    let ran = run(vec![
+        dates,
+        "<action>echo(text=\"31\")</action>".into(),
+        ANSWER.into(),
+    ])
+    .await;
+    assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
+    assert_eq!(
+        ran.outcome.final_answer.as_ref().and_then(|v| v.as_str()),
+        Some("31")
+    );
+    // The continued turn was one step: its action ran.
+    assert_eq!(ran.outcome.progress.tools_used, ["echo"]);
+    for kind in [NoticeKind::RepetitionCut, NoticeKind::ThoughtCut] {
+        assert!(
+            ran.notices.iter().any(|k| k == kind.as_str()),
+            "{kind:?}: {:?}",
+            ran.notices
+        );
+    }
+    // The continuation holds the thought's first dates, closed, and nothing of the rest.
+    let (last, _) = sent(&ran.server, 1);
+    assert!(
+        last.ends_with("The answer is: 2022-01-01 2022-01-02\n</thought>\n"),
+        "{last:?}"
+    );
+    assert_eq!(last.matches("2022-01-").count(), 2, "{last:?}");
+}
+
+#[tokio::test]
+async fn an_action_that_counts_is_not_run_and_the_model_is_told() {
+    let count: Vec<String> = (1..=300).map(|n| n.to_string()).collect();
+    let call = format!(
+        "<thought>I echo it.</thought>\n<action>echo(text=\"{}\")</action>",
+        count.join(", ")
+    );
+    let ran = run(vec![call, ANSWER.into()]).await;
+    assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
+    assert!(ran.outcome.progress.tools_used.is_empty());
+    assert_eq!(ran.server.requests().len(), 2);
+    let (last, all) = sent(&ran.server, 1);
+    assert!(last.contains("Your turn was cut off"), "{last:?}");
+    // The history keeps the call's first items only.
+    assert!(
+        all.contains("echo(text=\"1, 2, 3, 4, 5, 6, 7, 8, 9,"),
+        "{all}"
+    );
+    assert!(!all.contains(", 12, "), "{all}");
+}
+
+#[tokio::test]
+async fn a_table_of_numbers_in_an_argument_runs() {
+    let rows: String = (0..200)
+        .map(|i| format!("{i},{},{}\n", i * i, i % 7))
+        .collect();
+    let call = format!(
+        "<thought>I echo the table.</thought>\n<action>echo(text=\"\"\"{rows}\"\"\")</action>"
+    );
+    let ran = run(vec![call, ANSWER.into()]).await;
+    assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
+    assert_eq!(ran.outcome.progress.tools_used, ["echo"]);
+    assert!(
+        !ran.notices
+            .iter()
+            .any(|k| k == NoticeKind::RepetitionCut.as_str()),
+        "{:?}",
+        ran.notices
+    );
+    let (last, _) = sent(&ran.server, 1);
+    assert!(
+        last.contains("199,39601,3"),
+        "the whole table was echoed: {last:?}"
+    );
+}

@@ -190,8 +190,8 @@ pub(crate) async fn answer(
                 }
                 answer_only = true;
                 left = left.max(2);
-                switch_to_answer(core, ask, &mut request);
-                partial = after_decline(core, ask, &mut request, can_continue);
+                switch_to_answer(core.api, ask, &mut request);
+                partial = after_decline(core.api, ask, &mut request, can_continue);
                 continue;
             }
         };
@@ -306,11 +306,11 @@ pub(crate) async fn answer(
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
-            switch_to_answer(core, ask, &mut request);
+            switch_to_answer(core.api, ask, &mut request);
             // The answer's thought begins in the runtime's words (asked again, the model would
             // write the one that led to the calls): under the grammar, or as the start of the
             // turn where the upstream continues one.
-            partial = after_decline(core, ask, &mut request, can_continue);
+            partial = after_decline(core.api, ask, &mut request, can_continue);
             continue;
         }
         match read {
@@ -345,7 +345,7 @@ pub(crate) async fn answer(
                 if may_fall_back && !answer_only && (refusal.answer_next || again || left == 0) {
                     answer_only = true;
                     left = left.max(1);
-                    switch_to_answer(core, ask, &mut request);
+                    switch_to_answer(core.api, ask, &mut request);
                     if !refusal.answer_next {
                         message.push_str(ANSWER_NOW);
                     }

@@ -1,7 +1,6 @@
 //! How the next turn is asked for an answer only: after a turn that could not give a usable
 //! call, or after declined calls, whose answer's thought begins in the runtime's words.
 
-use super::answer::Core;
 use super::grammar;
 use super::request::Ask;
 use crate::llm::{Api, TurnRequest};
@@ -10,9 +9,9 @@ use crate::protocol::STOP_SEQUENCES;
 
 /// Ask the next turns for an answer only: the answer's grammar where the upstream takes one,
 /// `</action>` a stop again, no watch for repeated calls.
-pub(crate) fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnRequest) {
+pub(crate) fn switch_to_answer(api: Api, ask: &Ask, request: &mut TurnRequest) {
     if request.grammar.is_some() {
-        request.grammar = grammar::answer_only(ask, core.api);
+        request.grammar = grammar::answer_only(ask, api);
     }
     request.stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
     request.end_at_repeated_block = None;
@@ -23,19 +22,19 @@ pub(crate) fn switch_to_answer(core: &Core<'_>, ask: &Ask, request: &mut TurnReq
 /// when the upstream can continue one (what the turn then starts with; else nothing, and the
 /// model writes its own thought).
 pub(crate) fn after_decline(
-    core: &Core<'_>,
+    api: Api,
     ask: &Ask,
     request: &mut TurnRequest,
     can_continue: bool,
 ) -> String {
     if request.grammar.is_some() {
-        request.grammar = grammar::after_decline(ask, core.api);
+        request.grammar = grammar::after_decline(ask, api);
         return String::new();
     }
     if !can_continue {
         return String::new();
     }
-    let open = if core.api == Api::Completions {
+    let open = if api == Api::Completions {
         ""
     } else {
         "<thought>"

@@ -24,6 +24,7 @@ fn feed(guard: &mut RepeatGuard, text: &str, piece: usize) -> Option<(String, Re
 fn constrained(until: &[&str]) -> RepeatGuard {
     let req = TurnRequest {
         strict_repeats_until: until.iter().map(|s| s.to_string()).collect(),
+        cut_counting: true,
         ..Default::default()
     };
     RepeatGuard::for_request(&req, true).expect("a guard")
@@ -139,6 +140,7 @@ fn json_answers_and_free_turns_are_not_read_for_counts() {
     assert_eq!(feed(&mut guard, &json, 4), None);
     let req = TurnRequest {
         strict_repeats_until: vec!["<action>".into()],
+        cut_counting: true,
         ..Default::default()
     };
     let mut free = RepeatGuard::for_request(&req, false).expect("a guard");
@@ -148,4 +150,21 @@ fn json_answers_and_free_turns_are_not_read_for_counts() {
         ..req
     };
     assert!(RepeatGuard::for_request(&off, true).is_none());
+}
+
+/// `tagloop serve` does not ask for the count cut (`cut_counting` off): a client's call may hold
+/// a long list of numbers on one line, and such a call, 300 numbers in one argument, is read
+/// whole under serve's constrained turn, where the agent's turn cuts it.
+#[test]
+fn a_long_list_of_numbers_in_a_call_is_cut_only_where_the_request_asks() {
+    let list = (1..=300)
+        .map(|n| format!("{n}.5"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let call = format!("<action>stats(data=[{list}])</action>");
+    assert!(list.len() > 1500);
+    let serve = TurnRequest::default();
+    let mut guard = RepeatGuard::for_request(&serve, true).expect("a guard");
+    assert_eq!(feed(&mut guard, &call, 4), None);
+    assert!(feed(&mut constrained(&["<action>"]), &call, 4).is_some());
 }

@@ -111,6 +111,7 @@ impl Run<'_> {
             seed: agent.config.seed,
             keep_repetitions: agent.config.keep_repetitions,
             strict_repeats_until,
+            cut_counting: true,
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

@@ -114,12 +114,15 @@ impl TurnInProgress {
 
     /// The grammar of the next request. A continuation starts inside the turn: the grammar of a
     /// whole turn does not fit. Right after the loop guard refused a repeated call, the turn
-    /// gets the last turn's grammar (the model was just shown the result it keeps asking for);    /// right after the decision step declined its call, the answer's, its thought begun by the
-    /// runtime.
+    /// gets the last turn's grammar (the model was just shown the result it keeps asking for);
+    /// right after the decision step declined its call, the answer's, its thought begun by the
+    /// runtime (the plain answer-only grammar should that one not be had).
     pub(crate) fn grammar(&mut self, grammars: &Grammars) -> Option<Arc<TurnGrammar>> {
         let last = self.plan.final_only || self.plan.after_refused_call;
         if self.generated.is_empty() && self.plan.after_decline {
-            grammars.pick_declined(self.plan.reasoning)
+            grammars
+                .pick_declined(self.plan.reasoning)
+                .or_else(|| grammars.pick(true, self.plan.reasoning))
         } else if self.generated.is_empty() {
             grammars.pick(last, self.plan.reasoning)
         } else if std::mem::take(&mut self.decision_next) {

@@ -113,6 +113,11 @@ pub struct TurnRequest {
     /// free text too, whose sentences do not repeat legitimately either. Empty: the ordinary
     /// guard throughout.
     pub strict_repeats_until: Vec<String>,
+    /// In a constrained turn, cut a line that runs on without a word (a counting runaway:
+    /// dates, digits, a list of numbers counted on; see [`RepeatGuard`]). The agent sets it for
+    /// its own turns; `tagloop serve` leaves it off, since a client's call may rightly hold a
+    /// long list of numbers on one line.
+    pub cut_counting: bool,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.

@@ -131,7 +131,8 @@ impl RepeatGuard {
     /// The guard a request asks for: none with `keep_repetitions`, else the default one —
     /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
     /// one line), strict until one of the request's `strict_repeats_until` strings appears, and
-    /// watching for counting runaways (see the module docs).
+    /// watching for counting runaways where the request's `cut_counting` asks (see the module
+    /// docs).
     pub fn for_request(req: &super::TurnRequest, constrained: bool) -> Option<Self> {
         (!req.keep_repetitions).then(|| RepeatGuard {
             strict_until: if constrained {
@@ -139,7 +140,7 @@ impl RepeatGuard {
             } else {
                 Vec::new()
             },
-            wordless: constrained,
+            wordless: constrained && req.cut_counting,
             ..RepeatGuard::default()
         })
     }

@@ -38,6 +38,8 @@ type Pending<'a> = Pin<Box<dyn Future<Output = (Guessed, Usage)> + Send + 'a>>;
 pub(crate) struct Ahead<'a> {
     question: &'a str,
     tools: Vec<&'a ToolSpec>,
+    /// The guess's own time limit (`--guess-timeout`), counted from when a call waits for it.
+    bound: Option<std::time::Duration>,
     state: State<'a>,
 }
 
@@ -78,7 +80,8 @@ impl<'a> Ahead<'a> {
         Some(Ahead {
             question,
             tools: ask.tools.iter().collect(),
-            state: State::Pending(Box::pin(guess::ask(model, api, bound, question))),
+            bound,
+            state: State::Pending(Box::pin(guess::ask(model, api, question))),
         })
     }
 
@@ -108,16 +111,26 @@ impl<'a> Ahead<'a> {
         Raced::Turn(turn.await)
     }
 
-    /// The guess's judgement of `called`, awaiting it if it has not answered; its usage is
-    /// added to `usage` the first time. A guess the request's time limit ended ends the
-    /// request (504), as any upstream request it ends.
+    /// The guess's judgement of `called`, awaiting it if it has not answered (for at most its
+    /// own bound, from now: the turn's time is not the guess's); its usage is added to `usage`
+    /// the first time. A guess the request's time limit ended ends the request (504), as any
+    /// upstream request it ends.
     pub(crate) async fn judge(
         &mut self,
         called: &[&ToolSpec],
         usage: &mut Usage,
     ) -> Result<Judgement, ServeError> {
         if let State::Pending(guess) = &mut self.state {
-            let (guessed, used) = guess.await;
+            let (guessed, used) = match self.bound {
+                Some(bound) => tokio::time::timeout(bound, guess)
+                    .await
+                    .unwrap_or_else(|_| {
+                        let seconds = bound.as_secs_f64();
+                        tracing::warn!(seconds, "the guess took too long; the call is kept");
+                        (Guessed::TimedOut(seconds), Usage::default())
+                    }),
+                None => guess.await,
+            };
             self.state = State::Answered(guessed, used);
         }
         self.count(usage);

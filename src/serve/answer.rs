@@ -204,6 +204,9 @@ pub(crate) async fn answer(
             }
             Err(e) => {
                 tracing::warn!(error = %Outside(&e), "the upstream failed");
+                if let Some(ahead) = ahead.as_mut() {
+                    ahead.count(&mut trace.usage);
+                }
                 if let Some(late) = ServeError::out_of_time(&e) {
                     return Err(late);
                 }

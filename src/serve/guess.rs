@@ -5,8 +5,8 @@
 //! fills it with the question's own numbers (`determine_body_mass_index(weight=10, height=5)`
 //! for a triangle of base 10 and height 5), which the grounding rule (`decide.rs`) cannot tell
 //! from a right call. Yet asked, without any tool, which function it would call, the same model
-//! names one about the question (`triangle_area`). So for a first call the grounding keeps,
-//! serve asks one short request of its own: the question alone, "Which single Python function
+//! names one about the question (`triangle_area`). So to judge a first call, serve asks one
+//! short request of its own, sent with the turn (`ahead.rs`): the question alone, "Which single Python function
 //! would you call to answer this question? Reply with its snake_case name only.", under a
 //! grammar of one snake_case name where the server takes one, at most `MAX_TOKENS` tokens,
 //! temperature 0 (see *Time* below). When the guessed
@@ -20,22 +20,22 @@
 //!
 //! A guess that cannot be had keeps the call: an upstream that fails the request, an answer
 //! with no name in it (logged), or a name that says one word three times or more (a loop, not
-//! a guess: `christian_christian_christian_…`, read in `src/agent/guess.rs`). So does a guess that shares no content word with the question
-//! itself: it is about nothing the question says (SmolLM2-135M's guesses), so it tells nothing
+//! a guess: `christian_christian_christian_…`, read in `src/agent/guess.rs`). So does a guess
+//! that shares no content word with the question itself: it is about nothing the question says (SmolLM2-135M's guesses), so it tells nothing
 //! about the called tool. Each judgement, kept or declined, goes to the transcript
 //! (`judgement.rs`).
 //!
 //! **Time.** The guess is part of answering the request: by default it has what is left of the
-//! request's own time limit (`--timeout`), as the turn before it had, so an upstream slow to
+//! request's own time limit (`--timeout`), as the turn beside it has, so an upstream slow to
 //! answer (a queue of workers ahead of it, a loaded server) delays the check but does not skip
 //! it; should the request's limit run out during the guess, the client gets the 504 any slow
 //! upstream request gets, and the transcript a judgement saying the guess had not answered. A
 //! bound of its own (`--guess-timeout SECS`, [`ServeConfig::guess_timeout`]) trades the check
-//! for time: past it the call goes out unchecked, and the transcript says the guess timed out.
+//! for time: counted from the end of the turn (the guess runs beside the turn, and on a
+//! one-slot server waits for it), past it the call goes out unchecked, and the transcript says
+//! the guess timed out (`ahead.rs`).
 //!
 //! [`ServeConfig::guess_timeout`]: super::ServeConfig::guess_timeout
-
-use std::time::Duration;
 
 use super::judgement::Judgement;
 use super::read::Decision;
@@ -99,27 +99,14 @@ pub(crate) enum Guessed {
 }
 
 /// Ask `model` for its guess at `question`'s function: the outcome and the request's usage
-/// (default when it was not answered).
-///
-/// `bound` is the guess's own time limit (`--guess-timeout`): past it the outcome is
-/// [`Guessed::TimedOut`], which keeps any call unchecked. Without one the guess has what is
-/// left of the request's time limit, as any upstream request of the answer has: the caller's
-/// deadline ends the request (504) and not the check.
-pub(crate) async fn ask(
-    model: &dyn Model,
-    api: Api,
-    bound: Option<Duration>,
-    question: &str,
-) -> (Guessed, Usage) {
+/// (default when it was not answered). The guess has what is left of the request's time
+/// limit, as any upstream request of the answer has: the caller's deadline ends the request
+/// (504) and not the check; a bound of its own (`--guess-timeout`) is `ahead.rs`'s.
+pub(crate) async fn ask(model: &dyn Model, api: Api, question: &str) -> (Guessed, Usage) {
     let request = request(question, api, model.wants_grammar());
     let mut ignore = |_: &str| {};
-    let asked = model.turn(&request, &mut ignore);
-    let answered = match bound {
-        Some(bound) => tokio::time::timeout(bound, asked).await,
-        None => Ok(asked.await),
-    };
-    match answered {
-        Ok(Ok(result)) => {
+    match model.turn(&request, &mut ignore).await {
+        Ok(result) => {
             let guessed = match name_of(&result.text) {
                 Some(name) => Guessed::Named(name),
                 None => {
@@ -129,20 +116,13 @@ pub(crate) async fn ask(
             };
             (guessed, result.usage)
         }
-        Ok(Err(e)) => {
+        Err(e) => {
             if let Some(super::ServeError::Timeout { secs }) = super::ServeError::out_of_time(&e) {
+                tracing::warn!(secs, "the request's time ran out during the guess");
                 return (Guessed::OutOfTime(secs), Usage::default());
             }
             tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; a call is kept");
             (Guessed::Failed(e.status()), Usage::default())
-        }
-        Err(_) => {
-            let seconds = bound.map_or(0.0, |b| b.as_secs_f64());
-            tracing::warn!(
-                seconds,
-                "the guess at the question's function took too long; a call is kept"
-            );
-            (Guessed::TimedOut(seconds), Usage::default())
         }
     }
 }

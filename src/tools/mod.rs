@@ -48,8 +48,7 @@ pub trait Tool: Send + Sync {
     /// Those of a kind that must already exist (`File`, `Dir`, `Any`) the turn grammar limits
     /// to the paths that exist when the workspace is small enough (see [`list_paths`]); declare
     /// a path the tool creates (`write_file.path`) as [`PathKind::New`], or the model could
-    /// not name it. Every path the grammar does not list is one line of at most
-    /// [`PATH_MAX_CHARS`](crate::protocol::PATH_MAX_CHARS) characters. Default: the string
+    /// not name it. Every path the grammar does not list is one line. Default: the string
     /// properties of [`Tool::parameters`] annotated
     /// [`PATH_ANNOTATION`](crate::protocol::PATH_ANNOTATION) (`"x-tagloop-path": "file" | "dir" |
     /// "any" | "new"`), which is how an MCP server's tool opts in.

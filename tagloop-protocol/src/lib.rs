@@ -41,9 +41,9 @@ pub use bind::{BindError, bind, bind_tool};
 pub use continuation::{Inside, continued_action, stopped_inside};
 pub use dialect::Dialect;
 pub use grammar::{
-    GbnfError, Grammar, KnownPaths, LAZY_TRIGGERS, NativeShape, PATH_ANNOTATION, PATH_MAX_CHARS,
-    PathKind, Simplified, ThoughtShape, ToolShape, TurnShape, decision_grammar,
-    decision_grammar_with, native_grammar, parse_gbnf, turn_grammar, turn_grammar_with,
+    GbnfError, Grammar, KnownPaths, LAZY_TRIGGERS, NativeShape, PATH_ANNOTATION, PathKind,
+    Simplified, ThoughtShape, ToolShape, TurnShape, decision_grammar, decision_grammar_with,
+    native_grammar, parse_gbnf, turn_grammar, turn_grammar_with,
 };
 pub use observe::{neutralise, render_observation, truncate};
 pub use report::{ParseReport, ReportAction, ReportError, ReportKind, parse_report};

@@ -187,7 +187,7 @@ fn path_lists_compile_and_accept_odd_names() {
 /// characters, in double or triple quotes, and refuses the runaways SmolLM2 wrote into it (a
 /// newline, prose past the bound).
 #[test]
-fn llguidance_bounds_a_path_to_create() {
+fn llguidance_keeps_a_path_to_create_on_one_line() {
     let params = json!({"type": "object", "properties": {
         "path": {"type": "string", PATH_ANNOTATION: "new"},
         "content": {"type": "string"}}, "required": ["path", "content"]});
@@ -197,7 +197,7 @@ fn llguidance_bounds_a_path_to_create() {
     }]);
     let g = turn_grammar(&shape);
     let t = |path: &str| format!("<action>write_file(path={path}, content=\"Zephyr\")</action>");
-    let longest = format!("\"notes/{}.txt\"", "a".repeat(PATH_MAX_CHARS as usize - 10));
+    let longest = format!("\"notes/{}.txt\"", "a".repeat(500));
     for ok in [
         r#""codename.txt""#,
         r#""""codename.txt""""#,
@@ -206,13 +206,12 @@ fn llguidance_bounds_a_path_to_create() {
     ] {
         accepts(&g, &t(ok)).unwrap_or_else(|e| panic!("{e}: {ok}\n{}", g.to_lark()));
     }
-    let prose = "Your turn was cut off because it kept repeating the same text over and over; ";
     for bad in [
         r#""""\nnotes.txt""""#.to_owned(),
         r#""""notes.txt""#.to_owned(),
         r#""\nnotes.txt""#.to_owned(),
-        format!("\"{}\"", prose.repeat(4)),
-        longest.replace(".txt", ".text"),
+        r#""notes.txt""#.replace(".txt", "\".txt"),
+        r#""a<b.txt""#.to_owned(),
     ] {
         assert!(accepts(&g, &t(&bad)).is_err(), "{bad}");
     }

@@ -22,7 +22,7 @@
 //!
 //! Parameters annotated [`PATH_ANNOTATION`] name paths: given the workspace's [`KnownPaths`]
 //! ([`turn_grammar_with`]), the values of one that names a path that exists are the alternation
-//! of those paths; every other path is one line of at most [`PATH_MAX_CHARS`] characters.
+//! of those paths; every other path is one line.
 
 mod budget;
 #[cfg(test)]
@@ -53,7 +53,7 @@ mod values;
 pub use expr::{Grammar, Simplified};
 pub use gbnf::{GbnfError, parse_gbnf};
 pub use native::{NativeShape, native_grammar};
-pub use paths::{KnownPaths, PATH_ANNOTATION, PATH_MAX_CHARS, PathKind};
+pub use paths::{KnownPaths, PATH_ANNOTATION, PathKind};
 pub use shape::{ThoughtShape, ToolShape, TurnShape};
 pub use turn::{
     LAZY_TRIGGERS, decision_grammar, decision_grammar_with, turn_grammar, turn_grammar_with,

@@ -182,8 +182,7 @@ lines""""#,
         ] {
             assert!(matches(&g, &t(ok)), "{ok}");
         }
-        let longest = format!("notes/{}.txt", "a".repeat(PATH_MAX_CHARS as usize - 10));
-        assert_eq!(longest.chars().count(), PATH_MAX_CHARS as usize);
+        let longest = format!("notes/{}.txt", "a".repeat(500));
         for quote in ["\"", "\"\"\""] {
             let call = format!(r#"path={quote}{longest}{quote}, content="x""#);
             assert!(matches(&g, &t(&call)), "{call}");
@@ -248,7 +247,7 @@ proptest! {
                 .unwrap_or_else(|e| panic!("{e:?}: {text:?}"));
             let args = bind(&call.args, &write_file()[0].1).unwrap_or_else(|e| panic!("{e}: {text:?}"));
             let path = args["path"].as_str().unwrap_or("not a string");
-            prop_assert!(!path.is_empty() && path.chars().count() <= PATH_MAX_CHARS as usize, "{text:?}");
+            prop_assert!(!path.is_empty(), "{text:?}");
             prop_assert!(!path.contains(['\n', '\r', '"', '\\', '<']), "{text:?}");
         }
     }

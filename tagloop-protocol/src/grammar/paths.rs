@@ -8,15 +8,9 @@ use serde_json::Value;
 /// `"x-tagloop-path": "file" | "dir" | "any"` on the property for a path that exists, `"new"` for
 /// one the call may create. Where the grammar is given the workspace's paths ([`KnownPaths`]), a
 /// parameter naming a path that exists may only name one of them; every other path parameter is
-/// one line of at most [`PATH_MAX_CHARS`] characters (no newline, no triple quotes, no escape), so
-/// a model cannot fill its turn with a path that never closes its quote.
+/// one line (no newline, no escape, a triple-quoted body on one line too), so a model cannot fill
+/// its turn with a path that never closes its quote.
 pub const PATH_ANNOTATION: &str = "x-tagloop-path";
-
-/// Most characters a path parameter takes when the grammar does not list the paths it may name
-/// (a created file's path, or a workspace too large to list): a path component's usual limit
-/// (`NAME_MAX`, 255 bytes) and a little more. Workspace-relative paths are far shorter; a model
-/// that writes prose into a path reaches the bound in about sixty tokens and must close it.
-pub const PATH_MAX_CHARS: u32 = 256;
 
 /// What a path-valued parameter names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,7 +23,7 @@ pub enum PathKind {
     /// A file or a folder that exists (`search_files.path`).
     Any,
     /// A path the call may create, existing or not (`write_file.path`, `move_path.to`): never
-    /// limited to the known paths, only shaped as a path ([`PATH_MAX_CHARS`]).
+    /// limited to the known paths, only shaped as a path (one line).
     New,
 }
 

@@ -120,7 +120,7 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
     };
     match shape.thought {
         ThoughtShape::Begun(text) if fits_a_thought(text) => {
-            // At least one word of the model's: let close the thought at once, the 1.5B
+            // At least one word of the model's: letting it close the thought at once, the 1.5B
             // Qwen did, and then answered as it would have without the words.
             root.push(Expr::lit(format!("{open}{}", text.trim())));
             root.push(Expr::rule("thought-word").repeat(1, None));

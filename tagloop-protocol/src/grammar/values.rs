@@ -9,7 +9,7 @@
 
 use super::budget::Budget;
 use super::expr::{ClassItem, Expr, Grammar};
-use super::paths::{PATH_MAX_CHARS, PathKind};
+use super::paths::PathKind;
 
 /// Where a value is written: in an action's arguments (top-level strings may be triple-quoted)
 /// or in JSON.
@@ -201,8 +201,9 @@ impl<'g> Values<'g> {
             .then(|| Expr::rule(name))
     }
 
-    /// `path-string`: a path the grammar does not list, one line of 1 to [`PATH_MAX_CHARS`]
-    /// characters in double quotes. No quote, backslash or control character (so no escape and
+    /// `path-string`: a path the grammar does not list, one line of at least one character in
+    /// double quotes (no counted bound: llama.cpp expands `x{1,N}` into N rules; a line that
+    /// runs on is the counting guard's and the turn budget's to end). No quote, backslash or control character (so no escape and
     /// no newline) and no `<` (so no protocol tag) inside: what a workspace path holds. In an
     /// action's arguments the same body may also be triple-quoted (`path="""notes.txt"""`):
     /// SmolLM2's likeliest token after `path=` is `"""`, and refused it the model wrote a count
@@ -220,8 +221,7 @@ impl<'g> Values<'g> {
                     ClassItem::Char('\u{7f}'),
                 ],
             );
-            self.g
-                .define("path-body", char.repeat(1, Some(PATH_MAX_CHARS)));
+            self.g.define("path-body", char.repeat(1, None));
             self.g.define(
                 "path-string",
                 Expr::seq([Expr::lit("\""), Expr::rule("path-body"), Expr::lit("\"")]),

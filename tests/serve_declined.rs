@@ -27,12 +27,15 @@ const TRIANGLE: &str =
     "Calculate the area of a triangle given the base is 10 meters and height is 5 meters.";
 const WRONG_CALL: &str = "<thought>I use the tool.</thought>\n<action>determine_body_mass_index(weight=10, height=5)</action>";
 
-/// The fake's turns: the call the guess declines, then `answer`.
+/// The fake's turns: the call the guess declines, then `answer`. The guess answers after the
+/// turn (it is sent beside it: answering first, it would drop the turn before its call, which
+/// `serve_guess.rs` tests), so the call is written, read and declined.
 async fn upstream(answer: &str, props: bool) -> FakeServer {
     FakeServer::start(FakeConfig {
         props,
         guess: FakeGuess {
             reply: Some("triangle_area".into()),
+            delay: std::time::Duration::from_millis(400),
             ..FakeGuess::default()
         },
         ..FakeConfig::turns([WRONG_CALL, answer])

@@ -166,7 +166,7 @@ fn write_file() -> Vec<(&'static str, Value)> {
 /// (`"""` is SmolLM2's likeliest token after `path=`; refused it, the model counted into the
 /// path: `path=", 1, 2, 3, …`).
 #[test]
-fn a_path_to_create_is_one_bounded_line() {
+fn a_path_to_create_is_one_line() {
     let t = |args: &str| format!("<action>write_file({args})</action>");
     let notice = "Your turn was cut off because it kept repeating the same text over and over; \
                   nothing in it was run. Do not repeat yourself: write one short thought, then \
@@ -197,10 +197,8 @@ lines""""#,
             "path=\"notes\n.txt\", content=\"x\"".to_owned(),
             r#"path="", content="x""#.to_owned(),
             r#"path="a<b.txt", content="x""#.to_owned(),
-            format!(r#"path="{notice} {notice}", content="x""#),
-            format!(r#"path="{longest}x", content="x""#),
-            format!(r#"path="""{longest}x""", content="x""#),
-            format!(r#"path="""{notice} {notice}""", content="x""#),
+            format!("path=\"{notice}\n{notice}\", content=\"x\""),
+            format!("path=\"\"\"{notice}\n{notice}\"\"\", content=\"x\""),
         ];
         for bad in &runaways {
             assert!(!matches(&g, &t(bad)), "{bad}");
@@ -214,7 +212,7 @@ lines""""#,
     };
     assert_eq!(
         rule("path-body"),
-        r#"path-body ::= [^"\\<\x00-\x1F\x7F]{1,256}"#,
+        r#"path-body ::= [^"\\<\x00-\x1F\x7F]+"#,
         "{text}"
     );
     assert_eq!(

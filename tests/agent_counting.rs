@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use common::agent::tools;
+use common::agent::{agent, collect_events, with_events};
 use common::fake_server::{FakeConfig, FakeServer};
 use pretty_assertions::assert_eq;
 
-use tagloop::agent::{Agent, AgentConfig, Event, Outcome, RunOptions, Status};
+use tagloop::agent::{Event, Outcome, Status};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::llm::{Api, NoticeKind};
 
@@ -32,34 +32,29 @@ async fn run(turns: Vec<String>) -> Ran {
     let mut mc = OpenAiConfig::new(fake.base_url.clone(), "fake-model");
     mc.api = Api::Chat;
     let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
-    let config = AgentConfig {
-        api: Api::Chat,
-        max_steps: 3,
-        ..AgentConfig::default()
-    };
-    let agent = Agent::builder(model)
-        .tools(tools())
-        .config(config)
-        .build()
-        .expect("agent builds");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let options = RunOptions {
-        events: Some(Arc::new(move |e: &Event| {
-            if let Event::Notice { kind, .. } = e {
-                sink.lock().expect("lock").push(kind.clone());
-            }
-        })),
-        ..Default::default()
-    };
-    let outcome = agent.run_with("How many lamps were sold?", options).await;
+    let agent = agent(model, |c| {
+        c.api = Api::Chat;
+        c.max_steps = 3;
+    });
+    let (sink, events) = collect_events();
+    let outcome = agent
+        .run_with("How many lamps were sold?", with_events(sink))
+        .await;
     assert!(
         fake.requests()
             .iter()
             .all(|r| r.body.get("grammar").is_some()),
         "every turn is constrained"
     );
-    let notices = seen.lock().expect("lock").clone();
+    let notices = events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|e| match e {
+            Event::Notice { kind, .. } => Some(kind.clone()),
+            _ => None,
+        })
+        .collect();
     Ran {
         outcome,
         server: fake,

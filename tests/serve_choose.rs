@@ -11,7 +11,7 @@
 mod common;
 
 use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
-use common::serve::{post, proxy};
+use common::serve::{post, proxy, the_transcript};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 
@@ -225,13 +225,6 @@ async fn the_call_a_text_answer_was_re_asked_for_is_judged_like_any_first_call()
     assert_eq!(fake.request_count(), 1);
 }
 
-/// The one transcript `--session-dir` holds.
-fn transcript(dir: &std::path::Path) -> Value {
-    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
-}
-
 #[tokio::test]
 async fn a_re_ask_is_counted_summed_and_recorded_used_or_not() {
     const ANSWERED: &str = "<thought>Hm.</thought>\n<final_answer>Deer grow.</final_answer>";
@@ -268,7 +261,7 @@ async fn a_re_ask_is_counted_summed_and_recorded_used_or_not() {
         let (status, v) = post(&base, &question()).await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(calls(&v)[0].0, out, "{v}");
-        let t = transcript(dir.path());
+        let t = the_transcript(dir.path());
         // Each turn as the fake wrote it, up to the re-ask's stop (`</action>`, `</final_answer>`).
         let recorded: Vec<(&str, bool)> = t["turns"]
             .as_array()

@@ -10,7 +10,7 @@
 mod common;
 
 use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
-use common::serve::{post, proxy};
+use common::serve::{post, proxy, the_transcript};
 use serde_json::{Value, json};
 use tagloop::llm::{Api, GrammarMode};
 use tagloop::prompt::DECLINED_THOUGHT;
@@ -47,12 +47,6 @@ fn question() -> Value {
     json!({"model": "m", "messages": [{"role": "user", "content": TRIANGLE}], "tools": bmi()})
 }
 
-fn transcript(dir: &std::path::Path) -> Value {
-    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
-}
-
 fn grammar(body: &Value) -> &str {
     body["grammar"].as_str().unwrap_or_default()
 }
@@ -80,7 +74,7 @@ async fn under_a_grammar_the_answer_after_a_decline_begins_its_thought_in_the_ru
     assert!(again.contains(&begun), "{again}");
     assert!(!again.contains("<action>"), "{again}");
     // The declined turn and its judgement are kept.
-    let t = transcript(dir.path());
+    let t = the_transcript(dir.path());
     assert_eq!(t["decisions"][0]["declined"], true, "{t}");
     assert!(
         t.to_string()

@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
-use common::serve::{post, proxy};
+use common::serve::{post, proxy, the_transcript};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 
@@ -51,13 +51,6 @@ fn guess(name: &str) -> FakeGuess {
         reply: Some(name.to_string()),
         ..FakeGuess::default()
     }
-}
-
-/// The one transcript `--session-dir` holds.
-fn transcript(dir: &std::path::Path) -> Value {
-    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
 }
 
 fn call_names(v: &Value) -> Vec<String> {
@@ -167,7 +160,7 @@ async fn the_guess_is_bounded_in_time_and_tokens() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(call_names(&v), vec!["determine_body_mass_index"], "{v}");
     assert!(took < Duration::from_secs(4), "took {took:?}");
-    let judged = &transcript(dir.path())["decisions"];
+    let judged = &the_transcript(dir.path())["decisions"];
     assert_eq!(
         judged,
         &json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": null,
@@ -245,7 +238,7 @@ async fn the_transcript_says_why_each_call_was_kept_or_declined() {
         // The guess is sent beside the turn: when it answers first and declines the one tool,
         // the turn is dropped and the judgement says so (`before_call`, tested on its own
         // below); which of the two answers first is up to the fake's scheduling.
-        let mut decisions = transcript(dir.path())["decisions"].clone();
+        let mut decisions = the_transcript(dir.path())["decisions"].clone();
         if let Some(d) = decisions.get_mut(0).and_then(Value::as_object_mut) {
             d.remove("before_call");
         }
@@ -262,7 +255,7 @@ async fn the_transcript_says_why_each_call_was_kept_or_declined() {
     let base = proxy(&fake, |c| c.session_dir = Some(dir.path().to_path_buf())).await;
     let (status, v) = post(&base, &question("How tall is the Eiffel tower?")).await;
     assert_eq!(status, 200, "{v}");
-    let judged = &transcript(dir.path())["decisions"];
+    let judged = &the_transcript(dir.path())["decisions"];
     assert_eq!(judged[0]["rule"], "grounding", "{judged}");
     assert_eq!(judged[0]["declined"], true, "{judged}");
     // The guess was sent beside the turn (it names nothing the question says, so it declined
@@ -286,7 +279,7 @@ async fn a_guess_that_answers_first_and_declines_every_tool_drops_the_turn() {
     let (status, v) = post(&base, &question(TRIANGLE)).await;
     assert_eq!(status, 200, "{v}");
     assert!(call_names(&v).is_empty(), "{v}");
-    let t = transcript(dir.path());
+    let t = the_transcript(dir.path());
     assert_eq!(
         t["decisions"],
         json!([{"rule": "guess", "tools": ["determine_body_mass_index"], "guess": "triangle_area",
@@ -344,7 +337,7 @@ async fn without_a_bound_of_its_own_the_guess_has_the_requests_time() {
     .await;
     let (status, v) = post(&base, &question(TRIANGLE)).await;
     assert_eq!(status, 504, "{v}");
-    let t = transcript(dir.path());
+    let t = the_transcript(dir.path());
     assert!(
         t["error"].as_str().is_some_and(|e| e.contains("1 s")),
         "{t}"

@@ -288,7 +288,7 @@ pub(crate) async fn answer(
             && !answer_only
             && let Ok(r) = &read
             && let Some(ahead) = ahead.as_mut()
-            && let Some(called) = super::guess::judged(ask, &r.decision).map(|(_, c)| c)
+            && let Some(called) = super::guess::judged(ask, &r.decision)
         {
             // A first call the grounding keeps: is its tool about what the question asks?
             // (guess.rs: one short request of the question alone, sent with the first turn.)

@@ -53,17 +53,14 @@ pub(crate) enum Verdict {
     Decline(String),
 }
 
-/// The question and the called tools a turn is judged on: under `tool_choice: auto`, a turn of
-/// calls right after a user message (after results, a call is the conversation's doing); `None`
-/// when the turn is not judged.
-pub(crate) fn judged<'a>(
-    ask: &'a Ask,
-    decision: &Decision,
-) -> Option<(&'a str, Vec<&'a ToolSpec>)> {
+/// The called tools a turn is judged on: under `tool_choice: auto`, a turn of calls right after
+/// a user message (after results, a call is the conversation's doing); `None` when the turn is
+/// not judged.
+pub(crate) fn judged<'a>(ask: &'a Ask, decision: &Decision) -> Option<Vec<&'a ToolSpec>> {
     let Decision::Calls(calls) = decision else {
         return None;
     };
-    let Some(Entry::Question(question)) = ask.conversation.last() else {
+    let Some(Entry::Question(_)) = ask.conversation.last() else {
         return None;
     };
     if ask.choice != Choice::Auto {
@@ -77,7 +74,7 @@ pub(crate) fn judged<'a>(
             called.push(tool);
         }
     }
-    (!called.is_empty()).then_some((question.as_str(), called))
+    (!called.is_empty()).then_some(called)
 }
 
 /// What asking for the guess gave, before any call is judged by it (`ahead.rs` asks it

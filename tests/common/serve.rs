@@ -95,3 +95,10 @@ pub fn datas(body: &str) -> Vec<String> {
 pub fn delta(c: &Value) -> &Value {
     &c["choices"][0]["delta"]
 }
+
+/// The one transcript `--session-dir` holds after a single request.
+pub fn the_transcript(dir: &std::path::Path) -> Value {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
+}

@@ -34,7 +34,9 @@
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema),
 //!   a `TurnShape` the protocol crate writes.
 //! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
-//! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
+//! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets;
+//!   `runaway.rs` reads a call whose last string argument ran into the protocol's tags
+//!   without that argument.
 //! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
 //!   of values the conversation never gave is declined, and answered instead); `choose.rs`
 //!   re-asks a lone call of one tool for another whose words the question says clearly more;
@@ -87,6 +89,7 @@ mod read;
 mod redact;
 mod request;
 mod response;
+mod runaway;
 mod tool_format;
 mod transcript;
 mod upstream;

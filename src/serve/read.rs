@@ -17,6 +17,7 @@
 use serde_json::{Map, Value};
 
 use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
+use super::runaway;
 use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
@@ -67,7 +68,13 @@ pub(crate) fn read(
         kept: kept.clone(),
         answer_next: false,
     };
-    if *finish == Finish::Repeated {
+    // A string that ran into the protocol's next blocks is what the guard cut, or the budget:
+    // the call without it may still be whole (runaway.rs), and is used when it validates.
+    let runaway = (turn.kind == TurnKind::Action && turn.dialect.is_none())
+        .then(|| runaway::without_runaway_string(turn.action.as_deref().unwrap_or_default()))
+        .flatten()
+        .and_then(|action| one_call_of(&action, finish, ask).ok());
+    if *finish == Finish::Repeated && runaway.is_none() {
         return Err(refuse(Correction::Repetition.message()));
     }
     let thought = match (&turn.reasoning, &turn.thought) {
@@ -101,7 +108,14 @@ pub(crate) fn read(
                     "No tool may be called in this turn: give your final answer.".into(),
                 ));
             }
-            let mut calls = vec![one_call(&turn, finish, ask).map_err(&refuse)?];
+            let first = match runaway {
+                Some(call) => {
+                    tracing::info!(tool = %call.0, "a string argument ran into the protocol's tags: the call is read without it");
+                    call
+                }
+                None => one_call(&turn, finish, ask).map_err(&refuse)?,
+            };
+            let mut calls = vec![first];
             let mut rest = &text[turn.history_end.min(text.len())..];
             // Blocks, not kept calls, are counted: dropped repeats use up the limit too.
             let mut blocks = 1;
@@ -195,7 +209,15 @@ fn one_call(
         }
         .message());
     }
-    let action = turn.action.as_deref().unwrap_or_default();
+    one_call_of(turn.action.as_deref().unwrap_or_default(), finish, ask)
+}
+
+/// The call of `action` (a turn's deciding action, or its repair), parsed, bound and validated.
+fn one_call_of(
+    action: &str,
+    finish: &Finish,
+    ask: &Ask,
+) -> Result<(String, Map<String, Value>), String> {
     let accept = |c: &Call| {
         ask.tool(&c.tool)
             .is_some_and(|t| protocol::bind(&c.args, &t.parameters).is_ok())

@@ -10,6 +10,7 @@ pub mod openai;
 mod repeat;
 pub mod scripted;
 mod wordless;
+pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,8 +116,8 @@ pub struct TurnRequest {
     pub strict_repeats_until: Vec<String>,
     /// In a constrained turn, cut a line that runs on without a word (a counting runaway:
     /// dates, digits, a list of numbers counted on; see [`RepeatGuard`]). The agent sets it for
-    /// its own turns; `tagloop serve` leaves it off, since a client's call may rightly hold a
-    /// long list of numbers on one line.
+    /// its own turns; `tagloop serve` sets it unless the client's messages hold such a line
+    /// themselves, since a call may rightly copy a long list of numbers from them.
     pub cut_counting: bool,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its

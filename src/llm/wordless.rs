@@ -64,6 +64,23 @@ pub(crate) fn wordless_tail(text: &str, bound: usize) -> Option<WordlessRun> {
     Some(WordlessRun { start, cut })
 }
 
+/// Whether some line of `text` holds a run without a word longer than `bound` bytes: a text a
+/// model may rightly copy such a run from (`tagloop serve` asks it of the client's messages).
+pub(crate) fn holds_wordless_run(text: &str, bound: usize) -> bool {
+    let mut run = 0usize;
+    for &b in text.as_bytes() {
+        if is_word_byte(b) || b == b'\n' {
+            run = 0;
+        } else {
+            run += 1;
+            if run > bound {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +100,21 @@ mod tests {
         assert!(
             wordless_tail(&format!("content=\"\"\"{}", rows.replace('\n', ",")), 256).is_some()
         );
+    }
+
+    #[test]
+    fn a_run_anywhere_in_a_text_is_found_and_a_newline_or_a_letter_ends_it() {
+        let list = (1..=80)
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(holds_wordless_run(
+            &format!("Sum these: [{list}] please"),
+            256
+        ));
+        assert!(!holds_wordless_run(&list.replace(", 4", "\n4"), 256));
+        assert!(!holds_wordless_run(&list.replace(", 4", " x4"), 256));
+        assert!(!holds_wordless_run("Weather in Paris on 2024-01-01?", 16));
     }
 
     #[test]

@@ -117,6 +117,7 @@ pub(crate) async fn answer(
         max_tokens: Some(asked),
         seed: ask.seed,
         grammar,
+        cut_counting: super::grounded::may_cut_counting(ask),
         ..TurnRequest::default()
     };
     if ask.parallel && conversation::allows_calls(ask) {

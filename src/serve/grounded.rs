@@ -11,11 +11,10 @@
 use serde_json::Value;
 
 use super::request::{Ask, Entry};
-use crate::protocol;
+use crate::{llm, protocol};
 
-/// The check for `ask`'s turns: given an `<action>` block's body, whether its call is grounded.
-/// A body that does not parse passes (the reader refuses it with the reason).
-pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+/// What the client's messages say: its user messages and tool results, one after another.
+fn said(ask: &Ask) -> String {
     let mut said = String::new();
     for entry in &ask.conversation {
         match entry {
@@ -30,11 +29,26 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static 
         }
         said.push('\n');
     }
-    let said = said.to_lowercase();
+    said
+}
+
+/// The check for `ask`'s turns: given an `<action>` block's body, whether its call is grounded.
+/// A body that does not parse passes (the reader refuses it with the reason).
+pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    let said = said(ask).to_lowercase();
     move |body: &str| match protocol::parse_action(body) {
         Ok(call) => call.args.iter().all(|a| grounded(&a.value, &said)),
         Err(_) => true,
     }
+}
+
+/// Whether a turn's line that runs on without a word may be cut as a counting runaway: unless
+/// the client's messages hold such a line themselves, which a call may rightly copy (a list of
+/// a hundred numbers to sum). The 0.5B Qwen asked to count the primes between 50 and 150 wrote
+/// `count_items(collection=["50", "51", "52", …` until the token budget, twice (226 s on
+/// BFCL's `parallel_multiple_6`).
+pub(crate) fn may_cut_counting(ask: &Ask) -> bool {
+    !llm::holds_wordless_run(&said(ask), llm::WORDLESS_LINE)
 }
 
 /// Whether every string and number in `value` is in `said` (lower-cased).

@@ -20,6 +20,10 @@ pub(crate) struct History {
     /// Completions mode only: how much of `text` the system prompt and the task take (the rest
     /// is the steps, rendered from the messages; a fitted prompt renders its own).
     head: usize,
+    /// Completions mode only: the opened block the text ends in after the runtime's words,
+    /// [`OPEN_THOUGHT`], or nothing where the prompt teaches no thought
+    /// ([`SystemInput::thought`]).
+    open: &'static str,
 }
 
 impl History {
@@ -30,6 +34,7 @@ impl History {
             messages: Vec::new(),
             text: String::new(),
             head: 0,
+            open: OPEN_THOUGHT,
         }
     }
 
@@ -53,6 +58,7 @@ impl History {
             ],
             head: text.len(),
             text,
+            open: if input.thought { OPEN_THOUGHT } else { "" },
         })
     }
 
@@ -119,10 +125,10 @@ impl History {
     }
 
     /// The text the turn reader should see for what the model generated: in completions mode the
-    /// prompt ended in an opened `<thought>`, which belongs to the turn.
+    /// prompt ended in an opened `<thought>` (unless it teaches none), which belongs to the turn.
     pub(crate) fn turn_text(&self, generated: &str) -> String {
         match self.api {
-            Api::Completions if !starts_with_tag(generated) => format!("{OPEN_THOUGHT}{generated}"),
+            Api::Completions if !starts_with_tag(generated) => format!("{}{generated}", self.open),
             _ => generated.to_string(),
         }
     }
@@ -170,8 +176,8 @@ impl History {
                 let mut text = self.text.get(..self.head).unwrap_or_default().to_string();
                 for m in messages.iter().skip(2) {
                     match m.role {
-                        Role::Assistant => append_turn(&mut text, &m.content),
-                        _ => append_user(&mut text, &m.content),
+                        Role::Assistant => append_turn(&mut text, &m.content, self.open),
+                        _ => append_user(&mut text, &m.content, self.open),
                     }
                 }
                 text.push_str(partial);
@@ -183,7 +189,7 @@ impl History {
     /// Append the model's turn (as [`History::turn_text`] gave it, cut to what the history keeps).
     pub(crate) fn push_turn(&mut self, kept: &str) {
         if self.api == Api::Completions {
-            append_turn(&mut self.text, kept);
+            append_turn(&mut self.text, kept, self.open);
         }
         self.messages.push(Message::new(Role::Assistant, kept));
     }
@@ -191,7 +197,7 @@ impl History {
     /// Append what the runtime says (an observation, or a follow-up question when continuing).
     pub(crate) fn push_user(&mut self, content: &str) {
         if self.api == Api::Completions {
-            append_user(&mut self.text, content);
+            append_user(&mut self.text, content, self.open);
         }
         let past_question = self.messages.len() > 2;
         match self.messages.last_mut() {
@@ -205,17 +211,18 @@ impl History {
     }
 }
 
-/// The completions text of a model's turn (its opening `<thought>` is already in the text).
-fn append_turn(text: &mut String, kept: &str) {
-    text.push_str(kept.strip_prefix(OPEN_THOUGHT).unwrap_or(kept));
+/// The completions text of a model's turn (its opening tag `open` is already in the text).
+fn append_turn(text: &mut String, kept: &str, open: &str) {
+    text.push_str(kept.strip_prefix(open).unwrap_or(kept));
 }
 
-/// The completions text of what the runtime says, then the opened thought the model continues.
-fn append_user(text: &mut String, content: &str) {
+/// The completions text of what the runtime says, then the opened block (`open`) the model
+/// continues.
+fn append_user(text: &mut String, content: &str, open: &str) {
     text.push('\n');
     text.push_str(content);
     text.push('\n');
-    text.push_str(OPEN_THOUGHT);
+    text.push_str(open);
 }
 
 /// Whether the model's text opens with one of the tags a model writes.

@@ -76,5 +76,6 @@ pub(super) fn system_input<'a>(
         tools: docs,
         max_steps: config.max_steps,
         environment: &config.environment,
+        thought: true,
     }
 }

@@ -11,7 +11,7 @@ use clap::Args;
 
 use tagloop::llm::{Api, GrammarMode, GrammarSyntax};
 use tagloop::secret::Secret;
-use tagloop::serve::{ServeConfig, ToolFormat};
+use tagloop::serve::{ServeConfig, ThoughtMode, ToolFormat};
 
 use super::usage::{UsageError, usage};
 
@@ -55,6 +55,11 @@ pub struct ServeArgs {
     /// /props), auto (native where the template declares tools, the protocol elsewhere)
     #[arg(long, value_name = "FORMAT", default_value = "protocol")]
     tool_format: ToolFormat,
+    /// Whether the upstream's turns that may call begin with a <thought> (protocol format):
+    /// free (the model's own, taught by the prompt), none (the grammar and the prompt leave
+    /// it out; the answer after a declined call keeps its own)
+    #[arg(long, value_name = "MODE", default_value = "free")]
+    thought: ThoughtMode,
     /// Corrections of an unusable turn before the client gets a 502
     #[arg(long, default_value_t = 1)]
     repairs: u32,
@@ -123,6 +128,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.context_window = args.context_window.filter(|&n| n > 0);
     cfg.repairs = args.repairs;
     cfg.tool_format = args.tool_format;
+    cfg.thought = args.thought;
     cfg.session_dir = args.session_dir;
     cfg.max_body = args.max_body;
     cfg.timeout = Duration::from_secs(args.timeout.max(1));

@@ -167,6 +167,11 @@ pub struct SystemInput<'a> {
     pub max_steps: u32,
     /// Environment facts, one line each (OS, workspace, a short file list).
     pub environment: &'a [String],
+    /// Whether each turn is taught to begin with a `<thought>` (the variable `thought`), and
+    /// in completions mode the text ends in an opened one: true everywhere but under `tagloop
+    /// serve --thought none`, whose grammar leaves the thought out. The built-in run
+    /// templates always teach it.
+    pub thought: bool,
 }
 
 impl SystemInput<'_> {
@@ -182,6 +187,7 @@ impl SystemInput<'_> {
             tools => Serde(self.tools),
             max_steps => self.max_steps,
             environment => Serde(self.environment),
+            thought => self.thought,
             compact => false,
         }
     }
@@ -313,7 +319,8 @@ impl Templates {
         )
     }
 
-    /// The start of the completions-mode text, ending in an opened `<thought>`: a compact
+    /// The start of the completions-mode text, ending in an opened `<thought>` (where
+    /// [`SystemInput::thought`] is set; serve's template leaves it out otherwise): a compact
     /// few-shot document built from the same inputs as the system prompt, with the rendered
     /// system prompt (`system`, for templates that want it whole) and the task (`question`).
     pub fn completion(

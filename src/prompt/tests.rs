@@ -26,6 +26,7 @@ fn input(tools: &[ToolDoc]) -> SystemInput<'_> {
         tools,
         max_steps: 6,
         environment: &[],
+        thought: true,
     }
 }
 

@@ -30,6 +30,7 @@ use super::judgement::Judgement;
 use super::live::{Live, Sent, answer_may_stream};
 use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
+use super::thought::ThoughtMode;
 use super::{choose, conversation, decide, further, grammar};
 use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
@@ -73,6 +74,8 @@ pub(crate) struct Core<'a> {
     pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
     /// The guess's own time limit (`guess.rs`; `None`: the request's).
     pub guess_timeout: Option<std::time::Duration>,
+    /// Whether the turns that may call begin with a thought (`--thought`, `thought.rs`).
+    pub thought: ThoughtMode,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -102,10 +105,10 @@ pub(crate) async fn answer(
     trace: &mut Trace,
 ) -> Result<(), ServeError> {
     let role = conversation::role(ask)?;
-    let mut history = conversation::history(ask, &role, core.api, core.templates)?;
+    let mut history = conversation::history(ask, &role, (core.api, core.thought), core.templates)?;
     core.model.prepare().await;
     let grammar = if core.model.wants_grammar() {
-        grammar::for_request(ask, core.api)
+        grammar::for_request(ask, core.api, core.thought)
     } else {
         None
     };
@@ -191,8 +194,8 @@ pub(crate) async fn answer(
                 }
                 answer_only = true;
                 left = left.max(2);
-                switch_to_answer(core.api, ask, &mut request);
-                partial = after_decline(core.api, ask, &mut request, can_continue);
+                switch_to_answer((core.api, core.thought), ask, &mut request);
+                partial = after_decline((core.api, core.thought), ask, &mut request, can_continue);
                 continue;
             }
         };
@@ -252,7 +255,7 @@ pub(crate) async fn answer(
         {
             // One call of a tool the question's words name less than another's: asked once
             // more for that other tool alone (choose.rs); the new call is judged as any.
-            let (model, api) = (core.model, core.api);
+            let (model, api) = (core.model, (core.api, core.thought));
             let (requests, usage) = (&mut trace.requests, &mut trace.usage);
             let again = choose::reask(
                 model, api, &history, &request, ask, &role, &better, requests, usage,
@@ -310,11 +313,11 @@ pub(crate) async fn answer(
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.
             left = left.max(2);
-            switch_to_answer(core.api, ask, &mut request);
+            switch_to_answer((core.api, core.thought), ask, &mut request);
             // The answer's thought begins in the runtime's words (asked again, the model would
             // write the one that led to the calls): under the grammar, or as the start of the
             // turn where the upstream continues one.
-            partial = after_decline(core.api, ask, &mut request, can_continue);
+            partial = after_decline((core.api, core.thought), ask, &mut request, can_continue);
             continue;
         }
         match read {
@@ -336,7 +339,7 @@ pub(crate) async fn answer(
                     if answer_only && request.grammar.is_some() {
                         // The thought the runtime began is in the prompt now: the grammar
                         // that writes its words would have them written again.
-                        request.grammar = grammar::answer_only(ask, core.api);
+                        request.grammar = grammar::answer_only(ask, core.api, core.thought);
                     }
                     trace.turns.push((text, Some(CONTINUED.into())));
                     left = left.max(1);
@@ -349,7 +352,7 @@ pub(crate) async fn answer(
                 if may_fall_back && !answer_only && (refusal.answer_next || again || left == 0) {
                     answer_only = true;
                     left = left.max(1);
-                    switch_to_answer(core.api, ask, &mut request);
+                    switch_to_answer((core.api, core.thought), ask, &mut request);
                     if !refusal.answer_next {
                         message.push_str(ANSWER_NOW);
                     }

@@ -28,6 +28,7 @@ use std::collections::HashSet;
 use super::grammar;
 use super::read::{Decision, Read, read};
 use super::request::{Ask, Choice, Entry, ToolSpec};
+use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::guess::{content_words, tool_words};
 use crate::agent::history::History;
@@ -103,7 +104,7 @@ pub(crate) enum Reasked {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn reask(
     model: &dyn Model,
-    api: Api,
+    (api, thought): (Api, ThoughtMode),
     history: &History,
     asked: &TurnRequest,
     ask: &Ask,
@@ -112,7 +113,7 @@ pub(crate) async fn reask(
     requests: &mut u32,
     usage: &mut Usage,
 ) -> Reasked {
-    let Some(grammar) = grammar::one_call_of(ask, api, &better.tool.name) else {
+    let Some(grammar) = grammar::one_call_of(ask, api, thought, &better.tool.name) else {
         return Reasked::Nothing;
     };
     let request = TurnRequest {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::thought::ThoughtMode;
 use super::tool_format::ToolFormat;
 use crate::llm::{Api, GrammarMode, GrammarSyntax};
 use crate::secret::Secret;
@@ -57,6 +58,10 @@ pub struct ServeConfig {
     /// Which format the upstream is asked in (default [`ToolFormat::Protocol`]; `Auto` asks
     /// in the model's own format where its chat template declares tools).
     pub tool_format: ToolFormat,
+    /// Whether the upstream's turns that may call begin with a thought, in the protocol
+    /// format (default [`ThoughtMode::Free`]; `None` leaves it out of the grammar and the
+    /// prompt, docs/serve.md).
+    pub thought: ThoughtMode,
     /// A time limit of serve's guess at the question's function of its own (under
     /// `tool_choice: auto`, a first call the grounding keeps is judged by the model's own guess,
     /// asked without the tools: `guess.rs`). `None` (the default): the guess has what is left of
@@ -68,9 +73,9 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
-    /// 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16 at once, 15 s for headers
-    /// (and idle connections), 60 s for a body, 512 connections, no time limit of the guess at
-    /// a question's function besides the request's.
+    /// the model's own thought, 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16
+    /// at once, 15 s for headers (and idle connections), 60 s for a body, 512 connections, no
+    /// time limit of the guess at a question's function besides the request's.
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -90,6 +95,7 @@ impl ServeConfig {
             body_timeout: Duration::from_secs(60),
             max_connections: 512,
             tool_format: ToolFormat::default(),
+            thought: ThoughtMode::default(),
             guess_timeout: None,
         }
     }

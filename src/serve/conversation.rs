@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::ServeError;
 use super::request::{Ask, Entry, PastCall};
+use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::history::History;
 use crate::llm::Api;
@@ -68,11 +69,12 @@ pub(crate) fn allows_calls(ask: &Ask) -> bool {
     !matches!(ask.choice, super::request::Choice::None) && !ask.tools.is_empty()
 }
 
-/// The history the upstream continues.
+/// The history the upstream continues. Under [`ThoughtMode::None`] the prompt teaches no
+/// thought, and a past turn shows one only where the client sent its reasoning.
 pub(crate) fn history(
     ask: &Ask,
     role: &Role,
-    api: Api,
+    (api, thought): (Api, ThoughtMode),
     templates: &Templates,
 ) -> Result<History, ServeError> {
     let docs: Vec<ToolDoc> = ask
@@ -87,9 +89,11 @@ pub(crate) fn history(
         tools: &docs,
         max_steps: STATED_STEPS,
         environment: &[],
+        thought: thought.taught(),
     };
     let template = |e: crate::prompt::PromptError| ServeError::Config(e.to_string());
     let system = templates.system(&input).map_err(template)?;
+    let taught = thought.taught();
     let mut entries = ask.conversation.iter();
     let first = match entries.next() {
         Some(Entry::Question(q)) => q,
@@ -106,22 +110,24 @@ pub(crate) fn history(
         match entry {
             Entry::Question(q) => h.push_user(&templates.question(q, &[]).map_err(template)?),
             Entry::Answer { reasoning, text } => {
-                let thought = reasoning.as_deref().unwrap_or("I can answer now.");
-                h.push_turn(&format!(
-                    "<thought>{}</thought>\n<final_answer>{}</final_answer>",
-                    protocol::neutralise(thought),
-                    text
-                ));
+                let said = reasoning
+                    .clone()
+                    .or(taught.then(|| "I can answer now.".into()));
+                let mut turn = past_thought(said);
+                turn.push_str(&format!("<final_answer>{text}</final_answer>"));
+                h.push_turn(&turn);
             }
             Entry::Calls { reasoning, calls } => {
                 let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-                let thought = match reasoning {
-                    Some(r) => r.clone(),
-                    None => format!("I call {}.", names.join(", ")),
-                };
-                let mut turn = format!("<thought>{}</thought>", protocol::neutralise(&thought));
-                for c in calls {
-                    turn.push_str("\n<action>");
+                let said = reasoning
+                    .clone()
+                    .or(taught.then(|| format!("I call {}.", names.join(", "))));
+                let mut turn = past_thought(said);
+                for (i, c) in calls.iter().enumerate() {
+                    if i > 0 {
+                        turn.push('\n');
+                    }
+                    turn.push_str("<action>");
                     turn.push_str(&render_call(c));
                     turn.push_str("</action>");
                 }
@@ -131,6 +137,14 @@ pub(crate) fn history(
         }
     }
     Ok(h)
+}
+
+/// A past turn's thought and the newline after it, or nothing where there is none.
+fn past_thought(said: Option<String>) -> String {
+    match said {
+        Some(t) => format!("<thought>{}</thought>\n", protocol::neutralise(&t)),
+        None => String::new(),
+    }
 }
 
 /// One observation for the results of one turn's calls: a lone result as it is, several each
@@ -191,6 +205,48 @@ mod tests {
     #[test]
     fn serve_templates_compile() {
         templates().unwrap();
+    }
+
+    fn input(thought: bool) -> SystemInput<'static> {
+        SystemInput {
+            role_name: "a helpful assistant",
+            instructions: "Answer briefly.",
+            output_schema: None,
+            tools: &[],
+            max_steps: STATED_STEPS,
+            environment: &[],
+            thought,
+        }
+    }
+
+    /// `text` without its `<thought>` lines, the line that teaches the thought said without it.
+    fn without_thoughts(text: &str, taught: &str, untaught: &str) -> String {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("<thought>"))
+            .collect();
+        lines.join("\n").replace(taught, untaught)
+    }
+
+    #[test]
+    fn without_a_thought_the_prompts_are_the_same_but_for_their_thoughts() {
+        let t = templates().unwrap();
+        let [free, none] = [true, false].map(|on| t.system(&input(on)).unwrap());
+        assert!(free.contains("<thought>"), "{free}");
+        assert!(!none.contains("<thought>"), "{none}");
+        let taught =
+            "Write your reasoning for this step in a <thought> block, then exactly one of:";
+        let expected = without_thoughts(&free, taught, "Write exactly one of:");
+        assert_eq!(none.trim_end(), expected.trim_end());
+        // The completions document opens no thought either: the turn starts at its decision.
+        let question = "<question>\nWeather in Paris?\n</question>";
+        let [free, none] = [true, false].map(|on| t.completion(&input(on), "", question).unwrap());
+        assert!(free.ends_with("</question>\n<thought>"), "{free}");
+        assert!(none.ends_with("</question>\n"), "{none}");
+        assert!(!none.contains("<thought>"), "{none}");
+        let taught = "Each turn is one short <thought>, then either";
+        let expected = without_thoughts(&free, taught, "Each turn is either");
+        assert_eq!(none.trim_end(), expected.trim_end());
     }
 
     #[test]

@@ -409,6 +409,7 @@ async fn core_answer(
         redactor: shared.upstream.redactor(),
         native,
         guess_timeout: shared.cfg.guess_timeout,
+        thought: shared.cfg.thought,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -493,6 +494,7 @@ async fn stream_answer(
             redactor: shared.upstream.redactor(),
             native,
             guess_timeout: shared.cfg.guess_timeout,
+            thought: shared.cfg.thought,
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

@@ -32,7 +32,8 @@
 //! * `conversation.rs`: the messages as a run's history (system prompt, question, actions,
 //!   observations); `fit.rs` fits it into the upstream's context window as a run's is.
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema),
-//!   a `TurnShape` the protocol crate writes.
+//!   a `TurnShape` the protocol crate writes; `thought.rs` whether its calling turns begin
+//!   with a thought (`--thought`).
 //! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets;
 //!   `runaway.rs` reads a call whose last string argument ran into the protocol's tags
@@ -90,6 +91,7 @@ mod redact;
 mod request;
 mod response;
 mod runaway;
+mod thought;
 mod tool_format;
 mod transcript;
 mod upstream;
@@ -99,6 +101,7 @@ pub use error::ServeError;
 pub use event::{FinishReason, ServeEvent, ToolCallOut};
 pub use listen::serve;
 pub use request::MAX_PARALLEL_CALLS;
+pub use thought::ThoughtMode;
 pub use tool_format::ToolFormat;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and

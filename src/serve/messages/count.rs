@@ -29,7 +29,12 @@ fn prompt_of(shared: &Shared, ask: &Ask) -> Result<Prompt, ServeError> {
         return Ok(plain::prompt(ask));
     }
     let role = conversation::role(ask)?;
-    let history = conversation::history(ask, &role, shared.cfg.api, &shared.templates)?;
+    let history = conversation::history(
+        ask,
+        &role,
+        (shared.cfg.api, shared.cfg.thought),
+        &shared.templates,
+    )?;
     Ok(history.prompt())
 }
 

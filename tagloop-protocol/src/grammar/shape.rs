@@ -29,6 +29,15 @@ pub enum ThoughtShape<'a> {
     /// the thought by other words, it reasons about the question. One line, without `<`: a
     /// text that has either is left out (the thought is then the model's own).
     Begun(&'a str),
+    /// No thought at all: the turn begins at its decision (`<action>` or `<final_answer>`,
+    /// whatever else the shape allows), after a `<think>` block where
+    /// [`TurnShape::think`] allows one. For turns whose decision the runtime checks by other
+    /// means (`tagloop serve --thought none`, whose guess decides whether a call is wanted):
+    /// a small model's thought there is mostly the prompt's example copied, and costs its
+    /// tokens before every call. Where the prompt already opened the thought
+    /// ([`TurnShape::opened_thought`]) it cannot be skipped: the turn closes it at once, empty
+    /// (its closing tag optional, as in a thought of the model's), then decides.
+    None,
 }
 
 /// What one turn may hold.

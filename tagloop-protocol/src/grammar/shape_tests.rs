@@ -151,6 +151,57 @@ fn a_begun_thought_that_a_turn_cannot_hold_is_left_to_the_model() {
 }
 
 #[test]
+fn without_a_thought_the_turn_begins_at_its_decision() {
+    let p = params();
+    let (call, answer) = (
+        "<action>add(a=1)</action>",
+        "<final_answer>4</final_answer>",
+    );
+    let (two, reasoned) = (
+        "<action>add(a=1)</action>\n<action>sub()",
+        "<think>Hm.</think>\n<action>add(a=1)</action>",
+    );
+    let (closed, unclosed, worded) = (
+        "</thought>\n<action>add(a=1)</action>",
+        "<action>add(a=1)",
+        "I add.</thought>\n<action>add(a=1)",
+    );
+    let mut turns = ALL.to_vec();
+    turns.extend([call, answer, two, reasoned, closed, unclosed, worded]);
+    let shape = TurnShape::new(tools(&p)).thought(ThoughtShape::None);
+    let g = checked(&shape, &turns);
+    assert!(matches(&g, call) && matches(&g, answer));
+    assert!(
+        !matches(&g, ADD) && !matches(&g, ANSWER),
+        "a thought is refused"
+    );
+    // No rule of a thought is left in it, used or not.
+    assert!(!g.to_gbnf().contains("thought"), "{}", g.to_gbnf());
+    for seed in 0..20 {
+        let turn = read_turn(&sample(&g, seed));
+        assert!(matches!(turn.kind, TurnKind::Action | TurnKind::Final));
+        assert_eq!(turn.thought, None);
+    }
+    // The other parts of the shape still hold.
+    let required = checked(&shape.clone().call_required(true).max_calls(2), &turns);
+    assert!(matches(&required, two) && !matches(&required, answer));
+    // A reasoning model may still reason first, in its `<think>` block.
+    let think = checked(&shape.clone().think(true), &turns);
+    assert!(matches(&think, reasoned) && matches(&think, call));
+    assert!(!matches(&think, &format!("<think>Hm.</think>\n{ADD}")));
+    // A thought the prompt opened is closed at once, with nothing in it (the reader ends an
+    // open thought at the decision's tag, so its closing tag may be left out).
+    let opened = checked(&shape.opened_thought(true), &turns);
+    assert!(matches(&opened, closed) && matches(&opened, unclosed));
+    assert!(!matches(&opened, worded) && !matches(&opened, ADD));
+    for seed in 0..20 {
+        let turn = read_turn(&format!("<thought>{}", sample(&opened, seed)));
+        assert!(matches!(turn.kind, TurnKind::Action | TurnKind::Final));
+        assert_eq!(turn.thought.unwrap_or_default(), "");
+    }
+}
+
+#[test]
 fn parallel_calls_are_closed_blocks_up_to_the_limit() {
     let p = params();
     let g = checked(&TurnShape::new(tools(&p)).max_calls(2), &ALL);

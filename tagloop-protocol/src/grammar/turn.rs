@@ -75,7 +75,7 @@ pub(crate) fn callable(name: &str) -> bool {
 ///
 /// That is the model's own thought ([`ThoughtShape::Free`]); a shape may have it begin with
 /// the runtime's words ([`ThoughtShape::Begun`]), written word for word, the model going on
-/// from them.
+/// from them, or leave it out, the turn beginning at its decision ([`ThoughtShape::None`]).
 ///
 /// ```
 /// use serde_json::json;
@@ -112,7 +112,9 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
         );
         root.push(Expr::rule("think").opt());
     }
-    thought(&mut g);
+    if shape.thought != ThoughtShape::None {
+        thought(&mut g);
+    }
     let open = if shape.opened_thought {
         ""
     } else {
@@ -126,6 +128,9 @@ pub fn turn_grammar_with(shape: &TurnShape<'_>, paths: &KnownPaths) -> Grammar {
             root.push(Expr::rule("thought-word").repeat(1, None));
             root.push(Expr::rule("thought-end"));
         }
+        // An opened thought is closed at once, with nothing in it.
+        ThoughtShape::None if shape.opened_thought => root.push(end_of_thought()),
+        ThoughtShape::None => {}
         _ if shape.opened_thought => root.push(Expr::rule("thought")),
         // A model that knows its answer at once may give it without a thought (the reader
         // takes a decision with no thought); held to write one, small models loop in it.
@@ -164,24 +169,9 @@ fn thought(g: &mut Grammar) {
     // How models leave a thought: with its closing tag or not, then a newline, a blank line or
     // nothing before the decision's tag. Small models often go straight from the thought to
     // `<action>`: the reader ends an open thought there (docs/protocol.md §1.1.5).
-    let blank = chars(
-        false,
-        &[
-            ClassItem::Char(' '),
-            ClassItem::Char('\t'),
-            ClassItem::Char('\n'),
-        ],
-    );
-    let blanks = blank.clone().repeat(0, Some(3));
-    g.define(
-        "thought-end",
-        Expr::seq([
-            Expr::seq([blanks.clone(), Expr::lit("</thought>")]).opt(),
-            blanks,
-        ]),
-    );
+    g.define("thought-end", end_of_thought());
     // The line may start on the line after the opening tag.
-    let lead = blank.repeat(0, Some(2));
+    let lead = blank().repeat(0, Some(2));
     g.define(
         "thought",
         Expr::seq([
@@ -190,6 +180,28 @@ fn thought(g: &mut Grammar) {
             Expr::rule("thought-end"),
         ]),
     );
+}
+
+/// A space, a tab or a newline.
+fn blank() -> Expr {
+    chars(
+        false,
+        &[
+            ClassItem::Char(' '),
+            ClassItem::Char('\t'),
+            ClassItem::Char('\n'),
+        ],
+    )
+}
+
+/// How a thought ends: its closing tag or not (up to three blanks before it), then up to three
+/// blanks before the decision's tag.
+fn end_of_thought() -> Expr {
+    let blanks = blank().repeat(0, Some(3));
+    Expr::seq([
+        Expr::seq([blanks.clone(), Expr::lit("</thought>")]).opt(),
+        blanks,
+    ])
 }
 
 /// The grammar of the decision alone, from its opening tag on: what a lazy grammar constrains

@@ -84,3 +84,31 @@ async fn a_list_the_question_gives_is_copied_whole() {
     let collection: Value = serde_json::from_str(args.as_str().unwrap()).unwrap();
     assert_eq!(collection["collection"].as_array().map(Vec::len), Some(101));
 }
+
+#[tokio::test]
+async fn a_list_a_tool_result_gives_one_item_to_a_line_is_copied_whole() {
+    // Pretty-printed JSON: no line of it is long, but the run is the client's all the same.
+    let lines = (50..=150)
+        .map(|n| format!("  \"{n}\""))
+        .collect::<Vec<_>>()
+        .join(",\n");
+    let fake = FakeServer::start(FakeConfig::turns([counting_call(50, 150)])).await;
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.repairs = 0;
+    })
+    .await;
+    let body = json!({"model": "m", "parallel_tool_calls": false, "tool_choice": "required",
+    "tools": tools(), "messages": [
+        {"role": "user", "content": "Count the numbers the other count gave."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "count_items", "arguments": "{\"collection\": [\"x\"]}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": format!("[\n{lines}\n]")}
+    ]});
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(fake.requests().len(), 1);
+    let args = &v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"];
+    let collection: Value = serde_json::from_str(args.as_str().unwrap()).unwrap();
+    assert_eq!(collection["collection"].as_array().map(Vec::len), Some(101));
+}

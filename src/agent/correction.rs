@@ -88,6 +88,17 @@ impl Correction {
         }
     }
 
+    /// The text the model reads where its turns have no thought (`tagloop serve --thought
+    /// none`): the corrections that would ask for a short thought ask for the decision alone.
+    pub(crate) fn message_without_thought(&self) -> String {
+        match self {
+            Correction::NoDecision => "Your turn had neither an action nor a final answer. Write either one action that calls a tool, or your final answer, each in its tags as the system prompt shows.".into(),
+            Correction::Truncated => "Your turn was cut off by the token limit before it finished; this is not a format error. Write the <action> or <final_answer> at once, and keep it short.".into(),
+            Correction::Repetition => "Your turn was cut off because it kept repeating the same text over and over; nothing in it was run. Do not repeat yourself: write one action or your final answer.".into(),
+            other => other.message(),
+        }
+    }
+
     /// The text the model reads.
     pub(crate) fn message(&self) -> String {
         match self {

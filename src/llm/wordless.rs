@@ -64,12 +64,13 @@ pub(crate) fn wordless_tail(text: &str, bound: usize) -> Option<WordlessRun> {
     Some(WordlessRun { start, cut })
 }
 
-/// Whether some line of `text` holds a run without a word longer than `bound` bytes: a text a
-/// model may rightly copy such a run from (`tagloop serve` asks it of the client's messages).
+/// Whether `text` holds a run without a word longer than `bound` bytes, across lines: a text a
+/// model may rightly copy such a run from onto one line (`tagloop serve` asks it of the
+/// client's messages, where a list of numbers may come one to a line, as pretty-printed JSON).
 pub(crate) fn holds_wordless_run(text: &str, bound: usize) -> bool {
     let mut run = 0usize;
     for &b in text.as_bytes() {
-        if is_word_byte(b) || b == b'\n' {
+        if is_word_byte(b) {
             run = 0;
         } else {
             run += 1;
@@ -103,7 +104,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_anywhere_in_a_text_is_found_and_a_newline_or_a_letter_ends_it() {
+    fn a_run_anywhere_in_a_text_is_found_across_lines_and_a_letter_ends_it() {
         let list = (1..=80)
             .map(|n| n.to_string())
             .collect::<Vec<_>>()
@@ -112,7 +113,8 @@ mod tests {
             &format!("Sum these: [{list}] please"),
             256
         ));
-        assert!(!holds_wordless_run(&list.replace(", 4", "\n4"), 256));
+        // Pretty-printed JSON, a number to a line.
+        assert!(holds_wordless_run(&list.replace(", ", ",\n  "), 256));
         assert!(!holds_wordless_run(&list.replace(", 4", " x4"), 256));
         assert!(!holds_wordless_run("Weather in Paris on 2024-01-01?", 16));
     }

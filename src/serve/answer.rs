@@ -229,10 +229,12 @@ pub(crate) async fn answer(
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.
         let read = |text: &str| {
-            read(text, &result.finish, ask, &role, answer_only).map_err(|mut refusal| {
-                refusal.message = core.redactor.redact_string(refusal.message);
-                refusal
-            })
+            read(text, &result.finish, ask, &role, answer_only, core.thought).map_err(
+                |mut refusal| {
+                    refusal.message = core.redactor.redact_string(refusal.message);
+                    refusal
+                },
+            )
         };
         if let Some(sent) = live.sent() {
             let read = read(&text);

@@ -133,7 +133,7 @@ pub(crate) async fn reask(
     usage.add(result.usage);
     let text = history.turn_text(&result.text);
     let tool = &better.tool.name;
-    match read(&text, &result.finish, ask, role, false) {
+    match read(&text, &result.finish, ask, role, false, thought) {
         Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| n == tool)) => {
             Reasked::Call(text, r, result.reasoning)
         }

@@ -43,12 +43,23 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static 
 }
 
 /// Whether a turn's line that runs on without a word may be cut as a counting runaway: unless
-/// the client's messages hold such a line themselves, which a call may rightly copy (a list of
-/// a hundred numbers to sum). The 0.5B Qwen asked to count the primes between 50 and 150 wrote
+/// the client gave such a run itself (in its system or user messages, tool results or earlier
+/// calls' arguments, across lines), which a call may rightly copy (a list of a hundred numbers
+/// to sum). The 0.5B Qwen asked to count the primes between 50 and 150 wrote
 /// `count_items(collection=["50", "51", "52", …` until the token budget, twice (226 s on
 /// BFCL's `parallel_multiple_6`).
 pub(crate) fn may_cut_counting(ask: &Ask) -> bool {
-    !llm::holds_wordless_run(&said(ask), llm::WORDLESS_LINE)
+    let mut given = said(ask);
+    given.push_str(&ask.instructions);
+    for entry in &ask.conversation {
+        if let Entry::Calls { calls, .. } = entry {
+            for call in calls {
+                given.push('\n');
+                given.push_str(&Value::Object(call.arguments.clone()).to_string());
+            }
+        }
+    }
+    !llm::holds_wordless_run(&given, llm::WORDLESS_LINE)
 }
 
 /// Whether every string and number in `value` is in `said` (lower-cased).
@@ -56,7 +67,7 @@ fn grounded(value: &Value, said: &str) -> bool {
     match value {
         Value::String(s) => {
             let s = s.trim().to_lowercase();
-            s.is_empty() || said.contains(&s)
+            s.is_empty() || says_text(said, &s)
         }
         Value::Number(n) => {
             let whole = n
@@ -69,6 +80,21 @@ fn grounded(value: &Value, said: &str) -> bool {
         Value::Object(map) => map.values().all(|v| grounded(v, said)),
         Value::Bool(_) | Value::Null => true,
     }
+}
+
+/// Whether `said` holds the text `s`; a short one (three characters at most) as a word of its
+/// own, not inside another: "4 inches" says neither `in` nor `m`, the units the 0.5B Qwen added
+/// as further calls after `inches` on BFCL's `simple_python_7`.
+fn says_text(said: &str, s: &str) -> bool {
+    if s.chars().count() > 3 {
+        return said.contains(s);
+    }
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    said.match_indices(s).any(|(at, _)| {
+        let glued_before = word(said[..at].chars().next_back()) && word(s.chars().next());
+        let glued_after = word(said[at + s.len()..].chars().next()) && word(s.chars().next_back());
+        !glued_before && !glued_after
+    })
 }
 
 /// Whether `said` writes the number `digits` as a whole number, not as a part of another one
@@ -132,6 +158,14 @@ mod tests {
         let check_zeros = super::check(&ask("Buy at $1.50, sell 2.0 units."));
         assert!(check_zeros("f(price=1.5, n=2)"));
         assert!(!check_zeros("f(price=1.05)"));
+        // A short text is said as a word of its own only.
+        let check_units = super::check(&ask("The circumference of a circle of radius 4 inches."));
+        assert!(check_units("f(unit=\"inches\")"));
+        assert!(!check_units("f(unit=\"in\")"));
+        assert!(!check_units("f(unit=\"m\")"));
+        let check_cm = super::check(&ask("Convert 4 inches to cm."));
+        assert!(check_cm("f(unit=\"cm\")"));
+        assert!(check_cm("f(unit=\"cm.\")"));
         // Not a call: left to the reader.
         assert!(check("f(number="));
     }

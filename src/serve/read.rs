@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
 use super::runaway;
+use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
@@ -59,7 +60,16 @@ pub(crate) fn read(
     ask: &Ask,
     role: &Role,
     answer_only: bool,
+    thought: ThoughtMode,
 ) -> Result<Read, Refusal> {
+    // Under `--thought none` a correction does not ask for the thought the turn cannot hold.
+    let say = |c: Correction| {
+        if thought.taught() {
+            c.message()
+        } else {
+            c.message_without_thought()
+        }
+    };
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     let turn = protocol::read_turn_with(text, &names);
     let kept = turn.kept_text(text);
@@ -75,7 +85,7 @@ pub(crate) fn read(
         .flatten()
         .and_then(|action| one_call_of(&action, finish, ask).ok());
     if *finish == Finish::Repeated && runaway.is_none() {
-        return Err(refuse(Correction::Repetition.message()));
+        return Err(refuse(say(Correction::Repetition)));
     }
     let thought = match (&turn.reasoning, &turn.thought) {
         (Some(r), Some(t)) => Some(format!("{r}\n\n{t}")),
@@ -83,9 +93,9 @@ pub(crate) fn read(
     };
     let decision = match turn.kind {
         TurnKind::None if *finish == Finish::Length => {
-            return Err(refuse(Correction::Truncated.message()));
+            return Err(refuse(say(Correction::Truncated)));
         }
-        TurnKind::None => return Err(refuse(Correction::NoDecision.message())),
+        TurnKind::None => return Err(refuse(say(Correction::NoDecision))),
         TurnKind::Final => {
             if matches!(ask.choice, Choice::Required | Choice::Named(_)) {
                 return Err(refuse(must_call(ask)));
@@ -279,4 +289,51 @@ fn one_call_of(
         return Err("internal: arguments are not an object".into());
     };
     Ok((tool.name.clone(), args))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Decision, ThoughtMode, read};
+    use crate::llm::Finish;
+    use crate::serve::conversation;
+    use crate::serve::request::{Ask, parse_json};
+
+    fn ask(required: &[&str]) -> Ask {
+        let body = json!({"messages": [{"role": "user", "content": "Area of a circle of radius 5?"}],
+            "parallel_tool_calls": false,
+            "tools": [{"type": "function", "function": {"name": "area_circle",
+                "parameters": {"type": "object", "properties": {
+                    "radius": {"type": "number"}, "unit": {"type": "string"}},
+                  "required": required}}}]});
+        Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
+    }
+
+    /// The degeneration guard cut the turn inside the runaway string (BFCL's simple_python_9):
+    /// the call without it is used when it validates, and the repetition is corrected when not.
+    #[test]
+    fn a_turn_the_guard_cut_inside_a_runaway_string_keeps_its_call_when_it_validates() {
+        let text = format!(
+            "<thought>I call it.</thought>\n<action>area_circle(radius=5, unit=\"){}",
+            "</thought> <final_answer>78.54</final_answer> <thought>Again.".repeat(3)
+        );
+        let optional = ask(&["radius"]);
+        let role = conversation::role(&optional).unwrap();
+        let read_as = |a: &Ask| read(&text, &Finish::Repeated, a, &role, false, ThoughtMode::Free);
+        let Ok(r) = read_as(&optional) else {
+            panic!("{:?}", read_as(&optional))
+        };
+        let Decision::Calls(calls) = r.decision else {
+            panic!("{:?}", r.decision)
+        };
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "area_circle");
+        assert_eq!(
+            serde_json::Value::Object(calls[0].1.clone()),
+            json!({"radius": 5})
+        );
+        let refused = read_as(&ask(&["radius", "unit"])).expect_err("unit is required");
+        assert!(refused.message.contains("repeating"), "{}", refused.message);
+    }
 }

@@ -16,50 +16,51 @@ use regex::Regex;
 
 use crate::protocol;
 
-/// The protocol's tags that no argument of a call can be running into on purpose: the
-/// blocks that come after an action, or instead of one.
-const TAGS: [&str; 6] = [
+/// The protocol's tags that no argument of a call runs into on purpose: the ends of the blocks
+/// around an action, and the blocks that come instead of one. (An opening `<thought>` or
+/// `<action>` is left out: a string that quotes one and was cut by a stop is corrected as ever.)
+const TAGS: [&str; 4] = [
     "</thought>",
-    "<thought>",
-    "<final_answer>",
     "</final_answer>",
+    "<final_answer>",
     "<observation>",
-    "<action>",
 ];
 
-/// Where a named argument opens a string (`, unit="` or `(unit="`), from its `,` or `(`.
+/// Where a named argument opens a string (`, unit="` or `(unit='`), from its `,` or `(`.
 static OPENS_STRING: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r#"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*""#).ok());
+    LazyLock::new(|| Regex::new(r#"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*["']"#).ok());
 
 /// `action` (the text after `<action>`) without its last argument, when that argument is a
-/// string that is never closed and holds one of the protocol's tags; `None` when the action
+/// string that is never closed and runs into one of the protocol's tags; `None` when the action
 /// parses as it is, fails for another reason, or is still no call without the argument.
 pub(crate) fn without_runaway_string(action: &str) -> Option<String> {
-    if !matches!(protocol::parse_action(action.trim()), Err(e) if e.open_string) {
+    // Cheap first: no tag, no runaway.
+    if !TAGS.iter().any(|t| action.contains(t)) {
         return None;
     }
-    // From the last string opened to the first: the first cut that leaves a call is where the
-    // unclosed string began (one opened inside the runaway text leaves it unclosed).
-    let re = OPENS_STRING.as_ref()?;
-    re.find_iter(action)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .find_map(|open| {
-            // After `(` the call keeps its parenthesis; after `,` the comma goes with the
-            // argument.
-            let keep = if action[open.start()..].starts_with('(') {
-                open.start() + 1
-            } else {
-                open.start()
-            };
-            let call = format!("{})", action.get(..keep)?.trim_end());
-            protocol::parse_action(&call)
-                .is_ok()
-                .then_some((call, open.end()))
-        })
-        .filter(|(_, from)| TAGS.iter().any(|t| action[*from..].contains(t)))
-        .map(|(call, _)| call)
+    // The parser says which string it found unclosed, and where it opened.
+    let start = match protocol::parse_action(action) {
+        Err(e) if e.open_string => e.string_start?,
+        _ => return None,
+    };
+    let (head, rest) = (action.get(..start)?, action.get(start..)?);
+    if !TAGS.iter().any(|t| rest.contains(t)) {
+        return None;
+    }
+    // The argument it is the value of: `, unit="` (or `(unit="`), ending at its opening quote.
+    let open = OPENS_STRING
+        .as_ref()?
+        .find_iter(action.get(..=start)?)
+        .last()
+        .filter(|m| m.end() == start + 1)?;
+    // After `(` the call keeps its parenthesis; after `,` the comma goes with the argument.
+    let keep = if head[open.start()..].starts_with('(') {
+        open.start() + 1
+    } else {
+        open.start()
+    };
+    let call = format!("{})", head.get(..keep)?.trim_end());
+    protocol::parse_action(&call).is_ok().then_some(call)
 }
 
 #[cfg(test)]
@@ -83,7 +84,9 @@ mod tests {
     #[test]
     fn anything_else_is_not_touched() {
         // A whole call, a string cut without a tag in it (the stop or the budget cut it: the
-        // turn is continued or corrected), a tag inside a closed string, another error.
+        // turn is continued or corrected), a tag inside a closed string, another error, a
+        // runaway inside a list or an object (the double-quoted argument before it is whole),
+        // an opening tag a stop may have cut a quoting string after.
         for action in [
             "f(a=1, b=\"x\")",
             "f(a=1, b=\"a long text the budget cut",
@@ -91,6 +94,9 @@ mod tests {
             "f(a=1, b=)</thought>",
             "f(a=1, b=[1, 2</thought>",
             "f(a=\"<final_answer>\", b=\"cut by the budget",
+            "f(q=\"x\", tags=[\"</thought> and on",
+            "f(q=\"x\", opts={\"k\": \"</thought> and on",
+            "f(doc=\"use the <thought> tag",
         ] {
             assert_eq!(without_runaway_string(action), None, "{action}");
         }
@@ -99,10 +105,20 @@ mod tests {
             without_runaway_string("f(a=\"x\", b=\"</thought> and on").as_deref(),
             Some("f(a=\"x\")")
         );
-        // The runaway text writes the call again, opening strings of its own.
+        // The runaway text writes the call again: its last quote may close the string (quotes
+        // need no escape inside one), and the reading that fails then is no unclosed string;
+        // the turn is corrected as ever.
         assert_eq!(
-            without_runaway_string("f(a=1, b=\")</thought> <action>f(a=1, b=\"").as_deref(),
-            Some("f(a=1)")
+            without_runaway_string("f(a=1, b=\")</thought> <action>f(a=1, b=\""),
+            None
+        );
+        // A single-quoted runaway after whole double-quoted arguments: only it is left out.
+        assert_eq!(
+            without_runaway_string(
+                "f(city=\"Paris\", country=\"France\", unit=')</thought> <final_answer>x"
+            )
+            .as_deref(),
+            Some("f(city=\"Paris\", country=\"France\")")
         );
     }
 }

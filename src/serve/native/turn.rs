@@ -22,6 +22,7 @@ use crate::serve::conversation;
 use crate::serve::event::ServeEvent;
 use crate::serve::read::{Read, Refusal, read};
 use crate::serve::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS};
+use crate::serve::thought::ThoughtMode;
 use crate::shown::Outside;
 
 /// The turn budget when the client sets none (as the protocol's).
@@ -238,7 +239,16 @@ pub(super) fn read_native(
             }
         },
     };
-    read(&as_protocol, finish, ask, role, answer_only).map_err(|refusal| Refusal {
+    // Corrections worded as before (`--thought` is the protocol format's).
+    read(
+        &as_protocol,
+        finish,
+        ask,
+        role,
+        answer_only,
+        ThoughtMode::Free,
+    )
+    .map_err(|refusal| Refusal {
         kept: text.to_owned(),
         ..refusal
     })

@@ -19,6 +19,9 @@ pub struct ActionError {
     /// True when the text ended inside a string that was never closed (a stop string may have cut
     /// it: the runtime then lets the model continue the same turn).
     pub open_string: bool,
+    /// Where the string that was never closed begins (the byte offset of its opening quote in
+    /// the action text), when the error is one.
+    pub string_start: Option<usize>,
 }
 
 /// A tool signature that could not be read.
@@ -153,6 +156,7 @@ impl PErr {
             [init @ .., last] => format!("{} or {}", init.join(", "), last),
         };
         let mut open_string = false;
+        let mut string_start = None;
         let message = match self.ctx {
             ECtx::None => format!("expected {list}"),
             ECtx::AfterTool(a, l) => {
@@ -170,6 +174,7 @@ impl PErr {
             ECtx::OpenString(a, n, i) => {
                 open_string = true;
                 let o = off(a);
+                string_start = Some(base + o);
                 let q = region.get(o..o + 1).unwrap_or("\"");
                 format!(
                     "the string for {} that starts at offset {} is never closed: expected a closing {}{}{}",
@@ -185,6 +190,7 @@ impl PErr {
             message,
             offset: base + off(self.at),
             open_string: open_string || self.maybe_open,
+            string_start,
         }
     }
 }

@@ -32,3 +32,20 @@ fn a_quote_that_ends_the_action_closes_the_string_but_may_still_be_a_cut() {
     let e = parse_action(r#"write_file(path="a", content="<a title=""#).unwrap_err();
     assert!(e.open_string, "{e}");
 }
+
+#[test]
+fn an_unclosed_string_says_where_it_began() {
+    let text = r#"area(radius=5, unit=")</thought> <final_answer>x"#;
+    let e = parse_action(text).unwrap_err();
+    assert!(e.open_string, "{e}");
+    assert_eq!(e.string_start, Some(text.find('"').unwrap()));
+    // After white space the offset is still the action text's.
+    let spaced = format!("  {text}");
+    let e = parse_action(&spaced).unwrap_err();
+    assert_eq!(e.string_start, Some(spaced.find('"').unwrap()), "{e}");
+    // Another error has none.
+    assert_eq!(
+        parse_action("area(radius=)").unwrap_err().string_start,
+        None
+    );
+}

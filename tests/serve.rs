@@ -366,7 +366,12 @@ async fn a_completions_upstream_gets_one_document() {
         " I look it up.</thought>\n<action>weather(city=\"Paris\")</action>",
     ]))
     .await;
-    let base = proxy(&fake, |c| c.api = Api::Completions).await;
+    let base = proxy(&fake, |c| {
+        // The prompt opens the thought as a run's does (`--thought free`).
+        c.api = Api::Completions;
+        c.thought = tagloop::serve::ThoughtMode::Free;
+    })
+    .await;
     let (status, v) = post(&base, &ask(json!({}))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(

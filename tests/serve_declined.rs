@@ -89,7 +89,12 @@ async fn without_a_grammar_a_completions_upstream_continues_from_the_runtimes_wo
     let rest =
         " base times height, halved.</thought>\n<final_answer>25 square meters.</final_answer>";
     let fake = upstream(rest, false).await;
-    let base = proxy(&fake, |c| c.api = Api::Completions).await;
+    let base = proxy(&fake, |c| {
+        // The prompt opens the thought (`--thought free`): the runtime's words go inside it.
+        c.api = Api::Completions;
+        c.thought = tagloop::serve::ThoughtMode::Free;
+    })
+    .await;
     let (status, v) = post(&base, &question()).await;
     assert_eq!(status, 200, "{v}");
     let message = &v["choices"][0]["message"];

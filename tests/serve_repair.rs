@@ -3,14 +3,15 @@
 //! out) is closed where it was cut and continued to its decision, instead of being corrected
 //! and asked again, which at temperature 0 wrote the same thought until the repair budget was
 //! spent and the client got a 502 (issue 32). A call the continuation writes is validated as
-//! any call.
+//! any call. (The prompt opens the thought here: `--thought free` over completions.)
 
 mod common;
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::serve::{ask, post, proxy};
 use serde_json::json;
-use tagloop::llm::Api;
+use tagloop::llm::{Api, GrammarMode};
+use tagloop::serve::ThoughtMode;
 
 /// The looping thought, far longer than the client's token budget.
 fn endless_thought() -> String {
@@ -26,6 +27,7 @@ async fn a_turn_cut_inside_its_thought_is_continued_to_its_call() {
     .await;
     let base = proxy(&fake, |cfg| {
         cfg.api = Api::Completions;
+        cfg.thought = ThoughtMode::Free;
         cfg.repairs = 0;
     })
     .await;
@@ -60,6 +62,7 @@ async fn a_continued_turn_is_validated_and_corrected_like_any_other() {
     .await;
     let base = proxy(&fake, |cfg| {
         cfg.api = Api::Completions;
+        cfg.thought = ThoughtMode::Free;
         cfg.repairs = 1;
     })
     .await;
@@ -79,4 +82,37 @@ async fn a_continued_turn_is_validated_and_corrected_like_any_other() {
     let call = rest.find("<action>nope(").expect("the continued turn");
     assert!(rest[..call].contains("</thought>"), "{rest}");
     assert!(rest[call..].contains("<observation>"), "{rest}");
+}
+
+#[tokio::test]
+async fn under_a_grammar_the_continuation_writes_its_decision_not_another_thought() {
+    // The prompt opened the thought (completions, `--thought free`); the continuation's grammar
+    // begins at the decision: gemma, asked again under the first grammar, wrote the thought
+    // over and over.
+    let fake = FakeServer::start(FakeConfig::turns([
+        endless_thought(),
+        "<action>weather(city=\"Paris\")</action>".to_string(),
+    ]))
+    .await;
+    let base = proxy(&fake, |cfg| {
+        cfg.api = Api::Completions;
+        cfg.grammar = GrammarMode::On;
+        cfg.thought = ThoughtMode::Free;
+        cfg.repairs = 0;
+    })
+    .await;
+    let (status, v) = post(&base, &ask(json!({"max_tokens": 16}))).await;
+    assert_eq!(status, 200, "{v}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let grammar = |i: usize| {
+        requests[i].body["grammar"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(grammar(0).contains("thought-word"), "{}", grammar(0));
+    let second = grammar(1);
+    assert!(!second.contains("thought"), "{second}");
+    assert!(second.contains("<action>"), "{second}");
 }

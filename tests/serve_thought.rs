@@ -1,6 +1,6 @@
-//! `tagloop serve --thought none` against a fake upstream: the turns that may call have no
-//! thought (the grammar begins at the decision, and the prompt, chat or completions, teaches
-//! none), while the default keeps both as they were; the answer after a declined call still
+//! `tagloop serve --thought none` (the default) against a fake upstream: the turns that may
+//! call have no thought (the grammar begins at the decision, and the prompt, chat or
+//! completions, teaches none), while `--thought free` keeps both as a run has them; the answer after a declined call still
 //! begins its thought in the runtime's words; and an upstream that takes no grammar and writes
 //! a thought anyway is read as before.
 
@@ -65,12 +65,21 @@ async fn under_none_the_calling_turn_has_no_thought_in_its_grammar_or_its_prompt
 }
 
 #[tokio::test]
-async fn by_default_the_thought_is_in_the_grammar_and_the_prompt_as_before() {
+async fn under_free_the_thought_is_in_the_grammar_and_the_prompt_as_a_run_has_it() {
+    // The default is `none` (measured better on BFCL); the config's default says so.
+    assert_eq!(
+        tagloop::serve::ServeConfig::new("http://x").thought,
+        ThoughtMode::None
+    );
     let fake = FakeServer::start(FakeConfig::turns([format!(
         "<thought>I look it up.</thought>\n{CALL}"
     )]))
     .await;
-    let base = proxy(&fake, |c| c.grammar = GrammarMode::On).await;
+    let base = proxy(&fake, |c| {
+        c.grammar = GrammarMode::On;
+        c.thought = ThoughtMode::Free;
+    })
+    .await;
     let (status, v) = post(&base, &ask(json!({}))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(message(&v)["reasoning_content"], "I look it up.");
@@ -250,4 +259,38 @@ async fn under_none_without_a_grammar_a_completions_answer_continues_from_the_op
         reqs[1].body["prompt"].as_str().unwrap_or_default(),
     );
     assert_eq!(again, format!("{first}<thought>{DECLINED_THOUGHT}"));
+}
+
+/// `POST /v1/messages/count_tokens` counts the prompt serve would send: under `none` the one
+/// without the thought's lines, shorter than the default's.
+#[tokio::test]
+async fn count_tokens_counts_the_prompt_of_the_mode() {
+    let fake = FakeServer::start(FakeConfig {
+        props: true,
+        tokenizer: true,
+        ..FakeConfig::default()
+    })
+    .await;
+    let body = json!({"model": "m", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"name": "weather", "description": "Weather of a city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"]}}]});
+    let mut counts = Vec::new();
+    for mode in [ThoughtMode::Free, ThoughtMode::None] {
+        let base = proxy(&fake, |c| c.thought = mode).await;
+        let r = reqwest::Client::new()
+            .post(format!("{base}/messages/count_tokens"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-tagloop-token-count"], "tokenizer");
+        let v: Value = r.json().await.unwrap();
+        counts.push(v["input_tokens"].as_u64().unwrap());
+    }
+    assert!(counts[1] < counts[0], "{counts:?}");
+    assert_eq!(fake.request_count(), 0, "no turn is asked for");
 }

@@ -338,10 +338,11 @@ pub(crate) async fn answer(
                     tracing::debug!(attempt, "a turn cut inside its thought is continued");
                     continued = true;
                     partial = format!("{generated}{ending}");
-                    if answer_only && request.grammar.is_some() {
-                        // The thought the runtime began is in the prompt now: the grammar
-                        // that writes its words would have them written again.
-                        request.grammar = grammar::answer_only(ask, core.api, core.thought);
+                    if request.grammar.is_some() {
+                        // The thought is in the prompt now: a grammar that opens one (or
+                        // writes the runtime's words) would have it written again.
+                        request.grammar =
+                            grammar::after_thought(ask, core.api, core.thought, answer_only);
                     }
                     trace.turns.push((text, Some(CONTINUED.into())));
                     left = left.max(1);

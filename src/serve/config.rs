@@ -59,8 +59,8 @@ pub struct ServeConfig {
     /// in the model's own format where its chat template declares tools).
     pub tool_format: ToolFormat,
     /// Whether the upstream's turns that may call begin with a thought, in the protocol
-    /// format (default [`ThoughtMode::Free`]; `None` leaves it out of the grammar and the
-    /// prompt, docs/serve.md).
+    /// format (default [`ThoughtMode::None`]: left out of the grammar and the prompt;
+    /// `Free` as in a run, docs/serve.md).
     pub thought: ThoughtMode,
     /// A time limit of serve's guess at the question's function of its own (under
     /// `tool_choice: auto`, a first call the grounding keeps is judged by the model's own guess,
@@ -73,7 +73,7 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
-    /// the model's own thought, 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16
+    /// no thought in a turn that may call, 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16
     /// at once, 15 s for headers (and idle connections), 60 s for a body, 512 connections, no
     /// time limit of the guess at a question's function besides the request's.
     pub fn new(upstream: impl Into<String>) -> Self {

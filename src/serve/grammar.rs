@@ -61,6 +61,24 @@ pub(crate) fn one_call_of(
     build(&shape(ask, api, thought, false).named(tool).max_calls(1))
 }
 
+/// The grammar of a turn continued after its thought was cut and closed (answer.rs): its
+/// decision alone, whichever the turn could make. The thought is in the prompt already; a
+/// grammar that opens one has the model write it again (gemma, asked for the answer after a
+/// declined call, wrote the runtime's words and a count of `1.444…` a second time, then a
+/// third, until a 502).
+pub(crate) fn after_thought(
+    ask: &Ask,
+    api: Api,
+    thought: ThoughtMode,
+    answer_only: bool,
+) -> Option<Arc<TurnGrammar>> {
+    build(
+        &shape(ask, api, thought, answer_only)
+            .opened_thought(false)
+            .thought(ThoughtShape::None),
+    )
+}
+
 /// What `ask`'s turn may hold. The tools offered are already the named one alone under a
 /// named `tool_choice` ([`Ask::offered_tools`]).
 fn shape(ask: &Ask, api: Api, thought: ThoughtMode, answer_only: bool) -> TurnShape<'_> {

@@ -18,8 +18,9 @@ fn endless_thought() -> String {
     format!("The answer is 10{}", ".000".repeat(100))
 }
 
-#[tokio::test]
-async fn a_turn_cut_inside_its_thought_is_continued_to_its_call() {
+/// A thought cut by the client's 16-token budget, then a call, over completions with the prompt
+/// opening the thought (`--thought free`): the call reaches the client; the fake's requests.
+async fn cut_then_call(grammar: GrammarMode) -> FakeServer {
     let fake = FakeServer::start(FakeConfig::turns([
         endless_thought(),
         "<action>weather(city=\"Paris\")</action>".to_string(),
@@ -27,6 +28,7 @@ async fn a_turn_cut_inside_its_thought_is_continued_to_its_call() {
     .await;
     let base = proxy(&fake, |cfg| {
         cfg.api = Api::Completions;
+        cfg.grammar = grammar;
         cfg.thought = ThoughtMode::Free;
         cfg.repairs = 0;
     })
@@ -36,6 +38,12 @@ async fn a_turn_cut_inside_its_thought_is_continued_to_its_call() {
     let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
     assert_eq!(call["name"], "weather", "{v}");
     assert_eq!(call["arguments"], json!({"city": "Paris"}).to_string());
+    fake
+}
+
+#[tokio::test]
+async fn a_turn_cut_inside_its_thought_is_continued_to_its_call() {
+    let fake = cut_then_call(GrammarMode::Off).await;
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
     // The second request continues the first turn from its cut, the thought closed: no
@@ -86,23 +94,9 @@ async fn a_continued_turn_is_validated_and_corrected_like_any_other() {
 
 #[tokio::test]
 async fn under_a_grammar_the_continuation_writes_its_decision_not_another_thought() {
-    // The prompt opened the thought (completions, `--thought free`); the continuation's grammar
-    // begins at the decision: gemma, asked again under the first grammar, wrote the thought
-    // over and over.
-    let fake = FakeServer::start(FakeConfig::turns([
-        endless_thought(),
-        "<action>weather(city=\"Paris\")</action>".to_string(),
-    ]))
-    .await;
-    let base = proxy(&fake, |cfg| {
-        cfg.api = Api::Completions;
-        cfg.grammar = GrammarMode::On;
-        cfg.thought = ThoughtMode::Free;
-        cfg.repairs = 0;
-    })
-    .await;
-    let (status, v) = post(&base, &ask(json!({"max_tokens": 16}))).await;
-    assert_eq!(status, 200, "{v}");
+    // The continuation's grammar begins at the decision: gemma, asked again under the first
+    // grammar, wrote the thought over and over.
+    let fake = cut_then_call(GrammarMode::On).await;
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
     let grammar = |i: usize| {

@@ -250,3 +250,58 @@ fn the_strict_guard_leaves_a_ruler_to_the_ordinary_thresholds() {
     let short = std::iter::once(head.clone()).chain(std::iter::repeat_n("-=".to_string(), 60));
     assert_eq!(feed(&mut strict_guard(&["<action>"]), short), None);
 }
+
+/// The guard of a constrained turn of an agent whose answer is free text, told what the run was
+/// given (`TurnRequest::strict_arguments`).
+fn arguments_guard(given: Option<&str>, constrained: bool) -> RepeatGuard {
+    let req = tagloop::llm::TurnRequest {
+        strict_repeats_until: vec!["<action>".into()],
+        strict_arguments: given.map(Into::into),
+        ..Default::default()
+    };
+    RepeatGuard::for_request(&req, constrained).expect("a guard")
+}
+
+/// SmolLM2's `write_file` content saying one sentence again and again (issue 31 item 5): cut
+/// after three copies when the run was never given that sentence; left to the ordinary guard
+/// when the task asked for it, when the run was not told what it was given, or when the turn is
+/// free.
+#[test]
+fn a_sentence_repeated_in_arguments_is_cut_unless_the_run_was_given_it() {
+    let sentence = "This is a note from the user. ";
+    let call = || {
+        [
+            "<thought>I write it.</thought>\n<action>write_file(path=\"notes.txt\", content=\""
+                .to_string(),
+        ]
+        .into_iter()
+        .chain(std::iter::repeat_n(sentence.to_string(), 12))
+    };
+    let task = "Write a short note into notes.txt.";
+    let (text, r) = feed(&mut arguments_guard(Some(task), true), call()).expect("cut");
+    assert!(text.len() < 80 + sentence.len() * 6, "{}", text.len());
+    assert_eq!(r.kind, RepetitionKind::Unit);
+    assert_eq!(text[..r.cut].matches("from the user").count(), 1);
+    // Twelve copies (360 bytes) stay under the ordinary thresholds otherwise.
+    let asked = "Write 'This is a note from the user.' twelve times into notes.txt.";
+    assert_eq!(feed(&mut arguments_guard(Some(asked), true), call()), None);
+    assert_eq!(feed(&mut arguments_guard(None, true), call()), None);
+    assert_eq!(feed(&mut arguments_guard(Some(task), false), call()), None);
+    // A file the run read, repeated lines and all, is given too (its lines as the tool shows
+    // them, the copy's newlines escaped in a plain string).
+    let observation =
+        format!("{task}\nread_file: 1 | status: pending review\n2 | status: pending review\n");
+    let copy = || {
+        ["<action>write_file(path=\"b.txt\", content=\"".to_string()]
+            .into_iter()
+            .chain(std::iter::repeat_n(
+                "status: pending review\\n".to_string(),
+                12,
+            ))
+    };
+    assert_eq!(
+        feed(&mut arguments_guard(Some(&observation), true), copy()),
+        None
+    );
+    assert!(feed(&mut arguments_guard(Some(task), true), copy()).is_some());
+}

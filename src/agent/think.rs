@@ -89,6 +89,9 @@ impl Run<'_> {
         // whatever the result (nothing else reads it meanwhile; a cancelled turn drops the
         // whole run).
         let lent = turn.partial().is_empty() && request.prompt.is_none();
+        // Read before the history is lent below.
+        let grammar = turn.grammar(agent.grammars());
+        let strict_arguments = grammar.is_some().then(|| self.history.given().into());
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),
@@ -100,7 +103,6 @@ impl Run<'_> {
             stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
         }
         let (notices, kept) = self.recorder.notice_sink();
-        let grammar = turn.grammar(agent.grammars());
         let strict_repeats_until =
             turn.strict_repeats_until(grammar.is_some(), agent.role.output_schema().is_none());
         let request = TurnRequest {
@@ -112,6 +114,7 @@ impl Run<'_> {
             keep_repetitions: agent.config.keep_repetitions,
             strict_repeats_until,
             cut_counting: true,
+            strict_arguments,
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

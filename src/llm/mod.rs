@@ -4,6 +4,7 @@
 //! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
 mod error;
+mod given;
 mod grammar;
 mod notice;
 pub mod openai;
@@ -119,6 +120,14 @@ pub struct TurnRequest {
     /// its own turns; `tagloop serve` sets it unless the client's messages hold such a line
     /// themselves, since a call may rightly copy a long list of numbers from them.
     pub cut_counting: bool,
+    /// What the run was given (its prompt, its task, the observations). Set, a constrained
+    /// turn's action arguments are held to the strict guard too (a unit holding words said three
+    /// times ends the turn), unless the repeated unit is in this text: a call may rightly write
+    /// out a sentence the task asked for again and again, or copy a file's repeated lines, but a
+    /// sentence the model repeats that it never read is a loop (see [`RepeatGuard`]). `None`:
+    /// the ordinary guard in the arguments. The agent sets it for its own turns; `tagloop serve`
+    /// does not.
+    pub strict_arguments: Option<Arc<str>>,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.

@@ -27,6 +27,13 @@
 //! answer is cut after a few dozen tokens instead of a few hundred. A unit without words (a ruler
 //! of dashes, a table's rule line) is left to the ordinary thresholds.
 //!
+//! In an action's arguments a sentence may repeat legitimately (the task asked for it, or a call
+//! copies a file the run read), so the ordinary thresholds hold there, unless the request gives
+//! [`TurnRequest::strict_arguments`](super::TurnRequest::strict_arguments): what the run was
+//! given. A unit holding words said three times in a constrained turn's arguments then ends the
+//! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
+//! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
+//!
 //! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
 //! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
 //! free answer (the strict phase), 256 bytes in an action's arguments (after `<action>`), none
@@ -36,6 +43,9 @@
 //! ordinary text each candidate period fails at its first comparison, and the digits-as-one
 //! reading reuses the guard's buffers (see `benches/llm.rs`, `repeat_guard`).
 
+use std::sync::Arc;
+
+use super::given::unit_is_given;
 use super::wordless::{WORDLESS_LINE, WORDLESS_PROSE, wordless_tail};
 
 /// Watches a growing text for a repeating tail.
@@ -57,7 +67,11 @@ pub struct RepeatGuard {
     strict_seen: usize,
     /// The turn is constrained: a run without a word is a counting runaway (see `wordless.rs`).
     wordless: bool,
-    /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound.
+    /// The turn is constrained and the request said what the run was given: after `<action>`
+    /// the strict thresholds apply to units not in this text (see `given.rs`).
+    given: Option<Arc<str>>,
+    /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound,
+    /// and the arguments are read against `given`.
     in_action: bool,
     /// Bytes of the text already searched for `<action>`.
     action_seen: usize,
@@ -123,6 +137,7 @@ impl RepeatGuard {
             strict_until: Vec::new(),
             strict_seen: 0,
             wordless: false,
+            given: None,
             in_action: false,
             action_seen: 0,
         }
@@ -130,9 +145,10 @@ impl RepeatGuard {
 
     /// The guard a request asks for: none with `keep_repetitions`, else the default one —
     /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
-    /// one line), strict until one of the request's `strict_repeats_until` strings appears, and
-    /// watching for counting runaways where the request's `cut_counting` asks (see the module
-    /// docs).
+    /// one line), strict until one of the request's `strict_repeats_until` strings appears,
+    /// strict in an action's arguments for what the request's `strict_arguments` does not hold,
+    /// and watching for counting runaways where the request's `cut_counting` asks (see the
+    /// module docs).
     pub fn for_request(req: &super::TurnRequest, constrained: bool) -> Option<Self> {
         (!req.keep_repetitions).then(|| RepeatGuard {
             strict_until: if constrained {
@@ -141,6 +157,7 @@ impl RepeatGuard {
                 Vec::new()
             },
             wordless: constrained && req.cut_counting,
+            given: req.strict_arguments.clone().filter(|_| constrained),
             ..RepeatGuard::default()
         })
     }
@@ -181,7 +198,7 @@ impl RepeatGuard {
             }
             self.strict_seen = text.len();
         }
-        if self.wordless && !self.in_action {
+        if (self.wordless || self.given.is_some()) && !self.in_action {
             let from = self
                 .action_seen
                 .saturating_sub(ACTION.len())
@@ -201,9 +218,35 @@ impl RepeatGuard {
         // What the strict thresholds let pass (a ruler of dashes) the ordinary ones still see.
         let found = strict
             .and_then(|s| s.find_with(text, &mut norm, &mut origin))
+            .or_else(|| self.strict_in_arguments(text, &mut norm, &mut origin))
             .or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
+    }
+
+    /// A sentence said three times in an action's arguments that the run was not given (see
+    /// `given.rs`); a given one is left to the ordinary thresholds.
+    fn strict_in_arguments(
+        &self,
+        text: &str,
+        norm: &mut Vec<u8>,
+        origin: &mut Vec<usize>,
+    ) -> Option<Repetition> {
+        let given = self.given.as_deref()?;
+        if !self.in_action || !self.strict_until.is_empty() {
+            return None;
+        }
+        let strict = RepeatGuard {
+            words_only: true,
+            ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
+        };
+        strict
+            .find_with(text, norm, origin)
+            // The unit may begin inside a character (the period is found on bytes).
+            .filter(|r| {
+                let unit = text.as_bytes().get(r.start..r.cut).unwrap_or_default();
+                !unit_is_given(&String::from_utf8_lossy(unit), given)
+            })
     }
 
     /// A counting runaway on the last line of a constrained turn: in the strict phase (a

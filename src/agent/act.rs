@@ -176,6 +176,8 @@ impl Run<'_> {
         };
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
         let text = config.secrets.redact_string(text);
+        self.said
+            .by_tool(&config.secrets.redact_string(own.clone()));
         // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         let used = &mut self.progress.tools_used;
         if !refused && !used.iter().any(|t| t == name) {

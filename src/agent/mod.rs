@@ -49,6 +49,7 @@ mod resume;
 mod role;
 mod role_errors;
 mod run;
+mod said;
 mod schema_fit;
 mod think;
 pub(crate) mod thought_cut;

@@ -23,6 +23,7 @@ use super::named::QuestionNames;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
 use super::record::Recorder;
+use super::said::Said;
 use super::turn::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
 
@@ -49,6 +50,8 @@ pub(crate) struct Run<'a> {
     pub(super) stops: Vec<String>,
     /// The context window and the token estimate (see `context/`).
     pub(super) context: ContextState,
+    /// The runtime's notes so far, which a constrained thought or answer may not echo.
+    pub(super) said: Said,
     session: Option<String>,
     /// The caller's event sink and the transcript.
     pub(super) recorder: Recorder,
@@ -73,6 +76,7 @@ impl<'a> Run<'a> {
             named: QuestionNames::of(task),
             stops: Vec::new(),
             context: ContextState::default(),
+            said: Said::default(),
             session,
             recorder,
         }
@@ -262,6 +266,7 @@ impl<'a> Run<'a> {
         }
         let text = protocol::render_observation(&body, self.agent.config.observation_limit * 2);
         self.history.push_user(&text);
+        self.said.by_runtime(&text);
         self.emit(Event::Observation { text: text.clone() });
         self.emit(Event::Message {
             message: Message::new(MsgRole::User, text),

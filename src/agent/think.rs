@@ -115,6 +115,7 @@ impl Run<'_> {
             strict_repeats_until,
             cut_counting: true,
             strict_arguments,
+            own_words: grammar.as_ref().and(self.said.notes()),
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

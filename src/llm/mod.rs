@@ -8,6 +8,7 @@ mod given;
 mod grammar;
 mod notice;
 pub mod openai;
+mod own_words;
 mod repeat;
 pub mod scripted;
 mod wordless;
@@ -23,6 +24,7 @@ use serde_json::{Map, Value};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
+pub use own_words::OwnWords;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind};
 
 pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
@@ -128,6 +130,12 @@ pub struct TurnRequest {
     /// the ordinary guard in the arguments. The agent sets it for its own turns; `tagloop serve`
     /// does not.
     pub strict_arguments: Option<Arc<str>>,
+    /// The runtime's own notes (corrections, the loop guard's notice, the closing decision, the
+    /// step count; not the tools' text). Set, a constrained turn's thought and free-text answer
+    /// may not say any 40 bytes of them again: the turn ends there as [`Finish::Repeated`], what
+    /// the model wrote before the echo kept (see [`OwnWords`]). The agent sets it for its own
+    /// turns; `tagloop serve` writes no notes.
+    pub own_words: Option<Arc<OwnWords>>,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.

@@ -34,6 +34,10 @@
 //! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
 //! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
 //!
+//! In the same strict phase the guard ends a turn that *echoes the runtime's own notes*: the
+//! request's [`TurnRequest::own_words`](super::TurnRequest::own_words), any 40 bytes of which
+//! appear in the thought or the answer, cut where that line begins (see `own_words.rs`).
+//!
 //! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
 //! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
 //! free answer (the strict phase), 256 bytes in an action's arguments (after `<action>`), none
@@ -46,6 +50,7 @@
 use std::sync::Arc;
 
 use super::given::unit_is_given;
+use super::own_words::{OwnWords, WINDOW as ECHO_WINDOW, echo_cut};
 use super::wordless::{WORDLESS_LINE, WORDLESS_PROSE, wordless_tail};
 
 /// Watches a growing text for a repeating tail.
@@ -70,6 +75,10 @@ pub struct RepeatGuard {
     /// The turn is constrained and the request said what the run was given: after `<action>`
     /// the strict thresholds apply to units not in this text (see `given.rs`).
     given: Option<Arc<str>>,
+    /// The runtime's notes, which the strict phase may not echo (see `own_words.rs`).
+    own_words: Option<Arc<OwnWords>>,
+    /// Bytes of the text already searched for an echo.
+    echo_seen: usize,
     /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound,
     /// and the arguments are read against `given`.
     in_action: bool,
@@ -86,6 +95,9 @@ pub enum RepetitionKind {
     /// A counting runaway in a constrained turn: a long run of text without a word (digits,
     /// dates, punctuation); `period` is then the length of its kept start and `repeats` 1.
     Wordless,
+    /// A constrained turn's thought or answer that echoes the runtime's own notes; `start` is
+    /// where the echo was found, `period` its length so far and `repeats` 1.
+    Echo,
 }
 
 /// The strict guard's smallest repeating span, in bytes (see the module docs).
@@ -138,6 +150,8 @@ impl RepeatGuard {
             strict_seen: 0,
             wordless: false,
             given: None,
+            own_words: None,
+            echo_seen: 0,
             in_action: false,
             action_seen: 0,
         }
@@ -158,6 +172,7 @@ impl RepeatGuard {
             },
             wordless: constrained && req.cut_counting,
             given: req.strict_arguments.clone().filter(|_| constrained),
+            own_words: req.own_words.clone().filter(|_| constrained),
             ..RepeatGuard::default()
         })
     }
@@ -207,6 +222,10 @@ impl RepeatGuard {
                 memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
             self.action_seen = text.len();
         }
+        if let Some(echo) = self.echo(text) {
+            (self.norm, self.origin) = (norm, origin);
+            return Some(echo);
+        }
         if let Some(run) = self.wordless_run(text) {
             (self.norm, self.origin) = (norm, origin);
             return Some(run);
@@ -222,6 +241,25 @@ impl RepeatGuard {
             .or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
+    }
+
+    /// The strict phase (a thought, a free answer) echoing the runtime's notes: cut where the
+    /// echo's line begins.
+    fn echo(&mut self, text: &str) -> Option<Repetition> {
+        if self.strict_until.is_empty() {
+            return None;
+        }
+        let words = self.own_words.as_deref()?;
+        let from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1);
+        self.echo_seen = text.len();
+        let at = words.find(text, from)?;
+        Some(Repetition {
+            period: text.len() - at,
+            start: at,
+            cut: echo_cut(text, at),
+            repeats: 1,
+            kind: RepetitionKind::Echo,
+        })
     }
 
     /// A sentence said three times in an action's arguments that the run was not given (see

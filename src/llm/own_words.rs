@@ -1,0 +1,167 @@
+//! The runtime's own words: the notes an agent writes to its model (corrections, the loop
+//! guard's notice, the closing decision, the step count), which the model's thought or answer
+//! has no reason to say again.
+//!
+//! Small models under a grammar copy them. gemma, its third identical call refused, answered
+//! `The answer is 4.` and went on inside the answer with the loop notice it had just read, then
+//! wrote it again and again with its own count (`This is the fourth time…`, `…the fifth time…`)
+//! until the turn budget ended it at 1,024 tokens, twice in one run of 11 tasks; SmolLM2 answered
+//! with `Your turn was cut off because it kept repeating…` and `You have used all 4 steps…`
+//! (BENCHMARKS.md, issue 31 item 5). No unit of such a text repeats, so the repetition guard
+//! does not see it.
+//!
+//! [`OwnWords`] holds every window of [`WINDOW`] bytes of those notes (ASCII letters lowered);
+//! the guard (`repeat.rs`) looks for any of them in a constrained turn's thought and free-text
+//! answer and ends the turn where the echo begins. A tool's own text is not the runtime's: the
+//! agent leaves its lines out, so an answer may quote a file whatever notes surround it.
+
+use std::collections::HashSet;
+
+/// How many bytes of a note an echo must repeat: long enough that no ordinary sentence of an
+/// answer matches one by chance (a file name, a number and a few words are shorter).
+pub const WINDOW: usize = 40;
+
+/// The windows of the runtime's notes a model should not write again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnWords {
+    windows: HashSet<[u8; WINDOW]>,
+}
+
+impl OwnWords {
+    /// No notes yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add one line of a note (a line shorter than the window adds nothing).
+    pub fn add_line(&mut self, line: &str) {
+        let lowered = line.trim().to_ascii_lowercase();
+        for w in lowered.as_bytes().windows(WINDOW) {
+            let mut key = [0u8; WINDOW];
+            key.copy_from_slice(w);
+            self.windows.insert(key);
+        }
+    }
+
+    /// Whether no note was added.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+
+    /// Where the first window of a note begins in `text` at or after byte `from`, if any.
+    pub fn find(&self, text: &str, from: usize) -> Option<usize> {
+        if self.windows.is_empty() {
+            return None;
+        }
+        let bytes = text.as_bytes();
+        let mut key = [0u8; WINDOW];
+        (from..=bytes.len().checked_sub(WINDOW)?).find(|&i| {
+            for (k, b) in key.iter_mut().zip(&bytes[i..i + WINDOW]) {
+                *k = b.to_ascii_lowercase();
+            }
+            self.windows.contains(&key)
+        })
+    }
+}
+
+/// Where a turn that echoes the runtime's notes from byte `at` is cut: at the start of that
+/// line, with the blank lines and lone invented tags (`<comment>`) before it, but never before
+/// the end of the protocol's last tag (`<final_answer>`, `<thought>`, `</thought>`): what the
+/// model wrote of its own before the echo is kept.
+pub(crate) fn echo_cut(text: &str, at: usize) -> usize {
+    let at = floor_boundary(text, at);
+    let floor = ["<final_answer>", "<thought>", "</thought>"]
+        .iter()
+        .filter_map(|tag| text[..at].rfind(tag).map(|i| i + tag.len()))
+        .max()
+        .unwrap_or(0);
+    let mut cut = text[..at].rfind('\n').map_or(0, |i| i + 1).max(floor);
+    // Step back over blank lines and lone tags the model made up to open its echo.
+    while cut > floor {
+        let before = &text[floor..cut - 1];
+        let start = before.rfind('\n').map_or(floor, |i| floor + i + 1);
+        let line = text[start..cut - 1].trim();
+        if !(line.is_empty() || is_lone_tag(line)) {
+            break;
+        }
+        cut = start;
+    }
+    cut
+}
+
+/// A line that is one tag and nothing else (`<comment>`, `</observable>`).
+fn is_lone_tag(line: &str) -> bool {
+    line.strip_prefix('<')
+        .and_then(|l| l.strip_suffix('>'))
+        .map(|name| name.strip_prefix('/').unwrap_or(name))
+        .is_some_and(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+}
+
+/// The largest char boundary of `text` at or before `at`.
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOTE: &str =
+        "This is the third time in a row you make exactly this call; it was not run again.";
+
+    fn words() -> OwnWords {
+        let mut w = OwnWords::new();
+        w.add_line(NOTE);
+        w.add_line("short");
+        w
+    }
+
+    #[test]
+    fn a_note_said_again_is_found_whatever_its_case_and_start() {
+        let w = words();
+        let text = "<final_answer>The answer is 4.\n<comment>\nThis is the fourth time in a row you make exactly this call; It was not run again.";
+        let at = w.find(text, 0).expect("an echo");
+        assert!(text[at..].starts_with(" time in a row"), "{}", &text[at..]);
+        assert_eq!(
+            w.find("The answer is 4, from notes.txt and todo.txt together.", 0),
+            None
+        );
+        assert_eq!(w.find("short", 0), None);
+        assert!(OwnWords::new().is_empty() && !w.is_empty());
+    }
+
+    #[test]
+    fn the_cut_keeps_the_models_own_words_and_drops_the_tags_it_made_up() {
+        let text = "<thought>I know.</thought>\n<final_answer>The answer is 4.\n<comment>\n\nThis is the fourth time";
+        let at = text.find("fourth").expect("present");
+        assert_eq!(
+            &text[..echo_cut(text, at)],
+            "<thought>I know.</thought>\n<final_answer>The answer is 4.\n"
+        );
+        // An echo on the answer's first line keeps the opened answer, empty.
+        let text = "<thought>Hm.</thought>\n<final_answer>You used this result, try something";
+        let at = text.find("try").expect("present");
+        assert_eq!(
+            &text[..echo_cut(text, at)],
+            "<thought>Hm.</thought>\n<final_answer>"
+        );
+        // In the thought, the thought's tag stays.
+        let text = "<thought>\nThis is the third time";
+        assert_eq!(&text[..echo_cut(text, 10)], "<thought>");
+    }
+
+    #[test]
+    fn lone_tags_are_one_tag_and_nothing_else() {
+        assert!(is_lone_tag("<comment>") && is_lone_tag("</observable>"));
+        assert!(!is_lone_tag("<a b>") && !is_lone_tag("<>") && !is_lone_tag("x <y>"));
+    }
+}

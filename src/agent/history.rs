@@ -87,18 +87,6 @@ impl History {
         &self.messages
     }
 
-    /// What the run was given so far: the system prompt, the task, the observations and the
-    /// runtime's notes (every message but the model's own turns), one after another.
-    pub(crate) fn given(&self) -> String {
-        let given = self.messages.iter().filter(|m| m.role != Role::Assistant);
-        let mut text = String::new();
-        for m in given {
-            text.push_str(&m.content);
-            text.push('\n');
-        }
-        text
-    }
-
     /// The prompt for the next turn.
     pub(crate) fn prompt(&self) -> Prompt {
         match self.api {

@@ -211,6 +211,7 @@ impl<'a> Run<'a> {
                 agent.system_for(self.context.window)?,
                 &question,
             )?;
+            self.said.by_user(&self.task);
             for m in self.history.messages().to_vec() {
                 self.emit(Event::Message { message: m });
             }
@@ -219,6 +220,7 @@ impl<'a> Run<'a> {
         self.progress = r.progress;
         self.requests = r.requests;
         self.history = History::restore(agent.config.api, &agent.templates, &input, r.messages)?;
+        self.said.by_restored(self.history.messages());
         // The restored messages are already in the transcript: show them to the caller only.
         if let Some(sink) = self.recorder.sink() {
             for m in self.history.messages() {
@@ -231,6 +233,7 @@ impl<'a> Run<'a> {
             self.named = QuestionNames::of(&msg);
             let q = agent.templates.question(&msg, &[])?;
             self.history.push_user(&q);
+            self.said.by_user(&msg);
             self.emit(Event::Message {
                 message: Message::new(MsgRole::User, q),
             });

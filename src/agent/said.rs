@@ -1,29 +1,52 @@
-//! What the runtime has said to the model in its own words, for the guard that keeps a
-//! constrained thought or answer from saying it again (`llm::OwnWords`).
+//! What the run has been told, split by who said it, for the guards of a constrained turn
+//! (`llm::RepeatGuard`):
 //!
-//! Every observation the model reads mixes the runtime's notes (the call's header, the closing
-//! decision, the loop guard's and the named files' notices, the step count, corrections) with a
-//! tool's own text. Only the notes count: an answer may quote a file, whatever notes surround
-//! it. So the lines of each tool's output are remembered as they come, and the lines of each
-//! observation that are not among them are the runtime's.
+//! - what the run was *given* — the task, a follow-up question, the tools' own text — which a
+//!   call may rightly write out again and again (`TurnRequest::strict_arguments`);
+//! - the runtime's own *notes* — the call's header, the closing decision, the loop guard's and
+//!   the named files' notices, the step count, corrections — which no thought, answer or call
+//!   has reason to say again (`TurnRequest::own_words`).
+//!
+//! Every observation mixes the two, so the lines of each tool's output are remembered as they
+//! come, and the lines of each observation that are not among them are the runtime's. A run
+//! continued from a transcript takes its restored messages as given: which of their lines were
+//! notes is not known there.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::llm::OwnWords;
+use crate::llm::{Message, OwnWords, Role};
 use crate::protocol;
 
-/// The runtime's notes of one run so far, and the tools' lines that are not notes.
+/// What one run was given and the runtime's notes so far.
 #[derive(Debug, Default)]
 pub(crate) struct Said {
+    /// The task, follow-up questions and the tools' text, one after another.
+    given: String,
+    /// `given` as last handed out, until it grows.
+    shared: Option<Arc<str>>,
     tool_lines: HashSet<String>,
     notes: Arc<OwnWords>,
 }
 
 impl Said {
+    /// The user's words: the task, a follow-up question.
+    pub(crate) fn by_user(&mut self, text: &str) {
+        self.give(text);
+    }
+
+    /// The messages of a restored run (every one but the model's own turns and the system
+    /// prompt), all taken as given.
+    pub(crate) fn by_restored(&mut self, messages: &[Message]) {
+        for m in messages.iter().filter(|m| m.role == Role::User) {
+            self.give(&m.content);
+        }
+    }
+
     /// A tool's own text (its output or its error), which the next observation shows, its
     /// protocol tags neutralised as the observation writes them.
     pub(crate) fn by_tool(&mut self, output: &str) {
+        self.give(output);
         let shown = protocol::neutralise(output);
         for line in shown.lines().map(str::trim).filter(|l| !l.is_empty()) {
             self.tool_lines.insert(line.to_string());
@@ -38,6 +61,19 @@ impl Said {
                 notes.add_line(line);
             }
         }
+    }
+
+    /// What the run was given, for a turn's request.
+    pub(crate) fn given(&mut self) -> Arc<str> {
+        self.shared
+            .get_or_insert_with(|| Arc::from(self.given.as_str()))
+            .clone()
+    }
+
+    fn give(&mut self, text: &str) {
+        self.given.push_str(text);
+        self.given.push('\n');
+        self.shared = None;
     }
 
     /// The notes for a turn's request, when there are any.
@@ -69,5 +105,10 @@ mod tests {
         );
         let echo = "<final_answer>if the results so far answer the whole question";
         assert!(notes.find(echo, 0).is_some());
+        // Given: the tool's text, not the notes.
+        said.by_user("What does notes.txt say?");
+        let given = said.given();
+        assert!(given.contains(output) && given.contains("notes.txt say"));
+        assert!(!given.contains("If the results"));
     }
 }

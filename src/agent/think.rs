@@ -89,9 +89,8 @@ impl Run<'_> {
         // whatever the result (nothing else reads it meanwhile; a cancelled turn drops the
         // whole run).
         let lent = turn.partial().is_empty() && request.prompt.is_none();
-        // Read before the history is lent below.
         let grammar = turn.grammar(agent.grammars());
-        let strict_arguments = grammar.is_some().then(|| self.history.given().into());
+        let strict_arguments = grammar.as_ref().map(|_| self.said.given());
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),

@@ -11,8 +11,9 @@
 //! does not see it.
 //!
 //! [`OwnWords`] holds every window of [`WINDOW`] bytes of those notes (ASCII letters lowered);
-//! the guard (`repeat.rs`) looks for any of them in a constrained turn's thought and free-text
-//! answer and ends the turn where the echo begins. A tool's own text is not the runtime's: the
+//! the guard (`repeat.rs`) looks for any of them in a constrained turn's thought, free-text
+//! answer and action's arguments (SmolLM2 wrote the repetition correction into `write_file`'s
+//! content, 447 tokens three times) and ends the turn where the echo begins. A tool's own text is not the runtime's: the
 //! agent leaves its lines out, so an answer may quote a file whatever notes surround it.
 
 use std::collections::HashSet;
@@ -66,11 +67,12 @@ impl OwnWords {
 
 /// Where a turn that echoes the runtime's notes from byte `at` is cut: at the start of that
 /// line, with the blank lines and lone invented tags (`<comment>`) before it, but never before
-/// the end of the protocol's last tag (`<final_answer>`, `<thought>`, `</thought>`): what the
-/// model wrote of its own before the echo is kept.
+/// the end of the protocol's last tag (`<final_answer>`, `<action>`, `<thought>`,
+/// `</thought>`): what the model wrote of its own before the echo is kept, and a call stays a
+/// call (cut, so never run).
 pub(crate) fn echo_cut(text: &str, at: usize) -> usize {
     let at = floor_boundary(text, at);
-    let floor = ["<final_answer>", "<thought>", "</thought>"]
+    let floor = ["<final_answer>", "<action>", "<thought>", "</thought>"]
         .iter()
         .filter_map(|tag| text[..at].rfind(tag).map(|i| i + tag.len()))
         .max()
@@ -154,6 +156,11 @@ mod tests {
             &text[..echo_cut(text, at)],
             "<thought>Hm.</thought>\n<final_answer>"
         );
+        // In a call, the call stays.
+        let text =
+            "<thought>Ok.</thought>\n<action>write_file(path=\"a\", content=\"Your turn was cut";
+        let at = text.find("Your").expect("present");
+        assert!(text[..echo_cut(text, at)].ends_with("<action>"));
         // In the thought, the thought's tag stays.
         let text = "<thought>\nThis is the third time";
         assert_eq!(&text[..echo_cut(text, 10)], "<thought>");

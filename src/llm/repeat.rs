@@ -34,9 +34,10 @@
 //! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
 //! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
 //!
-//! In the same strict phase the guard ends a turn that *echoes the runtime's own notes*: the
-//! request's [`TurnRequest::own_words`](super::TurnRequest::own_words), any 40 bytes of which
-//! appear in the thought or the answer, cut where that line begins (see `own_words.rs`).
+//! In the same strict phase, and in an action's arguments, the guard ends a turn that *echoes
+//! the runtime's own notes*: the request's
+//! [`TurnRequest::own_words`](super::TurnRequest::own_words), any 40 bytes of which appear in the
+//! thought, the free answer or the call, cut where that line begins (see `own_words.rs`).
 //!
 //! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
 //! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
@@ -213,7 +214,8 @@ impl RepeatGuard {
             }
             self.strict_seen = text.len();
         }
-        if (self.wordless || self.given.is_some()) && !self.in_action {
+        let reads_action = self.wordless || self.given.is_some() || self.own_words.is_some();
+        if reads_action && !self.in_action {
             let from = self
                 .action_seen
                 .saturating_sub(ACTION.len())
@@ -243,10 +245,10 @@ impl RepeatGuard {
         found
     }
 
-    /// The strict phase (a thought, a free answer) echoing the runtime's notes: cut where the
-    /// echo's line begins.
+    /// The strict phase (a thought, a free answer) or an action's arguments echoing the
+    /// runtime's notes: cut where the echo's line begins.
     fn echo(&mut self, text: &str) -> Option<Repetition> {
-        if self.strict_until.is_empty() {
+        if self.strict_until.is_empty() && !self.in_action {
             return None;
         }
         let words = self.own_words.as_deref()?;

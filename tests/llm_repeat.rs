@@ -305,3 +305,51 @@ fn a_sentence_repeated_in_arguments_is_cut_unless_the_run_was_given_it() {
     );
     assert!(feed(&mut arguments_guard(Some(task), true), copy()).is_some());
 }
+
+/// The guard of a constrained turn told the runtime's notes (`TurnRequest::own_words`), strict
+/// until `until` (empty: a turn whose reasoning is free, read only after `<action>`).
+fn echo_guard(until: &[&str], note: &str) -> RepeatGuard {
+    let mut words = tagloop::llm::OwnWords::new();
+    words.add_line(note);
+    let req = tagloop::llm::TurnRequest {
+        strict_repeats_until: until.iter().map(|s| s.to_string()).collect(),
+        strict_arguments: Some("write a note into notes.txt".into()),
+        own_words: Some(std::sync::Arc::new(words)),
+        ..Default::default()
+    };
+    RepeatGuard::for_request(&req, true).expect("a guard")
+}
+
+const CORRECTION: &str = "Your turn was cut off because it kept repeating the same text over and over; nothing in it was run.";
+
+/// A call whose content echoes the runtime's correction (SmolLM2, 447 tokens three times) ends
+/// where the echo begins, the call kept open so that it never runs; reasoning in `<think>`
+/// before it is not read; a numbered list the run was never given is not a loop.
+#[test]
+fn a_call_that_echoes_the_runtimes_notes_is_cut_and_reasoning_is_not_read() {
+    let call = format!(
+        "<thought>I write it.</thought>\n<action>write_file(path=\"notes.txt\", content=\"This is a note.\\n{CORRECTION}"
+    );
+    let (text, r) = feed(&mut echo_guard(&["<action>"], CORRECTION), [call]).expect("an echo");
+    assert_eq!(r.kind, RepetitionKind::Echo);
+    // Cut back to the start of the echo's line, never before the call's tag: a cut call.
+    assert!(text[..r.cut].ends_with("<action>"), "{}", &text[..r.cut]);
+    // Free reasoning may restate the note; the call after it is read.
+    let think = format!("<think>{CORRECTION}</think>\n<action>echo(text=\"ok\")</action>");
+    assert_eq!(feed(&mut echo_guard(&[], CORRECTION), [think]), None);
+    let think = format!("<think>Hm.</think>\n<action>echo(text=\"{CORRECTION}\")");
+    assert!(feed(&mut echo_guard(&[], CORRECTION), [think]).is_some());
+    // Twelve numbered rows nobody gave: a list, not a loop, in the arguments.
+    let rows: String = (1..=12)
+        .map(|i| format!("{i}. Water the plants in the kitchen\\n"))
+        .collect();
+    let call = format!("<action>write_file(path=\"notes.txt\", content=\"{rows}\")</action>");
+    let pieces = call
+        .as_bytes()
+        .chunks(7)
+        .map(|c| String::from_utf8_lossy(c).into_owned());
+    assert_eq!(
+        feed(&mut echo_guard(&["<action>"], CORRECTION), pieces),
+        None
+    );
+}

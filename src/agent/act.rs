@@ -176,8 +176,9 @@ impl Run<'_> {
         };
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
         let text = config.secrets.redact_string(text);
-        self.said
-            .by_tool(&config.secrets.redact_string(own.clone()));
+        // As the observation shows it: the header (the call's own arguments) and an error's
+        // wording are the tool's part too, not the runtime's notes.
+        self.said.by_tool(&text);
         // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         let used = &mut self.progress.tools_used;
         if !refused && !used.iter().any(|t| t == name) {

@@ -50,7 +50,7 @@ pub(crate) struct Run<'a> {
     pub(super) stops: Vec<String>,
     /// The context window and the token estimate (see `context/`).
     pub(super) context: ContextState,
-    /// The runtime's notes so far, which a constrained thought or answer may not echo.
+    /// What the run was given and the runtime's notes so far (see `said.rs`).
     pub(super) said: Said,
     session: Option<String>,
     /// The caller's event sink and the transcript.
@@ -211,7 +211,7 @@ impl<'a> Run<'a> {
                 agent.system_for(self.context.window)?,
                 &question,
             )?;
-            self.said.by_user(&self.task);
+            self.said.by_user(&question);
             for m in self.history.messages().to_vec() {
                 self.emit(Event::Message { message: m });
             }

@@ -43,8 +43,8 @@ impl Said {
         }
     }
 
-    /// A tool's own text (its output or its error), which the next observation shows, its
-    /// protocol tags neutralised as the observation writes them.
+    /// A tool's part of the next observation (the header that names the call, then its output
+    /// or its error), its protocol tags neutralised as the observation writes them.
     pub(crate) fn by_tool(&mut self, output: &str) {
         self.give(output);
         let shown = protocol::neutralise(output);
@@ -90,25 +90,26 @@ mod tests {
     fn the_notes_are_the_lines_no_tool_wrote() {
         let mut said = Said::default();
         assert!(said.notes().is_none());
-        let output =
-            "This line of the file is long enough to be a window of forty bytes, <action>.";
-        said.by_tool(output);
+        // The tool's part as `act.rs` hands it: the header (the call's arguments) and the output.
+        let body = "read_file(path=\"docs/a_rather_long_name_of_a_file.md\") returned 1 line:\n\
+                    This line of the file is long enough to be a window of forty bytes, <action>.";
+        said.by_tool(body);
         said.by_runtime(&format!(
-            "read_file(path=\"notes.txt\") returned 1 line:\n{}\n\nIf the results so far answer the whole question, give your final answer now.",
-            protocol::neutralise(output)
+            "<observation>\n{}\n\nIf the results so far answer the whole question, give your final answer now.\n</observation>",
+            protocol::neutralise(body)
         ));
         let notes = said.notes().expect("notes");
-        let quoted = protocol::neutralise(output);
+        let quoted = protocol::neutralise(body);
         assert!(
             notes.find(&quoted, 0).is_none(),
-            "the file's line is the tool's"
+            "the call and the file are the tool's"
         );
-        let echo = "<final_answer>if the results so far answer the whole question";
+        let echo = "<final_answer>if the results so far answer the whole question, give";
         assert!(notes.find(echo, 0).is_some());
-        // Given: the tool's text, not the notes.
-        said.by_user("What does notes.txt say?");
+        // Given: the tool's part and the user's words, not the notes.
+        said.by_user("What does the file say?");
         let given = said.given();
-        assert!(given.contains(output) && given.contains("notes.txt say"));
+        assert!(given.contains("forty bytes, <action>.") && given.contains("the file say"));
         assert!(!given.contains("If the results"));
     }
 }

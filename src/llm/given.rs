@@ -6,7 +6,8 @@
 //! `This is a test, I'm testing it, I'm testing it, …` until the ordinary guard cut it after
 //! 150–210 tokens (BENCHMARKS.md, issue 31 item 5). So in an action's arguments the strict guard
 //! (a sentence said three times) cuts only a unit that [`unit_is_given`] says is not in what the
-//! run was given; a given one is left to the ordinary thresholds.
+//! run was given (the task, a follow-up question, the tools' text; not the runtime's notes); a
+//! given one is left to the ordinary thresholds.
 //!
 //! The repeating unit is found where its periodicity begins, which need not be where its
 //! sentence begins (`" testing it, I'm"`), and it is written as the argument's string spells
@@ -19,10 +20,11 @@
 const SHORTEST: usize = 4;
 
 /// Whether `unit` (one copy of a repetition, as the model wrote it in a call's arguments) is in
-/// `given` (what the run read: its prompt, its task, the observations), from any word start
-/// around.
-pub(crate) fn unit_is_given(unit: &str, given: &str) -> bool {
-    let unit = unescaped(unit);
+/// `given_lower` (what the run was given — the task, a follow-up question, the tools' text —
+/// lowered), from any word start around, whatever its case.
+pub(crate) fn unit_is_given(unit: &str, given_lower: &str) -> bool {
+    let unit = unescaped(unit).to_lowercase();
+    let given = given_lower;
     let starts = word_starts(&unit);
     if starts.is_empty() {
         // No word in it: nothing to ground; the strict guard counts only units with words.
@@ -83,7 +85,7 @@ mod tests {
 
     #[test]
     fn a_sentence_the_task_asked_for_is_given_from_any_word() {
-        let task = "Write 'I will not talk in class.' ten times into lines.txt";
+        let task = "write 'i will not talk in class.' ten times into lines.txt";
         assert!(unit_is_given("I will not talk in class.\\n", task));
         // Found where the periodicity began, mid-sentence.
         assert!(unit_is_given(" talk in class.\nI will not", task));
@@ -91,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_sentence_nobody_gave_is_not() {
-        let given = "What is the project codename? Observation: intro.md says HERON.";
+        let given = "what is the project codename? observation: intro.md says heron.";
         assert!(!unit_is_given("This is a test, I'm testing it, ", given));
         assert!(!unit_is_given(" I'm testing it again,", given));
     }

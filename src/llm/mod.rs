@@ -122,9 +122,11 @@ pub struct TurnRequest {
     /// its own turns; `tagloop serve` sets it unless the client's messages hold such a line
     /// themselves, since a call may rightly copy a long list of numbers from them.
     pub cut_counting: bool,
-    /// What the run was given (its prompt, its task, the observations). Set, a constrained
+    /// What the run was given: the question, a follow-up question, the tools' part of each
+    /// observation (the call's header, the output or the error), not the runtime's notes;
+    /// compared without case. Set, a constrained
     /// turn's action arguments are held to the strict guard too (a unit holding words said three
-    /// times ends the turn), unless the repeated unit is in this text: a call may rightly write
+    /// times, exact copies, ends the turn), unless the repeated unit is in this text: a call may rightly write
     /// out a sentence the task asked for again and again, or copy a file's repeated lines, but a
     /// sentence the model repeats that it never read is a loop (see [`RepeatGuard`]). `None`:
     /// the ordinary guard in the arguments. The agent sets it for its own turns; `tagloop serve`

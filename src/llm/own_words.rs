@@ -19,8 +19,10 @@
 use std::collections::HashSet;
 
 /// How many bytes of a note an echo must repeat: long enough that no ordinary sentence of an
-/// answer matches one by chance (a file name, a number and a few words are shorter).
-pub const WINDOW: usize = 40;
+/// answer matches one by chance (a file name, a number and a few words are shorter), and that
+/// restating a note's point ("the results so far answer the whole question", 40 bytes) is not
+/// an echo.
+pub const WINDOW: usize = 48;
 
 /// The windows of the runtime's notes a model should not write again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,7 +68,8 @@ impl OwnWords {
 }
 
 /// Where a turn that echoes the runtime's notes from byte `at` is cut: at the start of that
-/// line, with the blank lines and lone invented tags (`<comment>`) before it, but never before
+/// line's sentence (after the model's own `The answer is 4.` on the same line), else of the
+/// line with the blank lines and lone invented tags (`<comment>`) before it, but never before
 /// the end of the protocol's last tag (`<final_answer>`, `<action>`, `<thought>`,
 /// `</thought>`): what the model wrote of its own before the echo is kept, and a call stays a
 /// call (cut, so never run).
@@ -77,7 +80,11 @@ pub(crate) fn echo_cut(text: &str, at: usize) -> usize {
         .filter_map(|tag| text[..at].rfind(tag).map(|i| i + tag.len()))
         .max()
         .unwrap_or(0);
-    let mut cut = text[..at].rfind('\n').map_or(0, |i| i + 1).max(floor);
+    let line = text[..at].rfind('\n').map_or(0, |i| i + 1).max(floor);
+    if let Some(end) = sentence_end(&text[line..at]) {
+        return line + end;
+    }
+    let mut cut = line;
     // Step back over blank lines and lone tags the model made up to open its echo.
     while cut > floor {
         let before = &text[floor..cut - 1];
@@ -89,6 +96,15 @@ pub(crate) fn echo_cut(text: &str, at: usize) -> usize {
         cut = start;
     }
     cut
+}
+
+/// Where the last sentence of `s` that ends before its end finishes (after its `.`, `!` or `?`
+/// followed by a space), if any.
+fn sentence_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    (1..b.len())
+        .rev()
+        .find(|&i| b[i] == b' ' && matches!(b[i - 1], b'.' | b'!' | b'?'))
 }
 
 /// A line that is one tag and nothing else (`<comment>`, `</observable>`).
@@ -155,6 +171,13 @@ mod tests {
         assert_eq!(
             &text[..echo_cut(text, at)],
             "<thought>Hm.</thought>\n<final_answer>"
+        );
+        // After the model's own sentence on the same line, that sentence stays.
+        let text = "<final_answer>The answer is 4. This is the fourth time in a row";
+        let at = text.find("fourth").expect("present");
+        assert_eq!(
+            &text[..echo_cut(text, at)],
+            "<final_answer>The answer is 4."
         );
         // In a call, the call stays.
         let text =

@@ -83,6 +83,16 @@ pub struct RepeatGuard {
     /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound,
     /// and the arguments are read against `given`.
     in_action: bool,
+    /// Where the arguments begin (after `<action>`), once it has appeared.
+    action_at: usize,
+    /// `given` lowered, made the first time a repetition in the arguments is judged.
+    given_lower: Option<String>,
+    /// The last repetition judged against `given` (its start and period) and the verdict, so
+    /// that a given one streaming on is not searched for again at every check.
+    judged: Option<(usize, usize, bool)>,
+    /// Read a unit with its numbers as one `#` too (the strict guard in arguments does not: a
+    /// numbered list being written is not a loop).
+    numbers_as_one: bool,
     /// Bytes of the text already searched for `<action>`.
     action_seen: usize,
 }
@@ -96,8 +106,8 @@ pub enum RepetitionKind {
     /// A counting runaway in a constrained turn: a long run of text without a word (digits,
     /// dates, punctuation); `period` is then the length of its kept start and `repeats` 1.
     Wordless,
-    /// A constrained turn's thought or answer that echoes the runtime's own notes; `start` is
-    /// where the echo was found, `period` its length so far and `repeats` 1.
+    /// A constrained turn's thought, answer or call that echoes the runtime's own notes; `start`
+    /// is where the echo was found, `period` its length so far and `repeats` 1.
     Echo,
 }
 
@@ -154,6 +164,10 @@ impl RepeatGuard {
             own_words: None,
             echo_seen: 0,
             in_action: false,
+            action_at: 0,
+            given_lower: None,
+            judged: None,
+            numbers_as_one: true,
             action_seen: 0,
         }
     }
@@ -191,16 +205,8 @@ impl RepeatGuard {
     /// Look at `text` (the whole turn so far, grown since the last call) and report a
     /// repetition at its end, if there is one. Cheap to call on every chunk.
     pub fn check(&mut self, text: &str) -> Option<Repetition> {
-        if text.len() < self.checked_at + CHECK_EVERY {
-            return None;
-        }
-        self.checked_at = text.len();
-        let (mut norm, mut origin) = (
-            std::mem::take(&mut self.norm),
-            std::mem::take(&mut self.origin),
-        );
         // The strict phase ends for good at the first of its strings (looked for in what arrived
-        // since the last check, and the few bytes before it a string may straddle).
+        // since the last piece, and the few bytes before it a string may straddle).
         if !self.strict_until.is_empty() {
             let back = self.strict_until.iter().map(String::len).max().unwrap_or(0);
             let from = self.strict_seen.saturating_sub(back).min(text.len());
@@ -220,14 +226,24 @@ impl RepeatGuard {
                 .action_seen
                 .saturating_sub(ACTION.len())
                 .min(text.len());
-            self.in_action =
-                memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
+            if let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()) {
+                self.in_action = true;
+                self.action_at = from + i + ACTION.len();
+            }
             self.action_seen = text.len();
         }
+        // An echo is looked for in every new piece, so that the end of a turn is read too.
         if let Some(echo) = self.echo(text) {
-            (self.norm, self.origin) = (norm, origin);
             return Some(echo);
         }
+        if text.len() < self.checked_at + CHECK_EVERY {
+            return None;
+        }
+        self.checked_at = text.len();
+        let (mut norm, mut origin) = (
+            std::mem::take(&mut self.norm),
+            std::mem::take(&mut self.origin),
+        );
         if let Some(run) = self.wordless_run(text) {
             (self.norm, self.origin) = (norm, origin);
             return Some(run);
@@ -237,10 +253,11 @@ impl RepeatGuard {
             ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
         });
         // What the strict thresholds let pass (a ruler of dashes) the ordinary ones still see.
-        let found = strict
-            .and_then(|s| s.find_with(text, &mut norm, &mut origin))
-            .or_else(|| self.strict_in_arguments(text, &mut norm, &mut origin))
-            .or_else(|| self.find_with(text, &mut norm, &mut origin));
+        let mut found = strict.and_then(|s| s.find_with(text, &mut norm, &mut origin));
+        if found.is_none() {
+            found = self.strict_in_arguments(text, &mut norm, &mut origin);
+        }
+        let found = found.or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
     }
@@ -252,7 +269,11 @@ impl RepeatGuard {
             return None;
         }
         let words = self.own_words.as_deref()?;
-        let from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1);
+        let mut from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1);
+        if self.strict_until.is_empty() {
+            // Only the arguments: free reasoning before them is not read.
+            from = from.max(self.action_at);
+        }
         self.echo_seen = text.len();
         let at = words.find(text, from)?;
         Some(Repetition {
@@ -265,28 +286,36 @@ impl RepeatGuard {
     }
 
     /// A sentence said three times in an action's arguments that the run was not given (see
-    /// `given.rs`); a given one is left to the ordinary thresholds.
+    /// `given.rs`); a given one is left to the ordinary thresholds. Exact copies only: rows that
+    /// differ in their numbers are a numbered list as often as a loop.
     fn strict_in_arguments(
-        &self,
+        &mut self,
         text: &str,
         norm: &mut Vec<u8>,
         origin: &mut Vec<usize>,
     ) -> Option<Repetition> {
-        let given = self.given.as_deref()?;
         if !self.in_action || !self.strict_until.is_empty() {
             return None;
         }
+        let given = self.given.as_deref()?;
         let strict = RepeatGuard {
             words_only: true,
+            numbers_as_one: false,
             ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
         };
-        strict
-            .find_with(text, norm, origin)
-            // The unit may begin inside a character (the period is found on bytes).
-            .filter(|r| {
+        let r = strict.find_with(text, norm, origin)?;
+        let verdict = match self.judged {
+            Some((start, period, given)) if (start, period) == (r.start, r.period) => given,
+            _ => {
+                // The unit may begin inside a character (the period is found on bytes).
                 let unit = text.as_bytes().get(r.start..r.cut).unwrap_or_default();
-                !unit_is_given(&String::from_utf8_lossy(unit), given)
-            })
+                let lower = self.given_lower.get_or_insert_with(|| given.to_lowercase());
+                let given = unit_is_given(&String::from_utf8_lossy(unit), lower);
+                self.judged = Some((r.start, r.period, given));
+                given
+            }
+        };
+        (!verdict).then_some(r)
     }
 
     /// A counting runaway on the last line of a constrained turn: in the strict phase (a
@@ -336,7 +365,7 @@ impl RepeatGuard {
         // The same line with a counter in it ("31: thirty-th line", "32: thirty-th line", …):
         // every run of digits reads as one `#`, and the unit must hold words, so that a table
         // of numbers being written is not mistaken for a loop.
-        if !window.iter().any(u8::is_ascii_digit) {
+        if !self.numbers_as_one || !window.iter().any(u8::is_ascii_digit) {
             return None;
         }
         numbers_as_one(window, norm, origin);

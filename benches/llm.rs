@@ -239,6 +239,41 @@ fn bench_guard(c: &mut Criterion) {
     };
     assert_eq!(run(), 0, "the sample text must not look like a loop");
     g.bench_function("chunk_16B", |b| b.iter(|| black_box(run())));
+    // An agent's constrained turn with every guard on: strict until `<action>`, counts cut,
+    // 2 KiB of the runtime's notes not to echo and 8 KiB given to the arguments; the same text
+    // as a call's arguments (after `<action>`), where all of them are read.
+    let mut notes = tagloop::llm::OwnWords::new();
+    for i in 0..40 {
+        notes.add_line(&format!(
+            "Note {i}: the runtime says this call was made before; use its result or answer now."
+        ));
+    }
+    let req = TurnRequest {
+        strict_repeats_until: vec!["<action>".into()],
+        cut_counting: true,
+        strict_arguments: Some(varied_text(8 << 10).into()),
+        own_words: Some(Arc::new(notes)),
+        ..Default::default()
+    };
+    let call = format!("<action>write_file(path=\"a.txt\", content=\"\"\"{text}");
+    let constrained = || {
+        let mut guard = RepeatGuard::for_request(&req, true).unwrap_or_default();
+        let mut grown = String::with_capacity(call.len());
+        let mut found = 0usize;
+        for piece in call.as_bytes().chunks(16) {
+            grown.push_str(std::str::from_utf8(piece).unwrap_or_default());
+            found += usize::from(guard.check(&grown).is_some());
+        }
+        found
+    };
+    assert_eq!(
+        constrained(),
+        0,
+        "the sample call must not look like a loop or an echo"
+    );
+    g.bench_function("chunk_16B_agent_call", |b| {
+        b.iter(|| black_box(constrained()))
+    });
     g.finish();
 }
 

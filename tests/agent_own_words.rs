@@ -81,3 +81,18 @@ async fn an_answer_that_quotes_a_tools_long_line_is_whole() {
     );
     assert!(!cut);
 }
+
+/// A thought may restate a note: that is how a model takes it up (the 0.5B Qwen's `The question
+/// names summary.txt, which no call has used yet: call a tool on it…`, then the call).
+#[tokio::test]
+async fn a_thought_that_restates_a_note_is_whole() {
+    let restated = format!(
+        "<thought>{DECIDE} So I answer.</thought>\n<final_answer>The tool says hi.</final_answer>"
+    );
+    let (outcome, requests, cut) =
+        run(vec!["<action>echo(text=\"hi\")</action>".into(), restated]).await;
+    assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
+    assert_eq!(answer(&outcome), Some("The tool says hi."));
+    assert_eq!(requests, 2);
+    assert!(!cut);
+}

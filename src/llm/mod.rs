@@ -133,8 +133,8 @@ pub struct TurnRequest {
     /// does not.
     pub strict_arguments: Option<Arc<str>>,
     /// The runtime's own notes (corrections, the loop guard's notice, the closing decision, the
-    /// step count; not the tools' text). Set, a constrained turn's thought, free-text answer
-    /// and action's arguments may not say any 40 bytes of them again: the turn ends there as [`Finish::Repeated`], what
+    /// step count; not the tools' part). Set, a constrained turn's free-text answer and action's
+    /// arguments may not say any 48 bytes of them again (a thought may restate them): the turn ends there as [`Finish::Repeated`], what
     /// the model wrote before the echo kept (see [`OwnWords`]). The agent sets it for its own
     /// turns; `tagloop serve` writes no notes.
     pub own_words: Option<Arc<OwnWords>>,

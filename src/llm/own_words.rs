@@ -1,20 +1,21 @@
 //! The runtime's own words: the notes an agent writes to its model (corrections, the loop
-//! guard's notice, the closing decision, the step count), which the model's thought or answer
-//! has no reason to say again.
+//! guard's notice, the closing decision, the step count), which the model's answer or call has
+//! no reason to say again.
 //!
 //! Small models under a grammar copy them. gemma, its third identical call refused, answered
 //! `The answer is 4.` and went on inside the answer with the loop notice it had just read, then
 //! wrote it again and again with its own count (`This is the fourth time…`, `…the fifth time…`)
 //! until the turn budget ended it at 1,024 tokens, twice in one run of 11 tasks; SmolLM2 answered
-//! with `Your turn was cut off because it kept repeating…` and `You have used all 4 steps…`
-//! (BENCHMARKS.md, issue 31 item 5). No unit of such a text repeats, so the repetition guard
-//! does not see it.
+//! with `Your turn was cut off because it kept repeating…` and `You have used all 4 steps…`, and
+//! wrote the same correction into `write_file`'s content, 447 tokens three times (BENCHMARKS.md,
+//! issue 31 item 5). No unit of such a text repeats, so the repetition guard does not see it.
 //!
 //! [`OwnWords`] holds every window of [`WINDOW`] bytes of those notes (ASCII letters lowered);
-//! the guard (`repeat.rs`) looks for any of them in a constrained turn's thought, free-text
-//! answer and action's arguments (SmolLM2 wrote the repetition correction into `write_file`'s
-//! content, 447 tokens three times) and ends the turn where the echo begins. A tool's own text is not the runtime's: the
-//! agent leaves its lines out, so an answer may quote a file whatever notes surround it.
+//! the guard (`repeat.rs`) looks for any of them in a constrained turn's free-text answer and
+//! action's arguments and ends the turn where the echo begins. A thought is not read: restating
+//! a note there is how a model takes it up. A tool's part of an observation is not the
+//! runtime's: the agent leaves its lines out, so an answer may quote a file whatever notes
+//! surround it.
 
 use std::collections::HashSet;
 

@@ -34,10 +34,11 @@
 //! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
 //! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
 //!
-//! In the same strict phase, and in an action's arguments, the guard ends a turn that *echoes
-//! the runtime's own notes*: the request's
-//! [`TurnRequest::own_words`](super::TurnRequest::own_words), any 40 bytes of which appear in the
-//! thought, the free answer or the call, cut where that line begins (see `own_words.rs`).
+//! In a free-text answer (the strict phase after `<final_answer>`) and in an action's arguments
+//! the guard ends a turn that *echoes the runtime's own notes*: the request's
+//! [`TurnRequest::own_words`](super::TurnRequest::own_words), any 48 bytes of which appear in the
+//! answer or the call, cut where that sentence or line begins (see `own_words.rs`). A thought
+//! may restate a note: that is how a model takes it up.
 //!
 //! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
 //! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
@@ -85,6 +86,11 @@ pub struct RepeatGuard {
     in_action: bool,
     /// Where the arguments begin (after `<action>`), once it has appeared.
     action_at: usize,
+    /// Where a free-text answer begins (after `<final_answer>` in the strict phase), once it
+    /// has appeared: from there on the answer is read for echoes.
+    answer_at: Option<usize>,
+    /// Bytes of the text already searched for `<final_answer>`.
+    answer_seen: usize,
     /// `given` lowered, made the first time a repetition in the arguments is judged.
     given_lower: Option<String>,
     /// The last repetition judged against `given` (its start and period) and the verdict, so
@@ -106,7 +112,7 @@ pub enum RepetitionKind {
     /// A counting runaway in a constrained turn: a long run of text without a word (digits,
     /// dates, punctuation); `period` is then the length of its kept start and `repeats` 1.
     Wordless,
-    /// A constrained turn's thought, answer or call that echoes the runtime's own notes; `start`
+    /// A constrained turn's free-text answer or call that echoes the runtime's own notes; `start`
     /// is where the echo was found, `period` its length so far and `repeats` 1.
     Echo,
 }
@@ -133,6 +139,8 @@ pub struct Repetition {
 
 /// The tag after which a wordless run is counted on its line (an action's arguments).
 const ACTION: &str = "<action>";
+/// The tag after which a free-text answer is read for echoes of the runtime's notes.
+const ANSWER: &str = "<final_answer>";
 
 /// How much new text arrives between two checks.
 const CHECK_EVERY: usize = 64;
@@ -165,6 +173,8 @@ impl RepeatGuard {
             echo_seen: 0,
             in_action: false,
             action_at: 0,
+            answer_at: None,
+            answer_seen: 0,
             given_lower: None,
             judged: None,
             numbers_as_one: true,
@@ -232,6 +242,16 @@ impl RepeatGuard {
             }
             self.action_seen = text.len();
         }
+        if self.own_words.is_some() && self.answer_at.is_none() && !self.strict_until.is_empty() {
+            let from = self
+                .answer_seen
+                .saturating_sub(ANSWER.len())
+                .min(text.len());
+            if let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], ANSWER.as_bytes()) {
+                self.answer_at = Some(from + i + ANSWER.len());
+            }
+            self.answer_seen = text.len();
+        }
         // An echo is looked for in every new piece, so that the end of a turn is read too.
         if let Some(echo) = self.echo(text) {
             return Some(echo);
@@ -262,18 +282,18 @@ impl RepeatGuard {
         found
     }
 
-    /// The strict phase (a thought, a free answer) or an action's arguments echoing the
-    /// runtime's notes: cut where the echo's line begins.
+    /// A free-text answer or an action's arguments echoing the runtime's notes: cut where the
+    /// echo's sentence or line begins. A thought is not read: restating a note there is how a
+    /// model takes it up (the 0.5B Qwen's `The question names summary.txt, which no call has
+    /// used yet: call a tool on it…`, then the call), and free reasoning is free.
     fn echo(&mut self, text: &str) -> Option<Repetition> {
-        if self.strict_until.is_empty() && !self.in_action {
-            return None;
-        }
         let words = self.own_words.as_deref()?;
-        let mut from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1);
-        if self.strict_until.is_empty() {
-            // Only the arguments: free reasoning before them is not read.
-            from = from.max(self.action_at);
-        }
+        let start = match self.answer_at {
+            _ if self.in_action => self.action_at,
+            Some(answer) if !self.strict_until.is_empty() => answer,
+            _ => return None,
+        };
+        let from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1).max(start);
         self.echo_seen = text.len();
         let at = words.find(text, from)?;
         Some(Repetition {

@@ -7,15 +7,11 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::agent::{agent, collect_events, with_events};
-use common::fake_server::{FakeConfig, FakeServer};
+use common::constrained::run;
 use pretty_assertions::assert_eq;
 
-use tagloop::agent::{Event, Outcome, Status};
-use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::{Api, NoticeKind};
+use tagloop::agent::Status;
+use tagloop::llm::NoticeKind;
 
 const SENTENCE: &str = "This is a note from the user. ";
 const ANSWER: &str = "<thought>Done.</thought>\n<final_answer>done</final_answer>";
@@ -28,62 +24,13 @@ fn call() -> String {
     )
 }
 
-/// A run of `task` against the fake llama.cpp (its `/props` makes every turn constrained), the
-/// fake replying `turns`; the outcome, the server and the notices' kinds.
-async fn run(task: &str, turns: Vec<String>) -> (Outcome, FakeServer, Vec<String>) {
-    let mut cfg = FakeConfig::turns(turns);
-    cfg.props = true;
-    let fake = FakeServer::start(cfg).await;
-    let mut mc = OpenAiConfig::new(fake.base_url.clone(), "fake-model");
-    mc.api = Api::Chat;
-    let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
-    let agent = agent(model, |c| {
-        c.api = Api::Chat;
-        c.max_steps = 3;
-    });
-    let (sink, events) = collect_events();
-    let outcome = agent.run_with(task, with_events(sink)).await;
-    assert!(
-        fake.requests()
-            .iter()
-            .all(|r| r.body.get("grammar").is_some()),
-        "every turn is constrained"
-    );
-    let notices = events
-        .lock()
-        .expect("lock")
-        .iter()
-        .filter_map(|e| match e {
-            Event::Notice { kind, .. } => Some(kind.clone()),
-            _ => None,
-        })
-        .collect();
-    (outcome, fake, notices)
-}
-
-/// The messages of request `i` as one text.
-fn sent(server: &FakeServer, i: usize) -> String {
-    let reqs = server.requests();
-    let messages = reqs[i].body["messages"].as_array().expect("messages");
-    messages
-        .iter()
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn a_sentence_nobody_gave_said_again_in_a_call_is_cut_and_not_run() {
-    let (outcome, server, notices) = run("Echo a short note.", vec![call(), ANSWER.into()]).await;
-    assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
-    assert!(outcome.progress.tools_used.is_empty());
-    assert!(
-        notices
-            .iter()
-            .any(|k| k == NoticeKind::RepetitionCut.as_str()),
-        "{notices:?}"
-    );
-    let second = sent(&server, 1);
+    let ran = run("Echo a short note.", vec![call(), ANSWER.into()]).await;
+    assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
+    assert!(ran.outcome.progress.tools_used.is_empty());
+    assert!(ran.told(NoticeKind::RepetitionCut), "{:?}", ran.notices);
+    let (_, second) = ran.sent(1);
     assert!(second.contains("Your turn was cut off"), "{second}");
     // The history keeps the call up to its first copy.
     assert_eq!(second.matches("from the user").count(), 1, "{second}");
@@ -92,18 +39,11 @@ async fn a_sentence_nobody_gave_said_again_in_a_call_is_cut_and_not_run() {
 #[tokio::test]
 async fn a_sentence_the_task_asked_for_again_and_again_runs() {
     let task = "Echo 'This is a note from the user.' six times.";
-    let (outcome, server, notices) = run(task, vec![call(), ANSWER.into()]).await;
-    assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
-    assert_eq!(outcome.progress.tools_used, ["echo"]);
-    assert!(
-        !notices
-            .iter()
-            .any(|k| k == NoticeKind::RepetitionCut.as_str()),
-        "{notices:?}"
-    );
+    let ran = run(task, vec![call(), ANSWER.into()]).await;
+    assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
+    assert_eq!(ran.outcome.progress.tools_used, ["echo"]);
+    assert!(!ran.told(NoticeKind::RepetitionCut), "{:?}", ran.notices);
     let echoed = format!("echo: {}", SENTENCE.repeat(6));
-    assert!(
-        sent(&server, 1).contains(echoed.trim_end()),
-        "every copy was echoed"
-    );
+    let (_, all) = ran.sent(1);
+    assert!(all.contains(echoed.trim_end()), "every copy was echoed");
 }

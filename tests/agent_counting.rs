@@ -7,71 +7,15 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::agent::{agent, collect_events, with_events};
-use common::fake_server::{FakeConfig, FakeServer};
+use common::constrained::{Ran, run as run_task};
 use pretty_assertions::assert_eq;
 
-use tagloop::agent::{Event, Outcome, Status};
-use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::{Api, NoticeKind};
+use tagloop::agent::Status;
+use tagloop::llm::NoticeKind;
 
-struct Ran {
-    outcome: Outcome,
-    server: FakeServer,
-    notices: Vec<String>,
-}
-
-/// A run against the fake llama.cpp (detected by its `/props`: every turn is constrained) over
-/// chat, the fake replying `turns` in order.
+/// A constrained run of the lamps question, the fake replying `turns` in order.
 async fn run(turns: Vec<String>) -> Ran {
-    let mut cfg = FakeConfig::turns(turns);
-    cfg.props = true;
-    let fake = FakeServer::start(cfg).await;
-    let mut mc = OpenAiConfig::new(fake.base_url.clone(), "fake-model");
-    mc.api = Api::Chat;
-    let model = Arc::new(OpenAiModel::new(mc).expect("client builds"));
-    let agent = agent(model, |c| {
-        c.api = Api::Chat;
-        c.max_steps = 3;
-    });
-    let (sink, events) = collect_events();
-    let outcome = agent
-        .run_with("How many lamps were sold?", with_events(sink))
-        .await;
-    assert!(
-        fake.requests()
-            .iter()
-            .all(|r| r.body.get("grammar").is_some()),
-        "every turn is constrained"
-    );
-    let notices = events
-        .lock()
-        .expect("lock")
-        .iter()
-        .filter_map(|e| match e {
-            Event::Notice { kind, .. } => Some(kind.clone()),
-            _ => None,
-        })
-        .collect();
-    Ran {
-        outcome,
-        server: fake,
-        notices,
-    }
-}
-
-/// The last message of request `i`, and all its messages as one text.
-fn sent(server: &FakeServer, i: usize) -> (String, String) {
-    let reqs = server.requests();
-    let messages = reqs[i].body["messages"].as_array().expect("messages");
-    let text = |m: &serde_json::Value| m["content"].as_str().unwrap_or("").to_string();
-    let last = messages.last().map(text).unwrap_or_default();
-    (
-        last,
-        messages.iter().map(text).collect::<Vec<_>>().join("\n"),
-    )
+    run_task("How many lamps were sold?", turns).await
 }
 
 const ANSWER: &str = "<thought>I know it.</thought>\n<final_answer>31</final_answer>";
@@ -103,7 +47,7 @@ async fn a_thought_that_counts_is_closed_after_its_first_items_and_decides() {
         );
     }
     // The continuation holds the thought's first dates, closed, and nothing of the rest.
-    let (last, _) = sent(&ran.server, 1);
+    let (last, _) = ran.sent(1);
     assert!(
         last.ends_with("The answer is: 2022-01-01 2022-01-02\n</thought>\n"),
         "{last:?}"
@@ -122,7 +66,7 @@ async fn an_action_that_counts_is_not_run_and_the_model_is_told() {
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
     assert!(ran.outcome.progress.tools_used.is_empty());
     assert_eq!(ran.server.requests().len(), 2);
-    let (last, all) = sent(&ran.server, 1);
+    let (last, all) = ran.sent(1);
     assert!(last.contains("Your turn was cut off"), "{last:?}");
     // The history keeps the call's first items only.
     assert!(
@@ -150,7 +94,7 @@ async fn a_table_of_numbers_in_an_argument_runs() {
         "{:?}",
         ran.notices
     );
-    let (last, _) = sent(&ran.server, 1);
+    let (last, _) = ran.sent(1);
     assert!(
         last.contains("199,39601,3"),
         "the whole table was echoed: {last:?}"

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod constrained;
 pub mod fake_server;
 pub mod lab;
 pub mod openai;

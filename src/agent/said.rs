@@ -3,12 +3,12 @@
 //!
 //! - what the run was *given* — the task, a follow-up question, the tools' own text — which a
 //!   call may rightly write out again and again (`TurnRequest::strict_arguments`);
-//! - the runtime's own *notes* — the call's header, the closing decision, the loop guard's and
-//!   the named files' notices, the step count, corrections — which no answer or call has
-//!   reason to say again (`TurnRequest::own_words`).
+//! - the runtime's own *notes* — the closing decision, the loop guard's and the named files'
+//!   notices, the step count, corrections — which no answer or call has reason to say again
+//!   (`TurnRequest::own_words`).
 //!
-//! Every observation mixes the two, so the lines of each tool's output are remembered as they
-//! come, and the lines of each observation that are not among them are the runtime's. A run
+//! Every observation mixes the two, so the lines of each tool's part (the header that names the
+//! call, then its output or error) are remembered as they come, and the lines of each observation that are not among them are the runtime's. A run
 //! continued from a transcript takes its restored messages as given: which of their lines were
 //! notes is not known there.
 

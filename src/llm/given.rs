@@ -20,11 +20,10 @@
 const SHORTEST: usize = 4;
 
 /// Whether `unit` (one copy of a repetition, as the model wrote it in a call's arguments) is in
-/// `given_lower` (what the run was given — the task, a follow-up question, the tools' text —
-/// lowered), from any word start around, whatever its case.
-pub(crate) fn unit_is_given(unit: &str, given_lower: &str) -> bool {
+/// `given` (what the run was given — the task, a follow-up question, the tools' text — already
+/// lowered by the caller, once per turn), from any word start around, whatever its case.
+pub(crate) fn unit_is_given(unit: &str, given: &str) -> bool {
     let unit = unescaped(unit).to_lowercase();
-    let given = given_lower;
     let starts = word_starts(&unit);
     if starts.is_empty() {
         // No word in it: nothing to ground; the strict guard counts only units with words.

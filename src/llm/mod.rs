@@ -124,19 +124,18 @@ pub struct TurnRequest {
     pub cut_counting: bool,
     /// What the run was given: the question, a follow-up question, the tools' part of each
     /// observation (the call's header, the output or the error), not the runtime's notes;
-    /// compared without case. Set, a constrained
-    /// turn's action arguments are held to the strict guard too (a unit holding words said three
-    /// times, exact copies, ends the turn), unless the repeated unit is in this text: a call may rightly write
-    /// out a sentence the task asked for again and again, or copy a file's repeated lines, but a
-    /// sentence the model repeats that it never read is a loop (see [`RepeatGuard`]). `None`:
-    /// the ordinary guard in the arguments. The agent sets it for its own turns; `tagloop serve`
-    /// does not.
+    /// compared without case. Set, a constrained turn's action arguments are held to the strict
+    /// guard too (a unit holding words said three times, exact copies, ends the turn), unless
+    /// the repeated unit is in this text: a call may rightly write out a sentence the task asked
+    /// for again and again, or copy a file's repeated lines, but a sentence the model repeats
+    /// that it never read is a loop (see [`RepeatGuard`]). `None`: the ordinary guard in the
+    /// arguments. The agent sets it for its own turns; `tagloop serve` does not.
     pub strict_arguments: Option<Arc<str>>,
     /// The runtime's own notes (corrections, the loop guard's notice, the closing decision, the
     /// step count; not the tools' part). Set, a constrained turn's free-text answer and action's
-    /// arguments may not say any 48 bytes of them again (a thought may restate them): the turn ends there as [`Finish::Repeated`], what
-    /// the model wrote before the echo kept (see [`OwnWords`]). The agent sets it for its own
-    /// turns; `tagloop serve` writes no notes.
+    /// arguments may not say any 48 bytes of them again (a thought may restate them): the turn
+    /// ends there as [`Finish::Repeated`], what the model wrote before the echo kept (see
+    /// [`OwnWords`]). The agent sets it for its own turns; `tagloop serve` writes no notes.
     pub own_words: Option<Arc<OwnWords>>,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its

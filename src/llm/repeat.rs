@@ -77,7 +77,8 @@ pub struct RepeatGuard {
     /// The turn is constrained and the request said what the run was given: after `<action>`
     /// the strict thresholds apply to units not in this text (see `given.rs`).
     given: Option<Arc<str>>,
-    /// The runtime's notes, which the strict phase may not echo (see `own_words.rs`).
+    /// The runtime's notes, which a free-text answer or a call may not echo (see
+    /// `own_words.rs`).
     own_words: Option<Arc<OwnWords>>,
     /// Bytes of the text already searched for an echo.
     echo_seen: usize,
@@ -288,10 +289,12 @@ impl RepeatGuard {
     /// used yet: call a tool on it…`, then the call), and free reasoning is free.
     fn echo(&mut self, text: &str) -> Option<Repetition> {
         let words = self.own_words.as_deref()?;
-        let start = match self.answer_at {
-            _ if self.in_action => self.action_at,
-            Some(answer) if !self.strict_until.is_empty() => answer,
-            _ => return None,
+        let start = if self.in_action {
+            self.action_at
+        } else if self.strict_until.is_empty() {
+            return None;
+        } else {
+            self.answer_at?
         };
         let from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1).max(start);
         self.echo_seen = text.len();
@@ -324,7 +327,7 @@ impl RepeatGuard {
             ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
         };
         let r = strict.find_with(text, norm, origin)?;
-        let verdict = match self.judged {
+        let is_given = match self.judged {
             Some((start, period, given)) if (start, period) == (r.start, r.period) => given,
             _ => {
                 // The unit may begin inside a character (the period is found on bytes).
@@ -335,7 +338,7 @@ impl RepeatGuard {
                 given
             }
         };
-        (!verdict).then_some(r)
+        (!is_given).then_some(r)
     }
 
     /// A counting runaway on the last line of a constrained turn: in the strict phase (a

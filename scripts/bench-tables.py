@@ -31,9 +31,6 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "bench", "results")
-BENCHMARKS = os.path.join(ROOT, "BENCHMARKS.md")
-EXPERIMENTS = os.path.join(ROOT, "docs", "experiments.md")
 START = "<!-- generated: bench-tables (scripts/bench-tables.py; edit bench/results/*.json, not this part) -->"
 END = "<!-- end generated -->"
 
@@ -54,7 +51,7 @@ class BadResult(Exception):
     """A results file that does not hold what the tables need."""
 
 
-def load_runs(folder=RESULTS):
+def load_runs(folder):
     """Every run file of `folder` (all but published.json), checked for the fields the tables read."""
     runs = []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
@@ -91,7 +88,7 @@ def load_runs(folder=RESULTS):
     return runs
 
 
-def load_published(folder=RESULTS):
+def load_published(folder):
     path = os.path.join(folder, "published.json")
     if not os.path.exists(path):
         return {}
@@ -173,7 +170,7 @@ def anchor(heading):
     return text.replace(" ", "-")
 
 
-def experiment_headings(path=EXPERIMENTS):
+def experiment_headings(path):
     if not os.path.exists(path):
         return set()
     heads, fence = set(), False
@@ -364,12 +361,12 @@ def bar(out, y, res, colour, left, width, mark):
 
 # --- writing and checking -------------------------------------------------------------------
 
-def outputs(runs, published):
-    """{path: text} of everything this script writes, BENCHMARKS.md's part included (by marker)."""
+def outputs(runs, published, results):
+    """BENCHMARKS.md's generated part, and {path: text} of the plots in `results`."""
     files = {}
     for key, name, detail in MODELS:
         _, plot = model_table(runs, published, key, name, detail)
-        files[os.path.join(RESULTS, f"{key}.svg")] = render_svg(name, plot)
+        files[os.path.join(results, f"{key}.svg")] = render_svg(name, plot)
     return render_markdown(runs, published), files
 
 
@@ -396,18 +393,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when BENCHMARKS.md or a plot differs from the JSON")
-    ap.add_argument("--benchmarks", default=BENCHMARKS, help=argparse.SUPPRESS)
+    ap.add_argument("--root", default=ROOT, help="the repository (default: this script's)")
     args = ap.parse_args(argv)
+    results = os.path.join(args.root, "bench", "results")
+    benchmarks = os.path.join(args.root, "BENCHMARKS.md")
     try:
-        runs = load_runs()
-        part, files = outputs(runs, load_published())
-        with open(args.benchmarks, encoding="utf-8") as f:
+        runs = load_runs(results)
+        part, files = outputs(runs, load_published(results), results)
+        with open(benchmarks, encoding="utf-8") as f:
             doc = f.read()
         new_doc = splice(doc, part)
     except BadResult as e:
         print(f"bench-tables: {e}", file=sys.stderr)
         return 2
-    headings = experiment_headings()
+    headings = experiment_headings(os.path.join(args.root, "docs", "experiments.md"))
     problems = broken_sources(runs, headings) + broken_links(new_doc, headings)
     if args.check:
         if new_doc != doc:
@@ -418,13 +417,13 @@ def main(argv=None):
         for path, text in files.items():
             old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
             if old != text:
-                problems.append(f"{os.path.relpath(path, ROOT)} is stale (run scripts/bench-tables.py)")
+                problems.append(f"{os.path.relpath(path, args.root)} is stale (run scripts/bench-tables.py)")
         for p in problems:
             print(f"bench-tables: {p}", file=sys.stderr)
         if not problems:
             print(f"bench-tables: BENCHMARKS.md and {len(files)} plots match {len(runs)} runs")
         return 1 if problems else 0
-    with open(args.benchmarks, "w", encoding="utf-8") as f:
+    with open(benchmarks, "w", encoding="utf-8") as f:
         f.write(new_doc)
     for path, text in files.items():
         with open(path, "w", encoding="utf-8") as f:

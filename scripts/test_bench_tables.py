@@ -48,6 +48,14 @@ class Check(unittest.TestCase):
     def path(self, *parts):
         return os.path.join(self.root, *parts)
 
+    def edit_benchmarks(self, change):
+        """Rewrite the copy's BENCHMARKS.md as `change` (old text -> new text) says."""
+        p = self.path('BENCHMARKS.md')
+        with open(p, encoding='utf-8') as f:
+            doc = f.read()
+        with open(p, 'w', encoding='utf-8') as f:
+            f.write(change(doc))
+
     def edit_run(self, name, change):
         p = self.path('bench', 'results', name)
         with open(p, encoding='utf-8') as f:
@@ -75,23 +83,15 @@ class Check(unittest.TestCase):
         self.assertEqual(code, 0, out)
 
     def test_a_figure_typed_into_the_generated_part_fails(self):
-        p = self.path('BENCHMARKS.md')
-        with open(p, encoding='utf-8') as f:
-            doc = f.read()
-        with open(p, 'w', encoding='utf-8') as f:
-            f.write(doc.replace('**61/80**', '**62/80**', 1))
+        self.edit_benchmarks(lambda doc: doc.replace('**61/80**', '**62/80**', 1))
         code, out = run(self.root, '--check')
         self.assertEqual(code, 1, out)
         self.assertIn('62/80', out)
 
     def test_text_outside_the_markers_is_left_alone(self):
-        p = self.path('BENCHMARKS.md')
-        with open(p, encoding='utf-8') as f:
-            doc = f.read()
-        doc = doc.replace('## New measurements (to be filed)\n',
-                          '## New measurements (to be filed)\n\n### A section appended by hand\n')
-        with open(p, 'w', encoding='utf-8') as f:
-            f.write(doc)
+        self.edit_benchmarks(lambda doc: doc.replace(
+            '## New measurements (to be filed)\n',
+            '## New measurements (to be filed)\n\n### A section appended by hand\n'))
         code, out = run(self.root, '--check')
         self.assertEqual(code, 0, out)
 
@@ -109,11 +109,7 @@ class Check(unittest.TestCase):
         self.assertIn('has no heading `No such experiment`', out)
 
     def test_a_link_to_a_section_that_moved_fails(self):
-        p = self.path('BENCHMARKS.md')
-        with open(p, encoding='utf-8') as f:
-            doc = f.read()
-        with open(p, 'w', encoding='utf-8') as f:
-            f.write(doc + '\nSee [there](docs/experiments.md#a-section-that-is-gone).\n')
+        self.edit_benchmarks(lambda doc: doc + '\nSee [there](docs/experiments.md#a-section-that-is-gone).\n')
         code, out = run(self.root, '--check')
         self.assertEqual(code, 1, out)
         self.assertIn('#a-section-that-is-gone', out)
@@ -132,11 +128,7 @@ class Check(unittest.TestCase):
         self.assertEqual(code, 2, out)
 
     def test_benchmarks_without_the_markers_is_refused(self):
-        p = self.path('BENCHMARKS.md')
-        with open(p, encoding='utf-8') as f:
-            doc = f.read()
-        with open(p, 'w', encoding='utf-8') as f:
-            f.write(doc.replace(bt.END, ''))
+        self.edit_benchmarks(lambda doc: doc.replace(bt.END, ''))
         code, out = run(self.root, '--check')
         self.assertEqual(code, 2, out)
         self.assertIn('markers', out)

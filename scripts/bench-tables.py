@@ -266,24 +266,34 @@ def model_table(runs, published, key, name, detail):
     return "\n".join(lines).rstrip() + "\n", plot
 
 
-def total_row(cells, cite):
-    """The BFCL total, when one configuration of one run gave every BFCL row and the run its total."""
+def total_parts(cells):
+    """(tagloop's total, native's total or None) when one configuration of one run gave every
+    BFCL row and the run its total; else None."""
     bfcl = [cells[r] for r in BFCL]
     if any(c is None or c["older"] for c in bfcl):
         return None
-    confs = {id(c["tagloop"][1]) for c in bfcl}
-    if len(confs) != 1:
+    if len({id(c["tagloop"][1]) for c in bfcl}) != 1:
         return None
-    run, conf, _ = bfcl[0]["tagloop"]
-    t = conf.get("total")
+    t = bfcl[0]["tagloop"][1].get("total")
     if not t:
         return None
     native = bfcl[0]["native"]
-    ntext, stext = "", ""
     if native and not bfcl[0]["other_run"] and native[1].get("total"):
-        ntext = fraction(native[1]["total"])
-        if "seconds_sum_of_means" in t and "seconds_sum_of_means" in native[1]["total"]:
-            stext = f"{num(t['seconds_sum_of_means'])} / {num(native[1]['total']['seconds_sum_of_means'])} s (sums of the means)"
+        return t, native[1]["total"]
+    return t, None
+
+
+def total_row(cells, cite):
+    """The BFCL total row of a model's table, or None."""
+    parts = total_parts(cells)
+    if not parts:
+        return None
+    t, nt = parts
+    run, conf, _ = cells[BFCL[0]]["tagloop"]
+    ntext = fraction(nt) if nt else ""
+    stext = ""
+    if nt and "seconds_sum_of_means" in t and "seconds_sum_of_means" in nt:
+        stext = f"{num(t['seconds_sum_of_means'])} / {num(nt['seconds_sum_of_means'])} s (sums of the means)"
     rtext = f"{t['ratio_to_native']:.2f}×" if "ratio_to_native" in t else ""
     return (f"| **all {len(BFCL)} BFCL rows** | | **{fraction(t)}** | {ntext} | | {stext} | {rtext} "
             f"| {cite(run, conf)} |")
@@ -294,8 +304,38 @@ def pub_cell(pub, row):
     return f"{num(p)} %" if p is not None else ""
 
 
+def summary(runs):
+    """One line per model: the BFCL total when one run gave every row, and the agent's rows."""
+    lines = ["| model | BFCL, 8 categories: tagloop against native | seconds ratio | the lab suite | "
+             "beside smolagents: tagloop against ToolCallingAgent |",
+             "|---|---|---|---|---|"]
+    for key, name, _ in MODELS:
+        cells = {row: pick(runs, key, row) for row in ROWS}
+        bfcl, rtext = "rows from several runs: its table", ""
+        parts = total_parts(cells)
+        if parts:
+            t, native_total = parts
+            bfcl = f"**{fraction(t)}** against {fraction(native_total) if native_total else 'not run'}"
+            rtext = f"{t['ratio_to_native']:.2f}×" if "ratio_to_native" in t else ""
+        agent = []
+        for row in AGENT:
+            c = cells[row]
+            if c is None:
+                agent.append("not measured")
+                continue
+            mine = c["tagloop"][2]
+            text = fraction(mine) + (" †" if c["older"] else "")
+            if "×" in mine["cases"]:
+                text += f" ({mine['cases']}, pooled)"
+            if c["native"] is not None:
+                text += f" against {fraction(c['native'][2])}" + (" ‡" if c["other_run"] else "")
+            agent.append(text)
+        lines.append(f"| [{name}](#{anchor(name)}) | {bfcl} | {rtext} | {agent[0]} | {agent[1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def render_markdown(runs, published):
-    parts = [START, ""]
+    parts = [START, "", summary(runs)]
     for key, name, detail in MODELS:
         text, _ = model_table(runs, published, key, name, detail)
         parts.append(text)

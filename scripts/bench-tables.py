@@ -200,7 +200,8 @@ def model_table(runs, published, key, name, detail):
 
     lines = [f"### {name}", "", f"{detail}.", "",
              f"![{name}: right answers per row, tagloop against native](bench/results/{key}.svg)", "",
-             "| row | cases | tagloop | native | published | seconds, tagloop / native | seconds ratio | run |",
+             "| row | cases | tagloop | native | published | seconds, tagloop / native "
+             "| seconds ratio | run |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     plot = []
     for row in ROWS:
@@ -258,10 +259,12 @@ def model_table(runs, published, key, name, detail):
     for i, run in enumerate(used, 1):
         cited = "; ".join(confs[run["file"]])
         commit = f", commit {run['commit']}" if run.get("commit") else ""
-        lines.append(f"{i}. **{run['time']}**{commit}, load {run['load']}: {run['title']} (cited: {cited}). "
-                     f"{run['setup']}. Figures: [`bench/results/{run['file']}`](bench/results/{run['file']}); "
-                     f"the experiment: [docs/experiments.md](docs/experiments.md#{anchor(run['source'])}).")
-        lines += ["", "   ```sh"] + ["   " + l if l else "" for l in run["command"].split("\n")] + ["   ```", ""]
+        data = f"bench/results/{run['file']}"
+        lines.append(f"{i}. **{run['time']}**{commit}, load {run['load']}: {run['title']} "
+                     f"(cited: {cited}). {run['setup']}. Figures: [`{data}`]({data}); the experiment: "
+                     f"[docs/experiments.md](docs/experiments.md#{anchor(run['source'])}).")
+        command = ["   " + line if line else "" for line in run["command"].split("\n")]
+        lines += ["", "   ```sh"] + command + ["   ```", ""]
     lines += ["</details>", ""]
     return "\n".join(lines).rstrip() + "\n", plot
 

@@ -161,11 +161,11 @@ class Choice(unittest.TestCase):
         self.assertFalse(cell['older'])
 
     def test_without_a_default_run_the_latest_kept_figure_is_flagged(self):
-        runs = [a_run('2026-11-27T01:00Z', [
-                    {'name': 'kept', 'role': 'tagloop', 'kept': True, 'results': [result('parallel', 3, 10)]}]),
-                a_run('2026-11-28T01:00Z', [
-                    {'name': 'lost', 'role': 'tagloop', 'kept': False, 'results': [result('parallel', 6, 10)]},
-                    {'name': 'kept', 'role': 'tagloop', 'kept': True, 'results': [result('parallel', 4, 10)]}])]
+        def conf(name, kept, passed):
+            return {'name': name, 'role': 'tagloop', 'kept': kept,
+                    'results': [result('parallel', passed, 10)]}
+        runs = [a_run('2026-11-27T01:00Z', [conf('kept', True, 3)]),
+                a_run('2026-11-28T01:00Z', [conf('lost', False, 6), conf('kept', True, 4)])]
         cell = bt.pick(runs, 'qwen05', 'parallel')
         self.assertEqual(cell['tagloop'][2]['passed'], 4)   # never the configuration that lost
         self.assertTrue(cell['older'])
@@ -199,7 +199,8 @@ class Choice(unittest.TestCase):
         self.assertIsNone(bt.ratio(cell))
 
     def test_anchors_are_githubs(self):
-        self.assertEqual(bt.anchor("The 1.5B's whole suite on a quiet machine (main 295957f, 2026-11-28 03:34–04:02 UTC)"),
+        heading = "The 1.5B's whole suite on a quiet machine (main 295957f, 2026-11-28 03:34–04:02 UTC)"
+        self.assertEqual(bt.anchor(heading),
                          'the-15bs-whole-suite-on-a-quiet-machine-main-295957f-2026-11-28-03340402-utc')
         self.assertEqual(bt.anchor('Agent loop (`benches/agent.rs`, `examples/agent_memory.rs`)'),
                          'agent-loop-benchesagentrs-examplesagent_memoryrs')

@@ -251,10 +251,10 @@ def model_table(runs, published, key, name, detail):
     else:
         lines.append("Published: no BFCL figure for this model in the docs or ../shared/notes/decide.md.")
     if any(c and c["older"] for c in cells.values()):
-        lines.append("† no run of today's defaults has this row: the latest kept configuration's figure "
-                     "(its run says which).")
+        lines += ["", "† no run of today's defaults has this row: the latest kept configuration's figure "
+                      "(its run says which)."]
     if any(c and c["other_run"] for c in cells.values()):
-        lines.append("‡ native from another run than tagloop's (the second run cited): no seconds ratio.")
+        lines += ["", "‡ native from another run than tagloop's (the second run cited): no seconds ratio."]
     lines += ["", "<details><summary>The runs cited, with their commands</summary>", ""]
     for i, run in enumerate(used, 1):
         cited = "; ".join(confs[run["file"]])

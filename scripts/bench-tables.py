@@ -351,7 +351,8 @@ def render_markdown(runs, published):
 def render_svg(name, plot):
     """Right answers per row as horizontal bars: tagloop, native, and the published figure."""
     left, width, row_h, top = 190, 360, 34, 86
-    height = top + row_h * len(plot) + 40
+    notes_lines = 1 + any(p[4] for p in plot) + any(p[5] for p in plot)
+    height = top + row_h * len(plot) + 26 + 14 * notes_lines
     total_w = left + width + 110
     legend = 58
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
@@ -365,7 +366,8 @@ def render_svg(name, plot):
            f'<rect x="95" y="{legend}" width="14" height="10" fill="#a0aec0"/>',
            f'<text x="114" y="{legend + 9}">native (llama.cpp --jinja; agent: ToolCallingAgent)</text>',
            f'<rect x="425" y="{legend - 4}" width="3" height="18" fill="#c05621"/>',
-           f'<text x="433" y="{legend + 9}">published</text>']
+           f'<text x="433" y="{legend + 9}">published'
+           f'{"" if any(p[6] is not None for p in plot) else " (none known)"}</text>']
     for pct in (0, 25, 50, 75, 100):
         x = left + width * pct / 100
         out.append(f'<line x1="{x:.0f}" y1="{top - 8}" x2="{x:.0f}" y2="{top + row_h * len(plot)}" '
@@ -390,8 +392,9 @@ def render_svg(name, plot):
     if any(p[5] for p in plot):
         notes.append("‡ native from another run")
     notes.append("figures, slices and runs: BENCHMARKS.md")
-    out.append(f'<text x="10" y="{height - 8}" fill="#4a5568" font-size="11">'
-               f'{html.escape("; ".join(notes))}</text>')
+    for j, note in enumerate(notes):
+        out.append(f'<text x="10" y="{height - 8 - 14 * (len(notes) - 1 - j)}" fill="#4a5568" '
+                   f'font-size="11">{html.escape(note)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

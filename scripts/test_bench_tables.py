@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SCRIPT = os.path.join(HERE, 'bench-tables.py')
 
+sys.dont_write_bytecode = True   # no scripts/__pycache__ left behind by the import below
 spec = importlib.util.spec_from_file_location('bench_tables', SCRIPT)
 bt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bt)

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::{Script, ScriptedModel};
 use tagloop::llm::{Enforcer, Finish, LlmError, Message, Model, Prompt, Role, TurnRequest};
 
 const SCRIPT: &str = "\

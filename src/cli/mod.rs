@@ -15,6 +15,7 @@ mod queue;
 mod replay_html;
 mod run;
 mod serve;
+mod serve_config;
 mod session_dir;
 mod sessions;
 mod setup;

@@ -1,16 +1,14 @@
-//! The HTTP side: routes, the proxy's key, the body limit, the concurrency limit, the time
+//! The HTTP side (its routes are `routes.rs`): the proxy's key, the body limit, the concurrency limit, the time
 //! limit, one log line per request and optional transcripts. The answer itself is the core's
 //! (`answer.rs`); requests without tools go to the upstream unchanged (`upstream.rs`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
@@ -45,30 +43,22 @@ pub(crate) struct Shared {
     formats: Formats,
 }
 
-/// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
-pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
-    crate::llm::openai::normalize_base_url(&cfg.upstream)
-        .map_err(|e| ServeError::Config(e.to_string()))?;
-    let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
-    let shared = Arc::new(Shared {
-        slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
-        templates: super::conversation::templates()?,
-        upstream,
-        models: Clients::new(),
-        formats: Formats::new(),
-        cfg,
-    });
-    Ok(Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(completions))
-        .route("/v1/messages", post(super::messages::create))
-        .route(
-            "/v1/messages/count_tokens",
-            post(super::messages::count_tokens),
-        )
-        .route("/v1/models", get(models))
-        .fallback(not_found)
-        .with_state(shared))
+impl Shared {
+    /// What every request of `cfg` shares; fails only on a configuration that cannot work (a
+    /// bad upstream URL).
+    pub(crate) fn new(cfg: ServeConfig) -> Result<Arc<Shared>, ServeError> {
+        crate::llm::openai::normalize_base_url(&cfg.upstream)
+            .map_err(|e| ServeError::Config(e.to_string()))?;
+        let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
+        Ok(Arc::new(Shared {
+            slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
+            templates: super::conversation::templates()?,
+            upstream,
+            models: Clients::new(),
+            formats: Formats::new(),
+            cfg,
+        }))
+    }
 }
 
 /// Whether the request carries the proxy's key (compared in constant time), as a bearer token
@@ -91,7 +81,7 @@ fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     ))
 }
 
-async fn not_found(method: Method, uri: Uri) -> Response {
+pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
     let e = ServeError::BadRequest {
         message: format!("no route for {method} {}", uri.path()),
         param: None,
@@ -101,7 +91,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     r
 }
 
-async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
     let response = if !authorised(&shared, &headers) {
         ServeError::Unauthorized.into_openai()
@@ -116,7 +106,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 }
 
 /// `POST /v1/chat/completions`.
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
     let face = super::face::OPENAI;
     answer_route(&shared, &headers, body, &face).await
 }
@@ -141,7 +131,7 @@ pub(crate) async fn answer_route(
 
 /// `POST /v1/completions`: passed through to the upstream unchanged (no tools to answer), under
 /// the same key, body and concurrency limits as a chat request.
-async fn completions(
+pub(crate) async fn completions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Body,

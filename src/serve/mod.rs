@@ -47,7 +47,7 @@
 //!   goes out while the upstream still writes it.
 //! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
-//! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
+//! * `routes.rs`: which path each face answers; `http.rs`: keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
 //! * `native/`: the model's own tool format (`--tool-format`), where its chat template
 //!   declares tools: the template rendered here, a grammar of its `<tool_call>` blocks.
@@ -90,6 +90,7 @@ mod read;
 mod redact;
 mod request;
 mod response;
+mod routes;
 mod runaway;
 mod thought;
 mod tool_format;
@@ -109,7 +110,7 @@ pub use tool_format::ToolFormat;
 /// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL; no request is made until a client asks.
 pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
-    http::build(config)
+    routes::build(config)
 }
 
 /// The endpoint's parts that its integration tests drive on their own (the streamed chunks on a

@@ -1,0 +1,23 @@
+//! The routes: which path each face answers. The map sits above the faces' handlers (`http.rs`'s
+//! Chat Completions, completions and models; `messages/`), so no face imports the map and the map
+//! imports every face: the one place to read what serve answers.
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use super::config::ServeConfig;
+use super::http::{Shared, chat, completions, models, not_found};
+use super::{ServeError, messages};
+
+/// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
+pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
+    let shared = Shared::new(cfg)?;
+    Ok(Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/messages", post(messages::create))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route("/v1/models", get(models))
+        .fallback(not_found)
+        .with_state(shared))
+}

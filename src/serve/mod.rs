@@ -84,6 +84,7 @@ mod judgement;
 mod listen;
 mod live;
 mod messages;
+mod outbox;
 mod native;
 mod plain;
 mod read;

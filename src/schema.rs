@@ -48,9 +48,7 @@ pub enum SchemaError {
         limit: usize,
     },
     /// The schema (or request) holds more subschemas than are compiled.
-    #[error(
-        "the schema holds {found} subschemas (JSON objects); at most {limit} are compiled"
-    )]
+    #[error("the schema holds {found} subschemas (JSON objects); at most {limit} are compiled")]
     TooManyNodes {
         /// How many it holds.
         found: usize,

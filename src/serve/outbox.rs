@@ -87,9 +87,11 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         };
-        let stalled =
-            tokio::time::timeout(std::time::Duration::from_millis(200), outbox.drive(work, &tx))
-                .await;
+        let stalled = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            outbox.drive(work, &tx),
+        )
+        .await;
         assert!(stalled.is_err(), "the work ran on with nobody reading");
         // The channel's two, one being sent and the last step's: not the thousand.
         assert!(emitted.load(Ordering::SeqCst) <= 4, "{emitted:?}");

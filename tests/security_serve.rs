@@ -308,13 +308,14 @@ async fn made_up_model_names_never_lock_out_a_new_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_of_countless_tiny_values_is_refused_before_it_is_built() {
     // 4 MiB of `{}`: +101 MiB while serve built it into a JSON value (a map each), with or
-    // without tools. Counted first now, and refused; the upstream never hears of it.
+    // without tools. Counted first now, and refused; the upstream never hears of it. (Numbers
+    // here: objects past the body's 40,000 are refused on their own count, below.)
     let fake = FakeServer::start(FakeConfig::default()).await;
     let base = proxy(&fake.base_url, |c| c.model = Some("fake-model".into()));
-    let n = (4 << 20) / 3 - 100;
+    let n = (4 << 20) / 2 - 100;
     let tiny = format!(
         "{{\"model\": \"m\", \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}], \"x\": [{}]}}",
-        vec!["{}"; n].join(",")
+        vec!["1"; n].join(",")
     );
     let r = reqwest::Client::new()
         .post(format!("{base}/chat/completions"))

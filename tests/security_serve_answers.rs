@@ -236,8 +236,9 @@ async fn count_tokens_compiles_off_the_runtime_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_reads_nothing_holds_back_the_upstream() {
-    // 200,000 one-byte deltas (14 MB of events); the client takes the headers and reads no more.
-    let total = 200_000;
+    // 600,000 one-byte deltas (42 MB of events); the client takes the headers and reads no
+    // more. The four sockets' buffers between them hold up to some 20 MB.
+    let total = 600_000;
     let produced = Arc::new(AtomicUsize::new(0));
     let upstream = streaming_upstream(total, 1, produced.clone()).await;
     let base = proxy_on_one_thread(&upstream, |c| c.model = Some("m".into()));
@@ -249,10 +250,10 @@ async fn a_client_that_reads_nothing_holds_back_the_upstream() {
         .expect("send");
     assert_eq!(response.status(), 200);
     // Wait until the upstream has made no progress for 4 s (or has sent all: the unbounded
-    // channel took every delta), at most 40 s.
+    // channel took every delta), at most 60 s.
     let started = Instant::now();
     let (mut last, mut still) = (0, 0);
-    while still < 8 && last < total && started.elapsed() < Duration::from_secs(40) {
+    while still < 8 && last < total && started.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = produced.load(Ordering::SeqCst);
         still = if now == last { still + 1 } else { 0 };
@@ -261,6 +262,10 @@ async fn a_client_that_reads_nothing_holds_back_the_upstream() {
     let now = produced.load(Ordering::SeqCst);
     // Backpressure: what is in flight is the sockets' buffers and a few events, not the answer.
     eprintln!("in flight while the client reads nothing: {now} of {total} deltas");
+    assert!(
+        still >= 8,
+        "the upstream never stopped: {now} of {total} deltas sent"
+    );
     assert!(
         now < total / 2,
         "the upstream sent {now} of {total} deltas to a client reading nothing"

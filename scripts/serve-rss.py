@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peak memory of `tagloop serve` answering one hostile request (docs/security.md, issue 30).
 
-    python3 scripts/serve-rss.py [target/release/tagloop] SHAPE
+    python3 scripts/serve-rss.py [target/release/tagloop] SHAPE [COUNT]
 
 Starts `tagloop serve` on a free loopback port in front of an upstream that is not there
 (127.0.0.1:9: every request it would pass on fails at once), sends one request of SHAPE, and
@@ -14,9 +14,16 @@ prints the answer's status, the seconds it took, and the serve process's peak re
   objects4mib   a 4 MiB body of empty JSON objects (parsed, then passed through)
   strings4mib   a 4 MiB body of one-character strings
   objects200k   just under the count of JSON values a body may hold, as empty objects
+  tools128x760  issue 44's 2.7 MB request: 128 tools of 760 string properties each
+  tools128xN    128 tools of N string properties (154: 19,968 subschemas, under the cap of
+                20,000; 300: 38,656 objects, under the body's cap of 40,000)
+  tiny2mb       a 2 MB body of tiny JSON values (190,000 strings of 8 characters)
+
+COUNT (default 1) requests of SHAPE are sent at once, under `--concurrency COUNT`.
 """
 import json
 import subprocess
+import threading
 import sys
 import time
 import urllib.error
@@ -40,6 +47,13 @@ def body(shape):
         props = {f"p{i}": {"type": "string", "pattern": pattern.replace("N", str(i))} for i in range(count)}
         tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": props}}}]
         return json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    if shape.startswith("tools128x"):
+        props = {f"p{i}": {"type": "string"} for i in range(int(shape.split("x")[1]))}
+        tools = [{"type": "function", "function": {"name": f"tool_{t}", "parameters": {"type": "object", "properties": props}}}
+                 for t in range(128)]
+        return json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    if shape == "tiny2mb":
+        return '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": [' + ",".join(['"abcdefgh"'] * 190_000) + "]}"
     item = "{}" if shape in ("objects4mib", "objects200k") else '"x"'
     n = (limit - 40) // (len(item) + 1)
     if shape == "objects200k":
@@ -49,27 +63,39 @@ def body(shape):
 
 def main():
     args = sys.argv[1:]
+    count = int(args.pop()) if args and args[-1].isdigit() else 1
     binary = args[0] if len(args) == 2 else "target/release/tagloop"
     shape = args[-1]
     data = body(shape).encode()
     serve = subprocess.Popen(
-        [binary, "serve", "--upstream", "http://127.0.0.1:9/v1", "--listen", "127.0.0.1:0"],
+        [binary, "serve", "--upstream", "http://127.0.0.1:9/v1", "--listen", "127.0.0.1:0",
+         "--concurrency", str(max(count, 1))],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = serve.stdout.readline()
         base = line.strip().rsplit(" ", 1)[-1]
         before = peak_kib(serve.pid)
         started = time.monotonic()
-        request = urllib.request.Request(f"{base}/v1/chat/completions", data=data,
-                                         headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=120) as r:
-                status = r.status
-        except urllib.error.HTTPError as e:
-            status = e.code
+        statuses = []
+
+        def send():
+            request = urllib.request.Request(f"{base}/v1/chat/completions", data=data,
+                                             headers={"content-type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=120) as r:
+                    statuses.append(r.status)
+            except urllib.error.HTTPError as e:
+                statuses.append(e.code)
+
+        senders = [threading.Thread(target=send) for _ in range(count)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join()
+        status = ",".join(str(s) for s in sorted(set(statuses)))
         took = time.monotonic() - started
         after = peak_kib(serve.pid)
-        print(f"{shape}: {len(data)} B, HTTP {status}, {took:.2f} s, peak RSS "
+        print(f"{shape} x{count}: {len(data)} B, HTTP {status}, {took:.2f} s, peak RSS "
               f"{before // 1024} -> {after // 1024} MiB (+{(after - before) // 1024} MiB)")
     finally:
         serve.terminate()

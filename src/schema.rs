@@ -11,7 +11,11 @@
 //! * each expression within [`PATTERN_SIZE_LIMIT`] bytes of compiled program and
 //!   [`PATTERN_DFA_LIMIT`] bytes of lazy-DFA cache;
 //! * with at most [`MAX_PATTERNS`] expressions (`pattern`s and `patternProperties` keys) per
-//!   schema, or per request where a request holds several ([`count_patterns`]).
+//!   schema, or per request where a request holds several ([`count_patterns`]);
+//! * with at most [`MAX_SCHEMA_NODES`] subschemas (JSON objects) per schema, or per request
+//!   ([`count_nodes`]), counted before anything is compiled: each compiled subschema costs the
+//!   validator about 2 KiB, and 97,000 of them (128 tools of 760 properties, 2.7 MB: under the
+//!   body limit) took +176 MiB for one request (issue 44 item 2).
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{PatternOptions, ValidationError, Validator};
@@ -25,6 +29,10 @@ pub const PATTERN_SIZE_LIMIT: usize = 1024 * 1024;
 /// Largest lazy-DFA cache of one pattern, in bytes (the regex crate's `dfa_size_limit`).
 pub const PATTERN_DFA_LIMIT: usize = 256 * 1024;
 
+/// Most subschemas (JSON objects, wherever they sit) compiled for one schema, or one
+/// `tagloop serve` request: about 40 MiB of validators at most.
+pub const MAX_SCHEMA_NODES: usize = 20_000;
+
 /// Why a schema was not compiled.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -37,6 +45,14 @@ pub enum SchemaError {
         /// How many it holds.
         found: usize,
         /// [`MAX_PATTERNS`].
+        limit: usize,
+    },
+    /// The schema (or request) holds more subschemas than are compiled.
+    #[error("the schema holds {found} subschemas (JSON objects); at most {limit} are compiled")]
+    TooManyNodes {
+        /// How many it holds.
+        found: usize,
+        /// [`MAX_SCHEMA_NODES`].
         limit: usize,
     },
     /// A pattern needs what the linear-time engine has not (lookaround, a backreference) or
@@ -80,10 +96,36 @@ pub fn count_patterns(schema: &Value) -> usize {
     found
 }
 
+/// How many JSON objects `schema` holds, itself included: its subschemas, counted on the safe
+/// side (an object under `const`, `default` or `enum` is counted too).
+pub fn count_nodes(schema: &Value) -> usize {
+    let mut stack = vec![schema];
+    let mut found = 0usize;
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                found += 1;
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Compile `schema` within the bounds of this module (draft detected from `$schema`, as
 /// `jsonschema::validator_for` does). Fails with [`SchemaError::TooManyPatterns`] before
-/// compiling anything when it holds more than [`MAX_PATTERNS`] expressions.
+/// compiling anything when it holds more than [`MAX_PATTERNS`] expressions, and with
+/// [`SchemaError::TooManyNodes`] when it holds more than [`MAX_SCHEMA_NODES`] subschemas.
 pub fn compile(schema: &Value) -> Result<Validator, SchemaError> {
+    let found = count_nodes(schema);
+    if found > MAX_SCHEMA_NODES {
+        return Err(SchemaError::TooManyNodes {
+            found,
+            limit: MAX_SCHEMA_NODES,
+        });
+    }
     let found = count_patterns(schema);
     if found > MAX_PATTERNS {
         return Err(SchemaError::TooManyPatterns {
@@ -123,6 +165,20 @@ mod tests {
             "b": {"type": "array", "items": {"patternProperties": {"^x": {}, "^y": {"pattern": "z"}}}}
         }});
         assert_eq!(count_patterns(&schema), 4);
+    }
+
+    #[test]
+    fn too_many_subschemas_are_refused_before_compiling() {
+        let props: serde_json::Map<String, Value> = (0..MAX_SCHEMA_NODES)
+            .map(|i| (format!("p{i}"), json!({"type": "string"})))
+            .collect();
+        let schema = json!({"type": "object", "properties": props});
+        assert_eq!(count_nodes(&schema), MAX_SCHEMA_NODES + 2);
+        let e = compile(&schema).unwrap_err();
+        assert!(
+            matches!(e, SchemaError::TooManyNodes { found, .. } if found == MAX_SCHEMA_NODES + 2),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Forged lines: text from outside that holds a newline (or an escape sequence) must not start a
 //! line of tagloop's own output in a one-line field. An upstream's error text in `tagloop
 //! serve`'s log, and a model id a server lists (picked by `run` without `--model`) in the
-//! header of `run`'s live view and of `replay`. Multi-line text (the answer) keeps its lines.
+//! header of `run`'s live view and of `replay`; the same error on the plain Messages path
+//! (issue 44 item 7). Multi-line text (the answer) keeps its lines.
 
 mod common;
 
@@ -33,22 +34,19 @@ async fn forging_upstream() -> String {
     format!("{}/v1", common::serve_on_loopback(app).await)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_error_cannot_forge_a_line_of_serves_log() {
+/// Ask serve, in front of the forging upstream, `body` at `path`: the request fails (502), and
+/// serve's log holds the upstream's text escaped on the line that carries it, never a line of
+/// its own.
+async fn no_forged_line(path: &str, body: serde_json::Value) {
     let upstream = forging_upstream().await;
     let serve = Serve::start(&upstream, &["--model", "m", "--grammar", "off"]);
-    let ask = json!({
-        "model": "m",
-        "messages": [{"role": "user", "content": "hi"}],
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-    });
     let response = reqwest::Client::new()
-        .post(format!("{}/chat/completions", serve.base_url))
-        .json(&ask)
+        .post(format!("{}{path}", serve.base_url))
+        .json(&body)
         .send()
         .await
         .expect("send");
-    assert_eq!(response.status(), 502);
+    assert_eq!(response.status(), 502, "{path}");
     // The request's own line ends the request's logging (bounded wait for the pipe).
     let mut log = String::new();
     for _ in 0..100 {
@@ -58,19 +56,37 @@ async fn an_upstream_error_cannot_forge_a_line_of_serves_log() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(log.contains("status=502"), "{log}");
+    assert!(log.contains("status=502"), "{path}: {log}");
     // The upstream's text is in the log, escaped on the line that carries it...
-    assert!(log.contains(r"bad request\r\n2026-01-01"), "{log}");
-    assert!(log.contains(r"\n\u{1b}[2J"), "{log}");
+    assert!(log.contains(r"bad request\r\n2026-01-01"), "{path}: {log}");
+    assert!(log.contains(r"\n\u{1b}[2J"), "{path}: {log}");
     // ... and starts no line of its own, nor reaches the terminal as an escape.
     for line in log.lines() {
         assert!(
             !line.contains(FORGED) || line.contains("WARN"),
-            "forged: {line}"
+            "{path} forged: {line}"
         );
-        assert!(!line.starts_with("2026-01-01"), "forged: {line}");
+        assert!(!line.starts_with("2026-01-01"), "{path} forged: {line}");
     }
-    assert!(!log.contains('\x1b'), "{log:?}");
+    assert!(!log.contains('\x1b'), "{path}: {log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_error_cannot_forge_a_line_of_serves_log() {
+    let ask = json!({
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    });
+    no_forged_line("/chat/completions", ask).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_error_cannot_forge_a_line_on_the_plain_messages_path() {
+    // Issue 44 item 7: a Messages request without tools (`serve/plain.rs`) logged it raw.
+    let ask =
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    no_forged_line("/messages", ask).await;
 }
 
 /// A server that serves one model, whose id forges a header line.

@@ -9,6 +9,9 @@
 //! * **Streamed pass-through** (item 7): a stream without tools that let go of its slot and its
 //!   deadline when its headers went out.
 //! * **Model names** (item 9): made-up names that filled the client cache for good.
+//! * **Compiled schemas** (issue 44 item 2): 128 tools of 760 properties (2.7 MB) cost +176 MiB
+//!   to compile; subschemas and the body's objects are counted first now, and refused past
+//!   their caps.
 //!
 //! Connections, headers and bodies (items 2 and 3) are in `security_serve_conns.rs`.
 #![cfg(feature = "serve")]
@@ -20,32 +23,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use common::fake_server::{FakeConfig, FakeServer};
+use common::serve::proxy_on_one_thread as proxy;
 use serde_json::{Map, Value, json};
-use tagloop::llm::GrammarMode;
-use tagloop::serve::ServeConfig;
-
-/// `tagloop serve` (the library's [`tagloop::serve::serve`]) in front of `upstream`, on its own
-/// thread with a one-thread runtime as the CLI runs it, so that work done on the async thread
-/// shows as other requests waiting. Its base URL (`http://127.0.0.1:PORT/v1`).
-fn proxy(upstream: &str, tune: impl FnOnce(&mut ServeConfig)) -> String {
-    let mut cfg = ServeConfig::new(upstream);
-    cfg.grammar = GrammarMode::Off;
-    tune(&mut cfg);
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    std_listener.set_nonblocking(true).expect("nonblocking");
-    let addr = std_listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
-            let _ = tagloop::serve::serve(listener, cfg, std::future::pending()).await;
-        });
-    });
-    format!("http://{addr}/v1")
-}
 
 fn chat(tools: Value) -> Value {
     json!({
@@ -329,13 +308,14 @@ async fn made_up_model_names_never_lock_out_a_new_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_of_countless_tiny_values_is_refused_before_it_is_built() {
     // 4 MiB of `{}`: +101 MiB while serve built it into a JSON value (a map each), with or
-    // without tools. Counted first now, and refused; the upstream never hears of it.
+    // without tools. Counted first now, and refused; the upstream never hears of it. (Numbers
+    // here: objects past the body's 40,000 are refused on their own count, below.)
     let fake = FakeServer::start(FakeConfig::default()).await;
     let base = proxy(&fake.base_url, |c| c.model = Some("fake-model".into()));
-    let n = (4 << 20) / 3 - 100;
+    let n = (4 << 20) / 2 - 100;
     let tiny = format!(
         "{{\"model\": \"m\", \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}], \"x\": [{}]}}",
-        vec!["{}"; n].join(",")
+        vec!["1"; n].join(",")
     );
     let r = reqwest::Client::new()
         .post(format!("{base}/chat/completions"))
@@ -351,5 +331,38 @@ async fn a_body_of_countless_tiny_values_is_refused_before_it_is_built() {
     assert_eq!(fake.request_count(), 0);
     // An ordinary request is still answered.
     let (status, v) = post(&base, &chat(patterned_tools(2, "^aN$"))).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_past_the_subschema_cap_are_refused_before_they_are_built() {
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let base = proxy(&fake.base_url, |c| c.model = Some("fake-model".into()));
+    let tools = |count: usize, props: usize| -> Value {
+        let props: Map<String, Value> = (0..props)
+            .map(|i| (format!("p{i}"), json!({"type": "string"})))
+            .collect();
+        let tool = |t: usize| {
+            json!({"type": "function", "function": {"name": format!("t{t}"),
+            "parameters": {"type": "object", "properties": props.clone()}}})
+        };
+        Value::Array((0..count).map(tool).collect())
+    };
+    // The issue's 2.7 MB request: 97,000 objects, refused before the body is built.
+    let (status, v) = post(&base, &chat(tools(128, 760))).await;
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("40000 JSON objects"), "{v}");
+    // Under the body's cap, over the subschemas': refused before any is compiled.
+    let (status, v) = post(&base, &chat(tools(128, 200))).await;
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    let cap = tagloop::schema::MAX_SCHEMA_NODES;
+    assert!(message.contains(&format!("at most {cap}")), "{v}");
+    assert!(message.contains("subschemas"), "{v}");
+    assert_eq!(v["error"]["param"], "tools", "{v}");
+    assert_eq!(fake.request_count(), 0);
+    // Many tools of a real size are still answered.
+    let (status, v) = post(&base, &chat(tools(128, 20))).await;
     assert_eq!(status, 200, "{v}");
 }

@@ -7,6 +7,10 @@
 //! * **Bodies** (item 3): a body is read only once its request holds a concurrency slot (so
 //!   bodies in memory are bounded by the slots), and within the body time limit (408).
 //!
+//! * **Keyless clients** (issue 44 item 4): a 401 closed nothing, so clients without the key
+//!   kept their kept-alive connections, and their places under `--max-connections`, by asking
+//!   again now and then; a 401 now closes its connection (`Connection: close`).
+//!
 //! Loopback only, a handful of sockets, and limits lowered in each test's configuration.
 #![cfg(feature = "serve")]
 
@@ -16,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeConfig, FakeServer};
 use tagloop::llm::GrammarMode;
+use tagloop::secret::Secret;
 use tagloop::serve::ServeConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -115,6 +120,44 @@ async fn past_the_connection_cap_a_connection_waits_until_one_closes() {
     drop(silent.pop());
     assert_eq!(
         status_within(&mut fourth, Duration::from_secs(5)).await,
+        Some(200)
+    );
+}
+
+#[tokio::test]
+async fn a_keyless_client_is_closed_after_its_401_and_holds_no_place() {
+    let fake = FakeServer::start(FakeConfig::default()).await;
+    let addr = proxy(&fake, |c| {
+        c.api_key = Some(Secret::new("proxy-key"));
+        c.max_connections = 2;
+        c.header_timeout = Duration::from_secs(60);
+    })
+    .await;
+    // Both places taken by clients without the key, each kept alive after its request.
+    let mut keyless = Vec::new();
+    for path in ["/v1/models", "/v1/messages/count_tokens"] {
+        let mut conn = TcpStream::connect(&addr).await.expect("connect");
+        let method = if path == "/v1/models" { "GET" } else { "POST" };
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\ncontent-length: 2\r\n\r\n{{}}"
+        );
+        conn.write_all(request.as_bytes()).await.expect("write");
+        let answer = until_closed(&mut conn, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("{path}: the keyless connection is still open"));
+        let answer = String::from_utf8_lossy(&answer).to_lowercase();
+        assert!(answer.starts_with("http/1.1 401"), "{answer}");
+        assert!(answer.contains("connection: close"), "{answer}");
+        keyless.push(conn);
+    }
+    // A client with the key gets in at once, the keyless ones still holding their sockets.
+    let mut keyed = TcpStream::connect(&addr).await.expect("connect");
+    keyed
+        .write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-api-key: proxy-key\r\n\r\n")
+        .await
+        .expect("write");
+    assert_eq!(
+        status_within(&mut keyed, Duration::from_secs(5)).await,
         Some(200)
     );
 }

@@ -30,6 +30,7 @@ use super::guess::{self, Guessed, Verdict};
 use super::judgement::Judgement;
 use super::request::{Ask, Choice, Entry, ToolSpec};
 use crate::llm::{Api, Model, Usage};
+use crate::shown::Outside;
 
 /// A guess in flight.
 type Pending<'a> = Pin<Box<dyn Future<Output = (Guessed, Usage)> + Send + 'a>>;
@@ -105,7 +106,7 @@ impl<'a> Ahead<'a> {
         if !committed.load(Ordering::Relaxed)
             && let Some(judgement) = self.declines_every_tool()
         {
-            tracing::debug!(why = %judgement.why, "the guess declined every tool before the turn's call");
+            tracing::debug!(why = %Outside(&judgement.why), "the guess declined every tool before the turn's call");
             return Raced::Declined(judgement);
         }
         Raced::Turn(turn.await)

@@ -310,7 +310,7 @@ pub(crate) async fn answer(
         if let Some(why) = declined {
             // Calls the question did not ask for (decide.rs): the same prompt is asked again
             // for an answer only; the declined turn stays out of the history.
-            tracing::debug!(reason = %why, "the turn's calls are declined");
+            tracing::debug!(reason = %Outside(&why), "the turn's calls are declined");
             trace.turns.push((text, Some(why)));
             answer_only = true;
             // Room for one correction, should an upstream without a grammar call again.

@@ -48,3 +48,42 @@ pub enum FinishReason {
     /// The token limit was reached before the answer was complete.
     Length,
 }
+
+/// Add `e` to an answer's kept events, joining it to the last one when both are text of the
+/// same kind: a whole answer, or a streamed one kept for its transcript, then holds its text
+/// once, not one event (and one allocation) per upstream delta. The answer rendered from the
+/// kept events is the same either way.
+pub(crate) fn keep(events: &mut Vec<ServeEvent>, e: ServeEvent) {
+    match (events.last_mut(), e) {
+        (Some(ServeEvent::Content(text)), ServeEvent::Content(more))
+        | (Some(ServeEvent::Reasoning(text)), ServeEvent::Reasoning(more)) => text.push_str(&more),
+        (_, e) => events.push(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_text_is_joined_and_other_events_stay_apart() {
+        let mut events = Vec::new();
+        for e in [
+            ServeEvent::Reasoning("a".into()),
+            ServeEvent::Reasoning("b".into()),
+            ServeEvent::Content("c".into()),
+            ServeEvent::Content("d".into()),
+            ServeEvent::Reasoning("e".into()),
+        ] {
+            keep(&mut events, e);
+        }
+        assert_eq!(
+            events,
+            [
+                ServeEvent::Reasoning("ab".into()),
+                ServeEvent::Content("cd".into()),
+                ServeEvent::Reasoning("e".into()),
+            ]
+        );
+    }
+}

@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -16,8 +16,10 @@ use tracing::info;
 use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
 use super::config::ServeConfig;
+use super::event::keep;
 use super::face::{Mode, Reading, Render};
 use super::native::{Formats, NativeFormat};
+use super::outbox::{self, Outbox};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
 use super::response::AnswerMeta;
@@ -59,6 +61,18 @@ impl Shared {
             cfg,
         }))
     }
+}
+
+/// A 401 closes its connection (`Connection: close`, which hyper honours): a client without
+/// the key gets one refusal per connection and cannot keep a kept-alive connection, and so a
+/// place under `--max-connections`, for itself by asking again now and then (issue 44 item 4).
+pub(crate) async fn close_after_refusal(mut response: Response) -> Response {
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// Whether the request carries the proxy's key (compared in constant time), as a bearer token
@@ -404,14 +418,20 @@ async fn core_answer(
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
     let mut redact = EventRedactor::new(redactor);
-    let mut emit = |e| events.extend(redact.pass(e));
+    let mut emit = |e| {
+        for e in redact.pass(e) {
+            keep(&mut events, e);
+        }
+    };
     let result = within(
         shared,
         live.deadline,
         mode.answer(&core, &ask, &mut emit, trace),
     )
     .await;
-    events.extend(redact.finish());
+    for e in redact.finish() {
+        keep(&mut events, e);
+    }
     let meta = answer_meta(shared, &ask, render.as_ref());
     let whole = render.whole(&meta, &events);
     if let Some(dir) = &shared.cfg.session_dir {
@@ -466,8 +486,8 @@ async fn stream_answer(
     let meta = answer_meta(&shared, &ask, render.as_ref());
     let stream_meta = meta.clone();
     let task_render = render.clone();
-    // Unbounded, yet bounded by the answer: the events of one answer hold its turn's text once.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ServeEvent>();
+    // Bounded: the work waits for a client that reads slowly (`outbox.rs`).
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<ServeEvent>(outbox::BUFFER);
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<(ServeError, Trace)>();
     tokio::spawn(async move {
         let Live {
@@ -486,32 +506,49 @@ async fn stream_answer(
             guess_timeout: shared.cfg.guess_timeout,
             thought: shared.cfg.thought,
         };
-        let keep = shared.cfg.session_dir.is_some();
+        let keep_all = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();
         let mut sent = 0usize;
         let mut trace = Trace::default();
         let redactor = shared.upstream.redactor();
         // The upstream key is taken out of every event before it is sent or kept.
         let mut redact = EventRedactor::new(redactor);
+        let outbox = Outbox::default();
+        let gone = || ServeError::Upstream {
+            reason: "the client went away".into(),
+        };
+        let late = || ServeError::Timeout {
+            secs: shared.cfg.timeout.as_secs(),
+        };
+        let mut send = |e: ServeEvent| {
+            if keep_all {
+                keep(&mut kept, e.clone());
+            }
+            sent += 1;
+            outbox.put(e);
+        };
         let result = {
-            let mut send = |e: ServeEvent| {
-                if keep {
-                    kept.push(e.clone());
-                }
-                sent += 1;
-                let _ = tx.send(e);
-            };
             let mut emit = |e: ServeEvent| redact.pass(e).into_iter().for_each(&mut send);
             let work = mode.answer(&core, &ask, &mut emit, &mut trace);
-            let result = tokio::select! {
-                r = tokio::time::timeout_at(deadline, work) => r.unwrap_or(Err(ServeError::Timeout {
-                    secs: shared.cfg.timeout.as_secs(),
-                })),
-                () = tx.closed() => Err(ServeError::Upstream { reason: "the client went away".into() }),
-            };
-            // An answer broken off still gets the text that was held back.
-            redact.finish().into_iter().for_each(&mut send);
-            result
+            let driven = outbox.drive(work, &tx);
+            tokio::select! {
+                r = tokio::time::timeout_at(deadline, driven) => match r {
+                    Ok(Ok(answered)) => answered,
+                    Ok(Err(outbox::Gone)) => Err(gone()),
+                    Err(_) => Err(late()),
+                },
+                () = tx.closed() => Err(gone()),
+            }
+        };
+        // An answer broken off still gets the text that was held back.
+        redact.finish().into_iter().for_each(&mut send);
+        drop(send);
+        // What the work's last step emitted, by the same deadline.
+        let flushed = tokio::time::timeout_at(deadline, outbox.flush(&tx)).await;
+        let result = match (result, flushed) {
+            (Ok(()), Err(_)) => Err(late()),
+            (Ok(()), Ok(Err(outbox::Gone))) => Err(gone()),
+            (result, _) => result,
         };
         if let Some(dir) = &shared.cfg.session_dir {
             let whole = task_render.whole(&meta, &kept);

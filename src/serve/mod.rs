@@ -85,6 +85,7 @@ mod listen;
 mod live;
 mod messages;
 mod native;
+mod outbox;
 mod plain;
 mod read;
 mod redact;

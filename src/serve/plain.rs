@@ -12,6 +12,7 @@ use super::conversation::render_call;
 use super::event::{FinishReason, ServeEvent};
 use super::request::{Ask, Entry};
 use crate::llm::{Finish, Message, Prompt, Role, TurnRequest};
+use crate::shown::Outside;
 
 /// The turn budget when the client sets none.
 const DEFAULT_MAX_TOKENS: u32 = 1024;
@@ -68,7 +69,7 @@ pub(crate) async fn answer(
         })
         .await
         .map_err(|e| {
-            tracing::warn!(error = %e, "the upstream failed");
+            tracing::warn!(error = %Outside(&e), "the upstream failed");
             ServeError::Upstream {
                 reason: client_reason(&e),
             }

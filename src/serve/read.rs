@@ -24,6 +24,7 @@ use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
 use crate::protocol::{self, Call, Turn, TurnKind};
+use crate::shown::Outside;
 
 /// What the client gets from a turn that could be used.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,7 +121,7 @@ pub(crate) fn read(
             }
             let first = match runaway {
                 Some(call) => {
-                    tracing::info!(tool = %call.0, "a string argument ran into the protocol's tags: the call is read without it");
+                    tracing::info!(tool = %Outside(&call.0), "a string argument ran into the protocol's tags: the call is read without it");
                     call
                 }
                 None => one_call(&turn, finish, ask).map_err(&refuse)?,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::ServeError;
 use super::body::{self, Content, Message, ResponseFormat, Role, ToolChoice, read_body};
-use super::json_budget::{CountError, MAX_VALUES, count_values};
+use super::json_budget::{CountError, MAX_OBJECTS, MAX_VALUES, count_values};
 use crate::protocol::ToolShape;
 
 /// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
@@ -111,9 +111,14 @@ pub(crate) fn wants_core(body: &Value) -> bool {
 /// counted first: a body of more than [`MAX_VALUES`] is a 400 before any `Value` is built, since
 /// a `Value` takes many times the text's size (`json_budget.rs`).
 pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, ServeError> {
-    if let Err(CountError::TooMany) = count_values(bytes, MAX_VALUES) {
+    let too_many = match count_values(bytes, MAX_VALUES, MAX_OBJECTS) {
+        Err(CountError::TooMany) => Some(format!("{MAX_VALUES} JSON values")),
+        Err(CountError::TooManyObjects) => Some(format!("{MAX_OBJECTS} JSON objects")),
+        _ => None,
+    };
+    if let Some(what) = too_many {
         return Err(ServeError::BadRequest {
-            message: format!("the request body holds more than {MAX_VALUES} JSON values"),
+            message: format!("the request body holds more than {what}"),
             param: None,
         });
     }
@@ -155,7 +160,7 @@ impl Ask {
             return Err(bad("only n = 1 is supported", "n"));
         }
         let tools = b.tools.unwrap_or_default();
-        check_pattern_count(&tools, b.response_format.as_ref())?;
+        check_schema_costs(&tools, b.response_format.as_ref())?;
         let tools = read_tools(tools)?;
         let choice = read_choice(b.tool_choice, &tools)?;
         let (output_schema, output_validator) = read_response_format(b.response_format)?.unzip();
@@ -273,36 +278,52 @@ fn read_choice(choice: Option<ToolChoice>, tools: &[ToolSpec]) -> Result<Choice,
     Ok(choice)
 }
 
-/// The request's regular expressions (in every tool's parameters and in `response_format`)
-/// counted before any is compiled: at most [`crate::schema::MAX_PATTERNS`] for the request.
-fn check_pattern_count(
+/// What compiling a request's schemas may cost, counted before any is compiled, over every
+/// tool's parameters and `response_format` together: at most [`crate::schema::MAX_PATTERNS`]
+/// regular expressions and [`crate::schema::MAX_SCHEMA_NODES`] subschemas for the request
+/// (issue 44 item 2: 128 tools of 760 properties each cost +176 MiB to compile).
+fn check_schema_costs(
     tools: &[body::Tool],
     format: Option<&ResponseFormat>,
 ) -> Result<(), ServeError> {
-    let in_tools: usize = tools
-        .iter()
-        .filter_map(|t| t.function.as_ref()?.parameters.as_ref())
-        .map(crate::schema::count_patterns)
-        .sum();
-    let in_format = format
-        .and_then(|f| f.json_schema.as_ref()?.schema.as_ref())
-        .map_or(0, crate::schema::count_patterns);
-    let found = in_tools + in_format;
-    let limit = crate::schema::MAX_PATTERNS;
-    if found <= limit {
-        return Ok(());
-    }
-    let param = if in_tools > 0 {
-        "tools"
-    } else {
-        "response_format.json_schema.schema"
-    };
-    Err(bad(
-        format!(
-            "the request's schemas hold {found} regular expressions (`pattern`, `patternProperties`); at most {limit} are compiled per request"
+    let costs: [(fn(&Value) -> usize, usize, &str); 2] = [
+        (
+            crate::schema::count_patterns,
+            crate::schema::MAX_PATTERNS,
+            "regular expressions (`pattern`, `patternProperties`)",
         ),
-        param,
-    ))
+        (
+            crate::schema::count_nodes,
+            crate::schema::MAX_SCHEMA_NODES,
+            "subschemas (JSON objects)",
+        ),
+    ];
+    for (count, limit, what) in costs {
+        let in_tools: usize = tools
+            .iter()
+            .filter_map(|t| t.function.as_ref()?.parameters.as_ref())
+            .map(count)
+            .sum();
+        let in_format = format
+            .and_then(|f| f.json_schema.as_ref()?.schema.as_ref())
+            .map_or(0, count);
+        let found = in_tools + in_format;
+        if found <= limit {
+            continue;
+        }
+        let param = if in_tools > 0 {
+            "tools"
+        } else {
+            "response_format.json_schema.schema"
+        };
+        return Err(bad(
+            format!(
+                "the request's schemas hold {found} {what}; at most {limit} are compiled per request"
+            ),
+            param,
+        ));
+    }
+    Ok(())
 }
 
 /// A schema's refusal in words: the validator's message, or the bound it went past.

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::config::ServeConfig;
-use super::http::{Shared, chat, completions, models, not_found};
+use super::http::{Shared, chat, close_after_refusal, completions, models, not_found};
 use super::{ServeError, messages};
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
@@ -19,5 +19,6 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(models))
         .fallback(not_found)
+        .layer(axum::middleware::map_response(close_after_refusal))
         .with_state(shared))
 }

@@ -102,3 +102,26 @@ pub fn the_transcript(dir: &std::path::Path) -> Value {
     assert_eq!(files.len(), 1, "{files:?}");
     serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
 }
+
+/// `tagloop serve` (the library's [`tagloop::serve::serve`]) in front of `upstream`, on its own
+/// thread with a one-thread runtime as the CLI runs it, so that work done on the async thread
+/// shows as other requests waiting. Its base URL (`http://127.0.0.1:PORT/v1`).
+pub fn proxy_on_one_thread(upstream: &str, tune: impl FnOnce(&mut ServeConfig)) -> String {
+    let mut cfg = ServeConfig::new(upstream);
+    cfg.grammar = GrammarMode::Off;
+    tune(&mut cfg);
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    std_listener.set_nonblocking(true).expect("nonblocking");
+    let addr = std_listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            let _ = tagloop::serve::serve(listener, cfg, std::future::pending()).await;
+        });
+    });
+    format!("http://{addr}/v1")
+}

@@ -19,6 +19,7 @@ use crate::serve::ServeError;
 use crate::serve::http::{Shared, admit, model_for};
 use crate::serve::request::{Ask, parse_json};
 use crate::serve::{conversation, plain};
+use crate::shown::Outside;
 
 /// The header that says how the count was made.
 const HOW_HEADER: &str = "x-tagloop-token-count";
@@ -38,22 +39,39 @@ fn prompt_of(shared: &Shared, ask: &Ask) -> Result<Prompt, ServeError> {
     Ok(history.prompt())
 }
 
-/// Count a request's input tokens, under the same admission and time limit as an answer.
+/// The body read, checked and rendered into the prompt the upstream would get, with the model
+/// name it asks for.
+fn read_and_render(shared: &Shared, bytes: &[u8]) -> Result<(Option<String>, Prompt), ServeError> {
+    let value = parse_json(bytes)?;
+    let parsed = request::read(&value, false)?;
+    let prompt = prompt_of(shared, &parsed.ask)?;
+    Ok((parsed.ask.model, prompt))
+}
+
+/// Count a request's input tokens, under the same admission, concurrency slot and time limit
+/// as an answer. The body is read, its schemas compiled and its prompt rendered on a blocking
+/// thread holding the request's slot, as `/v1/messages` reads its body (`http.rs`): that is CPU
+/// work that must not stall other clients' requests on the runtime's thread (issue 44 item 3).
 pub(crate) async fn count(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
-    let (bytes, _slot) = admit(shared, headers, body).await?;
+    let (bytes, slot) = admit(shared, headers, body).await?;
     let secs = shared.cfg.timeout.as_secs();
     let work = async {
-        let value = parse_json(&bytes)?;
-        let parsed = request::read(&value, false)?;
-        let prompt = prompt_of(shared, &parsed.ask)?;
-        let model = model_for(shared, parsed.ask.model.as_deref())?;
+        let reader = shared.clone();
+        let (read, _slot) = tokio::task::spawn_blocking(move || {
+            let read = read_and_render(&reader, &bytes);
+            (read, slot)
+        })
+        .await
+        .map_err(|_| ServeError::Config("reading the request failed".into()))?;
+        let (model, prompt) = read?;
+        let model = model_for(shared, model.as_deref())?;
         model.prepare().await;
         let counted = model.count_tokens(&prompt).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the upstream's tokenizer failed; the count is estimated");
+            tracing::warn!(error = %Outside(&e), "the upstream's tokenizer failed; the count is estimated");
             None
         });
         let (tokens, how) = match counted {

@@ -15,6 +15,7 @@
 //! tools and falls back to the protocol otherwise (and for a conversation the template fails
 //! to render).
 
+mod markers;
 mod props;
 mod template;
 mod turn;
@@ -132,7 +133,7 @@ fn learn(
         }
     };
     if let Err(why) = declares_tools(&template) {
-        tracing::info!(reason = %why, "the upstream's chat template is not used for tools: serve speaks the protocol");
+        tracing::info!(reason = %Outside(&why), "the upstream's chat template is not used for tools: serve speaks the protocol");
         return Ok(None);
     }
     let model = clients.get_with_api(cfg, name, Api::Completions)?;

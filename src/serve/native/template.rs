@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::ser::{Formatter, PrettyFormatter, Serializer};
 
+use super::markers::Markers;
+
 /// Most template instructions one rendering may run.
 const FUEL: u64 = 5_000_000;
 /// Largest rendered prompt, in bytes.
@@ -38,6 +40,8 @@ pub(crate) struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
+    /// The markers its text spells, kept out of the client's texts.
+    markers: Markers,
 }
 
 impl ChatTemplate {
@@ -55,7 +59,13 @@ impl ChatTemplate {
             env,
             bos: bos.to_owned(),
             eos: eos.to_owned(),
+            markers: Markers::of(source, bos, eos),
         })
+    }
+
+    /// The markers of this template (and the server's BOS and EOS).
+    pub(crate) fn markers(&self) -> &Markers {
+        &self.markers
     }
 
     /// The prompt for `messages` and `tools` (OpenAI's shapes), opened for the assistant's turn.

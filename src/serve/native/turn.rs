@@ -13,12 +13,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::markers::Markers;
 use super::{NativeFormat, tools_json};
 use crate::llm::{Finish, LazyGrammar, Prompt, TurnGrammar, TurnRequest};
+use crate::protocol::truncate;
 use crate::protocol::{NativeShape, TurnKind, native_grammar, parse_gbnf, read_turn_with};
 use crate::serve::ServeError;
 use crate::serve::answer::{Core, Trace, answer as protocol_answer, client_reason, emit_answer};
-use crate::serve::conversation;
+use crate::serve::conversation::{self, RESULT_LIMIT};
 use crate::serve::event::ServeEvent;
 use crate::serve::read::{Read, Refusal, read};
 use crate::serve::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS};
@@ -37,8 +39,9 @@ pub(crate) async fn answer(
     emit: &mut (dyn FnMut(ServeEvent) + Send),
     trace: &mut Trace,
 ) -> Result<(), ServeError> {
-    let tools = tools_json(ask);
-    let mut messages = messages(ask);
+    let markers = native.template.markers();
+    let tools: Vec<Value> = tools_json(ask).iter().map(|t| markers.value(t)).collect();
+    let mut messages = messages(ask, markers);
     if let Err(e) = native.template.render(&messages, &tools) {
         if native.forced {
             return Err(ServeError::Upstream {
@@ -160,31 +163,38 @@ fn grammar(ask: &Ask, answer_only: bool) -> Option<Arc<TurnGrammar>> {
     }))
 }
 
-/// The conversation as the template's messages (OpenAI's shapes, arguments as objects).
-pub(super) fn messages(ask: &Ask) -> Vec<Value> {
+/// The conversation as the template's messages (OpenAI's shapes, arguments as objects). Every
+/// text in it is the client's: the template's `markers` are neutralised in all of them, and a
+/// tool's result is cut as the protocol format cuts it (`RESULT_LIMIT`, head and tail kept).
+pub(super) fn messages(ask: &Ask, markers: &Markers) -> Vec<Value> {
     let mut out = Vec::with_capacity(ask.conversation.len() + 1);
     if !ask.instructions.trim().is_empty() {
-        out.push(json!({"role": "system", "content": ask.instructions}));
+        out.push(json!({"role": "system", "content": markers.text(&ask.instructions)}));
     }
     let mut n = 0usize;
     for entry in &ask.conversation {
         match entry {
-            Entry::Question(q) => out.push(json!({"role": "user", "content": q})),
-            Entry::Answer { text, .. } => out.push(json!({"role": "assistant", "content": text})),
+            Entry::Question(q) => out.push(json!({"role": "user", "content": markers.text(q)})),
+            Entry::Answer { text, .. } => {
+                out.push(json!({"role": "assistant", "content": markers.text(text)}))
+            }
             Entry::Calls { calls, .. } => {
                 let calls: Vec<Value> = calls
                     .iter()
                     .map(|c| {
                         n += 1;
+                        let arguments = markers.value(&Value::Object(c.arguments.clone()));
                         json!({"id": format!("call_{n}"), "type": "function",
-                               "function": {"name": c.name, "arguments": c.arguments}})
+                               "function": {"name": markers.text(&c.name), "arguments": arguments}})
                     })
                     .collect();
                 out.push(json!({"role": "assistant", "content": "", "tool_calls": calls}));
             }
             Entry::Results(results) => {
                 for (name, content) in results {
-                    out.push(json!({"role": "tool", "name": name, "content": content}));
+                    let content = truncate(content, RESULT_LIMIT);
+                    out.push(json!({"role": "tool", "name": markers.text(name),
+                                    "content": markers.text(&content)}));
                 }
             }
         }

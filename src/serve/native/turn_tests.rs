@@ -123,7 +123,7 @@ fn the_conversation_becomes_the_templates_messages() {
             {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
                 "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "Sunny."}]});
-    let m = messages(&Ask::read(&body).unwrap());
+    let m = messages(&Ask::read(&body).unwrap(), &Markers::of("", "", ""));
     assert_eq!(m.len(), 4);
     assert_eq!(m[0]["role"], "system");
     assert_eq!(

@@ -3,6 +3,8 @@
 mod batch;
 mod config;
 mod eval;
+#[cfg(test)]
+mod eval_examples;
 mod eval_suite;
 mod inspect;
 mod live;

@@ -63,7 +63,7 @@ impl Shared {
 
 /// Whether the request carries the proxy's key (compared in constant time), as a bearer token
 /// or, as Anthropic's clients send it, in `x-api-key`.
-fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+pub(crate) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(key) = &shared.cfg.api_key else {
         return true;
     };

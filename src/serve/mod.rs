@@ -85,6 +85,7 @@ mod listen;
 mod live;
 mod messages;
 mod native;
+mod passthrough;
 mod plain;
 mod read;
 mod redact;

@@ -2,15 +2,20 @@
 //! Chat Completions, completions and models; `messages/`), so no face imports the map and the map
 //! imports every face: the one place to read what serve answers.
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::extract::{Request, State};
 use axum::routing::{get, post};
 
 use super::config::ServeConfig;
-use super::http::{Shared, chat, completions, models, not_found};
+use super::http::{Shared, chat, completions, models};
+use super::passthrough::{self, Passthrough};
 use super::{ServeError, messages};
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
 pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
+    let relay = Arc::new(Passthrough::new(&cfg)?);
     let shared = Shared::new(cfg)?;
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -18,6 +23,11 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(models))
-        .fallback(not_found)
+        // What no route above answers passes through (`passthrough/`), the key checked first;
+        // a route added above takes its path from the fallback without a change here.
+        .method_not_allowed_fallback(passthrough::wrong_method)
+        .fallback(move |state: State<Arc<Shared>>, request: Request| {
+            passthrough::fallback(state, relay.clone(), request)
+        })
         .with_state(shared))
 }

@@ -124,11 +124,12 @@ pub(crate) async fn fallback(
 
 /// The method-not-allowed answer of serve's own routes: 401 first without the key, as
 /// everywhere, then 405 (a route serve answers is never passed through, whatever the method).
-pub(crate) async fn wrong_method(
-    State(shared): State<Arc<Shared>>,
-    request: Request,
-) -> Response {
-    let logged = Logged::new(request.method().as_str(), request.uri().path(), Instant::now());
+pub(crate) async fn wrong_method(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let logged = Logged::new(
+        request.method().as_str(),
+        request.uri().path(),
+        Instant::now(),
+    );
     let response = if authorised(&shared, request.headers()) {
         refusal(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -1,0 +1,227 @@
+//! The routes an application sends to its one base URL beside its chat, which `tagloop serve`
+//! passes through: `POST /v1/embeddings`, `GET /v1/models/{id}`, `POST
+//! /v1/audio/transcriptions` (a multipart upload, answered with its size), `POST /v1/echo` (the
+//! body sent back byte for byte, with its content type), `GET /v1/stream?bytes=N` (a streamed
+//! answer of N bytes of server-sent events, made as it is read), `GET /v1/echo-key` (the
+//! `Authorization` it got, sent back split across three pieces), `GET /v1/redirect` (a 307),
+//! and `GET /health`. Each is kept in `passed()`, raw.
+
+use super::*;
+
+use axum::extract::{Path, Query};
+use axum::http::Method;
+use base64::Engine;
+use futures::StreamExt;
+
+/// A request to one of these routes, as it arrived.
+#[derive(Debug, Clone)]
+pub struct PassedRequest {
+    pub method: Method,
+    /// The path and query (`/v1/models/x?y=1`).
+    pub target: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// The routes, added to the fake's router.
+pub(super) fn routes(router: Router<Arc<Inner>>) -> Router<Arc<Inner>> {
+    router
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models/{id}", get(model))
+        .route("/v1/audio/transcriptions", post(transcription))
+        .route("/v1/echo", post(echo))
+        .route("/v1/stream", get(stream))
+        .route("/v1/echo-key", get(echo_key))
+        .route("/v1/redirect", get(redirect))
+        .route("/health", get(health))
+}
+
+fn keep(inner: &Inner, method: Method, uri: &Uri, headers: HeaderMap, body: Bytes) {
+    if let Ok(mut passed) = inner.passed.lock() {
+        passed.push(PassedRequest {
+            method,
+            target: uri
+                .path_and_query()
+                .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+            headers,
+            body,
+        });
+    }
+}
+
+/// The fake's vector of a text: its length, its bytes' sum mod 97, 1.
+pub fn fake_embedding(text: &str) -> [f32; 3] {
+    let sum: u32 = text.bytes().map(u32::from).sum();
+    [text.len() as f32, (sum % 97) as f32, 1.0]
+}
+
+async fn embeddings(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    keep(&inner, method, &uri, headers, body.clone());
+    let Ok(asked) = serde_json::from_slice::<Value>(&body) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": "not JSON"}}),
+        );
+    };
+    let inputs: Vec<String> = match &asked["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().unwrap_or("").to_owned())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let base64 = asked["encoding_format"] == "base64";
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let v = fake_embedding(text);
+            let embedding = if base64 {
+                let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
+    json_response(
+        StatusCode::OK,
+        json!({"object": "list", "data": data, "model": asked["model"],
+               "usage": {"prompt_tokens": inputs.len(), "total_tokens": inputs.len()}}),
+    )
+}
+
+async fn model(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    keep(&inner, method, &uri, headers, Bytes::new());
+    json_response(
+        StatusCode::OK,
+        json!({"id": id, "object": "model", "created": 1, "owned_by": "fake-upstream"}),
+    )
+}
+
+async fn transcription(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let size = body.len();
+    keep(&inner, method, &uri, headers, body);
+    json_response(
+        StatusCode::OK,
+        json!({"text": format!("received {size} bytes")}),
+    )
+}
+
+async fn echo(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let ct = headers.get("content-type").cloned();
+    keep(&inner, method, &uri, headers, body.clone());
+    let mut r = Response::new(Body::from(body));
+    if let Some(ct) = ct {
+        r.headers_mut().insert("content-type", ct);
+    }
+    r
+}
+
+async fn stream(
+    State(inner): State<Arc<Inner>>,
+    Query(q): Query<std::collections::HashMap<String, u64>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    keep(&inner, method, &uri, headers, Bytes::new());
+    let total = q.get("bytes").copied().unwrap_or(1 << 20);
+    // One event of 64 KiB at a time (the last one shorter), made when the reader asks for it.
+    let event = |n: u64| {
+        let payload = n.saturating_sub(8) as usize;
+        Bytes::from(format!("data: {}\n\n", "x".repeat(payload)))
+    };
+    let pieces = futures::stream::unfold(total, move |left| async move {
+        if left == 0 {
+            return None;
+        }
+        let n = left.min(64 << 10).max(9);
+        let piece = event(n);
+        let sent = piece.len() as u64;
+        Some((Ok::<_, std::io::Error>(piece), left.saturating_sub(sent)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(pieces))
+        .expect("response")
+}
+
+async fn echo_key(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    keep(&inner, method, &uri, headers.clone(), Bytes::new());
+    let text = format!("data: you sent {auth} to me\n\n");
+    // Cut inside the key, twice, each piece written out on its own.
+    let cut = text.len() / 2;
+    let parts = vec![
+        text[..cut - 3].to_owned(),
+        text[cut - 3..cut + 2].to_owned(),
+        text[cut + 2..].to_owned(),
+    ];
+    let paced = futures::stream::iter(parts).then(|p| async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok::<_, std::io::Error>(Bytes::from(p))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("x-echo-auth", auth)
+        .body(Body::from_stream(paced))
+        .expect("response")
+}
+
+async fn redirect(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
+    keep(&inner, Method::GET, &uri, headers, Bytes::new());
+    Response::builder()
+        .status(StatusCode::TEMPORARY_REDIRECT)
+        .header("location", "http://127.0.0.1:9/v1/elsewhere")
+        .body(Body::empty())
+        .expect("response")
+}
+
+async fn health(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
+    keep(&inner, Method::GET, &uri, headers, Bytes::new());
+    json_response(StatusCode::OK, json!({"status": "ok"}))
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("response")
+}

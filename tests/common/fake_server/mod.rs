@@ -81,6 +81,7 @@ mod root;
 use completions::*;
 pub use config::*;
 pub use guess::FakeGuess;
+#[allow(unused_imports)]
 pub use passthrough::{PassedRequest, fake_embedding};
 pub use root::fake_tokens;
 use root::*;

@@ -163,3 +163,30 @@ fn a_100_mib_streamed_answer_passes_through_in_bounded_memory() {
         "{log}"
     );
 }
+
+#[test]
+fn with_no_passthrough_serve_answers_404_after_its_key() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let upstream = rt.block_on(FakeServer::start(FakeConfig::default()));
+    let serve = Serve::start_with_env(
+        &upstream.base_url,
+        &["--api-key-env", "PASSTHROUGH_SERVE_KEY", "--no-passthrough"],
+        &[("PASSTHROUGH_SERVE_KEY", SERVE_KEY)],
+    );
+    let url = format!("{}/embeddings", serve.base_url);
+    let statuses = rt.block_on(async {
+        let mut statuses = Vec::new();
+        for key in [None, Some(SERVE_KEY)] {
+            let mut request = reqwest::Client::new()
+                .post(&url)
+                .json(&serde_json::json!({"input": "x"}));
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            statuses.push(request.send().await.expect("send").status().as_u16());
+        }
+        statuses
+    });
+    assert_eq!(statuses, [401, 404]);
+    assert!(upstream.passed().is_empty());
+}

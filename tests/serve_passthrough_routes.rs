@@ -391,3 +391,26 @@ async fn the_limits_of_the_other_faces_hold_and_no_transcript_is_written() {
         "a pass-through wrote a transcript: {kept:?}"
     );
 }
+
+#[tokio::test]
+async fn server_sent_events_reach_the_client_as_the_upstream_sends_them() {
+    let (_fake, base) = keyed(|_| {}).await;
+    // Four events of 16 bytes, 150 ms apart.
+    let mut response = reqwest::Client::new()
+        .get(format!("{base}/stream?bytes=64&event=16&pace_ms=150"))
+        .bearer_auth(SERVE_KEY)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    let started = std::time::Instant::now();
+    let mut arrivals = Vec::new();
+    while let Some(piece) = response.chunk().await.expect("piece") {
+        arrivals.push((started.elapsed(), piece.len()));
+    }
+    assert_eq!(arrivals.iter().map(|a| a.1).sum::<usize>(), 64);
+    // Each event came on its own, when it was sent: not held until the answer ended.
+    assert_eq!(arrivals.len(), 4, "{arrivals:?}");
+    let spread = arrivals[3].0 - arrivals[0].0;
+    assert!(spread >= Duration::from_millis(300), "{arrivals:?}");
+}

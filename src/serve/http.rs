@@ -106,7 +106,11 @@ pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap
 }
 
 /// `POST /v1/chat/completions`.
-pub(crate) async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let face = super::face::OPENAI;
     answer_route(&shared, &headers, body, &face).await
 }

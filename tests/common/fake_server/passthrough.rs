@@ -1,8 +1,8 @@
 //! The routes an application sends to its one base URL beside its chat, which `tagloop serve`
 //! passes through: `POST /v1/embeddings`, `GET /v1/models/{id}`, `POST
 //! /v1/audio/transcriptions` (a multipart upload, answered with its size), `POST /v1/echo` (the
-//! body sent back byte for byte, with its content type), `GET /v1/stream?bytes=N` (a streamed
-//! answer of N bytes of server-sent events, made as it is read), `GET /v1/echo-key` (the
+//! body sent back byte for byte, with its content type), `GET /v1/stream?bytes=N&event=E&pace_ms=P`
+//! (a streamed answer of N bytes of server-sent events of E bytes, P ms apart, made as it is read), `GET /v1/echo-key` (the
 //! `Authorization` it got, sent back split across three pieces), `GET /v1/redirect` (a 307),
 //! and `GET /health`. Each is kept in `passed()`, raw.
 
@@ -153,7 +153,10 @@ async fn stream(
 ) -> Response {
     keep(&inner, method, &uri, headers, Bytes::new());
     let total = q.get("bytes").copied().unwrap_or(1 << 20);
-    // One event of 64 KiB at a time (the last one shorter), made when the reader asks for it.
+    let size = q.get("event").copied().unwrap_or(64 << 10);
+    let pace = Duration::from_millis(q.get("pace_ms").copied().unwrap_or(0));
+    // One event of `event` bytes at a time (the last one shorter), made when the reader asks
+    // for it, `pace_ms` after the one before.
     let event = |n: u64| {
         let payload = n.saturating_sub(8) as usize;
         Bytes::from(format!("data: {}\n\n", "x".repeat(payload)))
@@ -162,7 +165,10 @@ async fn stream(
         if left == 0 {
             return None;
         }
-        let n = left.min(64 << 10).max(9);
+        if !pace.is_zero() {
+            tokio::time::sleep(pace).await;
+        }
+        let n = left.min(size).max(9);
         let piece = event(n);
         let sent = piece.len() as u64;
         Some((Ok::<_, std::io::Error>(piece), left.saturating_sub(sent)))

@@ -190,3 +190,22 @@ fn with_no_passthrough_serve_answers_404_after_its_key() {
     assert_eq!(statuses, [401, 404]);
     assert!(upstream.passed().is_empty());
 }
+
+#[test]
+fn the_config_files_serve_section_can_switch_the_pass_through_off() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let upstream = rt.block_on(FakeServer::start(FakeConfig::default()));
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("tagloop.toml");
+    std::fs::write(&path, "[serve]\npassthrough = false\n").expect("write the config");
+    let path = path.display().to_string();
+    let off = Serve::start(&upstream.base_url, &["--config", &path]);
+    let on = Serve::start(&upstream.base_url, &[]);
+    let lookup = |serve: &Serve| {
+        let url = format!("{}/models/fake-model", serve.base_url);
+        rt.block_on(async { reqwest::get(url).await.expect("get").status().as_u16() })
+    };
+    assert_eq!(lookup(&off), 404, "{}", off.log());
+    assert_eq!(lookup(&on), 200, "{}", on.log());
+    assert_eq!(upstream.passed().len(), 1);
+}

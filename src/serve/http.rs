@@ -35,7 +35,7 @@ const DEFAULT_MODEL: &str = "default";
 pub(crate) struct Shared {
     pub(crate) cfg: ServeConfig,
     pub(crate) templates: Templates,
-    upstream: Upstream,
+    pub(crate) upstream: Upstream,
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
     models: Clients,

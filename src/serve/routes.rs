@@ -2,20 +2,16 @@
 //! Chat Completions, completions and models; `messages/`), so no face imports the map and the map
 //! imports every face: the one place to read what serve answers.
 
-use std::sync::Arc;
-
 use axum::Router;
-use axum::extract::{Request, State};
 use axum::routing::{get, post};
 
 use super::config::ServeConfig;
 use super::http::{Shared, chat, completions, models};
-use super::passthrough::{self, Passthrough};
+use super::passthrough;
 use super::{ServeError, messages};
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
 pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
-    let relay = Arc::new(Passthrough::new(&cfg)?);
     let shared = Shared::new(cfg)?;
     Ok(Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -26,8 +22,6 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         // What no route above answers passes through (`passthrough/`), the key checked first;
         // a route added above takes its path from the fallback without a change here.
         .method_not_allowed_fallback(passthrough::wrong_method)
-        .fallback(move |state: State<Arc<Shared>>, request: Request| {
-            passthrough::fallback(state, relay.clone(), request)
-        })
+        .fallback(passthrough::fallback)
         .with_state(shared))
 }

@@ -13,7 +13,8 @@
 //!    path that could climb out of the base is refused);
 //! 4. **the limits every face has** (`http::admit`: a `--concurrency` slot, 429; the body within
 //!    `--max-body`, 413, and the body time limit, 408);
-//! 5. **the upstream**, asked with the client's method, path, query and body, the body's own
+//! 5. **the upstream**, asked over the plain relay's HTTP client (`upstream.rs`: its
+//!    connections, limits and redirect policy) with the client's method, path, query and body, the body's own
 //!    headers (`headers.rs`), and the upstream key in place of serve's; within `--timeout`
 //!    (504), never following a redirect (502: it would carry the upstream key away);
 //! 6. **the answer**, streamed back as it comes (`stream.rs`), its status and headers (the
@@ -31,88 +32,37 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 use tokio::time::timeout_at;
 
 use super::ServeError;
-use super::config::ServeConfig;
 use super::http::{Shared, admit, authorised, not_found};
 use super::upstream::UpstreamLimits;
-use crate::llm::openai::normalize_base_url;
-use crate::secret::Redactor;
 use crate::shown::Outside;
 use log::Logged;
 use route::Refusal;
 
-/// The pass-through's own HTTP client and what it sends with every request.
-pub(crate) struct Passthrough {
-    /// Redirects never followed; the connect and idle limits of the other relays.
-    http: reqwest::Client,
-    /// The normalised `--upstream` (no trailing `/`).
-    base: String,
-    /// `Bearer <upstream key>`, marked sensitive; `None` for an empty key.
-    auth: Option<HeaderValue>,
-    /// Takes the upstream key out of what the upstream sends back.
-    redactor: Redactor,
-    /// `false` under `--no-passthrough`.
-    enabled: bool,
-    /// The longest a relayed request may take, whatever `--timeout` says (the other relays').
-    total: Duration,
+/// The longest a passed-through request may take, whatever `--timeout` says (the other
+/// relays' limit).
+fn total() -> Duration {
+    UpstreamLimits::default().total
 }
 
-impl Passthrough {
-    /// The pass-through for `cfg`; fails as the other relays do on a URL or key that cannot be
-    /// used.
-    pub(crate) fn new(cfg: &ServeConfig) -> Result<Passthrough, ServeError> {
-        let limits = UpstreamLimits::default();
-        let base =
-            normalize_base_url(&cfg.upstream).map_err(|e| ServeError::Config(e.to_string()))?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(limits.connect)
-            .read_timeout(limits.idle)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ServeError::Config(format!("cannot build the HTTP client: {e}")))?;
-        let key = cfg.upstream_key.expose();
-        let auth = if key.is_empty() {
-            None
-        } else {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ServeError::Config("the upstream key holds characters a header cannot carry".into())
-            })?;
-            value.set_sensitive(true);
-            Some(value)
-        };
-        Ok(Passthrough {
-            http,
-            base,
-            auth,
-            redactor: Redactor::with([key]),
-            enabled: cfg.passthrough,
-            total: limits.total,
-        })
-    }
-}
-
-/// The router's fallback (`routes.rs` hands it `relay`): a request serve does not answer,
-/// passed through or refused.
-pub(crate) async fn fallback(
-    State(shared): State<Arc<Shared>>,
-    relay: Arc<Passthrough>,
-    request: Request,
-) -> Response {
+/// The router's fallback: a request serve does not answer, passed through or refused.
+pub(crate) async fn fallback(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let started = Instant::now();
     let logged = Logged::new(request.method().as_str(), request.uri().path(), started);
-    let deadline = tokio::time::Instant::now() + shared.cfg.timeout.min(relay.total);
-    match ask_upstream(&shared, &relay, request, deadline).await {
+    let deadline = tokio::time::Instant::now() + shared.cfg.timeout.min(total());
+    let redactor = shared.upstream.redactor();
+    match ask_upstream(&shared, request, deadline).await {
         Ok((answer, slot)) => {
             let mut logged = logged;
             logged.status = answer.status().as_u16();
             let mut response = Response::new(Body::empty());
             *response.status_mut() = answer.status();
-            *response.headers_mut() = headers::to_client(answer.headers(), &relay.redactor);
-            *response.body_mut() = stream::relay(answer, deadline, &relay.redactor, slot, logged);
+            *response.headers_mut() = headers::to_client(answer.headers(), redactor);
+            *response.body_mut() = stream::relay(answer, deadline, redactor, slot, logged);
             response
         }
         Err(refused) => {
@@ -150,24 +100,25 @@ pub(crate) async fn wrong_method(State(shared): State<Arc<Shared>>, request: Req
 /// with the request's slot, or serve's refusal.
 async fn ask_upstream(
     shared: &Arc<Shared>,
-    relay: &Passthrough,
     request: Request,
     deadline: tokio::time::Instant,
 ) -> Result<(reqwest::Response, tokio::sync::OwnedSemaphorePermit), Response> {
+    let (http, base, auth) = shared.upstream.parts();
+    let enabled = shared.cfg.passthrough;
     if !authorised(shared, request.headers()) {
         return Err(ServeError::Unauthorized.into_openai());
     }
     let (parts, body) = request.into_parts();
     let (method, uri) = (&parts.method, &parts.uri);
-    let url = if relay.enabled {
-        route::upstream_url(&relay.base, method, uri.path(), uri.query())
+    let url = if enabled {
+        route::upstream_url(base, method, uri.path(), uri.query())
     } else {
         Err(Refusal::NoRoute)
     };
     let url = match url {
         Ok(url) => url,
         // serve's own answer to a route it does not know, as before the pass-through.
-        Err(Refusal::NoRoute) if relay.enabled => {
+        Err(Refusal::NoRoute) if enabled => {
             return Err(not_found(method.clone(), uri.clone()).await);
         }
         Err(why) => return Err(refused(why, method, uri.path())),
@@ -175,12 +126,11 @@ async fn ask_upstream(
     let (bytes, slot) = admit(shared, &parts.headers, body)
         .await
         .map_err(ServeError::into_openai)?;
-    let mut asked = relay
-        .http
+    let mut asked = http
         .request(method.clone(), url)
         .headers(headers::to_upstream(&parts.headers))
         .body(bytes);
-    if let Some(auth) = &relay.auth {
+    if let Some(auth) = auth {
         asked = asked.header(header::AUTHORIZATION, auth.clone());
     }
     let answer = match timeout_at(deadline, asked.send()).await {
@@ -195,7 +145,7 @@ async fn ask_upstream(
             .get(header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        tracing::warn!(status = status.as_u16(), location = %Outside(relay.redactor.redact(to)), "a passed-through request was answered with a redirect, not followed");
+        tracing::warn!(status = status.as_u16(), location = %Outside(shared.upstream.redactor().redact(to)), "a passed-through request was answered with a redirect, not followed");
         return Err(gateway(
             502,
             &format!(

@@ -8,7 +8,7 @@
 
 use super::*;
 
-use axum::extract::{Path, Query};
+use axum::extract::{Path, Query, Request};
 use axum::http::Method;
 use base64::Engine;
 use futures::StreamExt;
@@ -36,17 +36,25 @@ pub(super) fn routes(router: Router<Arc<Inner>>) -> Router<Arc<Inner>> {
         .route("/health", get(health))
 }
 
-fn keep(inner: &Inner, method: Method, uri: &Uri, headers: HeaderMap, body: Bytes) {
+/// Read `request` whole and keep it in `passed()`; what was kept.
+async fn keep(inner: &Inner, request: Request) -> PassedRequest {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let uri = &parts.uri;
+    let kept = PassedRequest {
+        method: parts.method.clone(),
+        target: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+        headers: parts.headers,
+        body,
+    };
     if let Ok(mut passed) = inner.passed.lock() {
-        passed.push(PassedRequest {
-            method,
-            target: uri
-                .path_and_query()
-                .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
-            headers,
-            body,
-        });
+        passed.push(kept.clone());
     }
+    kept
 }
 
 /// The fake's vector of a text: its length, its bytes' sum mod 97, 1.
@@ -55,14 +63,8 @@ pub fn fake_embedding(text: &str) -> [f32; 3] {
     [text.len() as f32, (sum % 97) as f32, 1.0]
 }
 
-async fn embeddings(
-    State(inner): State<Arc<Inner>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    keep(&inner, method, &uri, headers, body.clone());
+async fn embeddings(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let body = keep(&inner, request).await.body;
     let Ok(asked) = serde_json::from_slice::<Value>(&body) else {
         return json_response(
             StatusCode::BAD_REQUEST,
@@ -102,42 +104,27 @@ async fn embeddings(
 async fn model(
     State(inner): State<Arc<Inner>>,
     Path(id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
-    keep(&inner, method, &uri, headers, Bytes::new());
+    keep(&inner, request).await;
     json_response(
         StatusCode::OK,
         json!({"id": id, "object": "model", "created": 1, "owned_by": "fake-upstream"}),
     )
 }
 
-async fn transcription(
-    State(inner): State<Arc<Inner>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let size = body.len();
-    keep(&inner, method, &uri, headers, body);
+async fn transcription(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let size = keep(&inner, request).await.body.len();
     json_response(
         StatusCode::OK,
         json!({"text": format!("received {size} bytes")}),
     )
 }
 
-async fn echo(
-    State(inner): State<Arc<Inner>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let ct = headers.get("content-type").cloned();
-    keep(&inner, method, &uri, headers, body.clone());
-    let mut r = Response::new(Body::from(body));
+async fn echo(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let kept = keep(&inner, request).await;
+    let ct = kept.headers.get("content-type").cloned();
+    let mut r = Response::new(Body::from(kept.body));
     if let Some(ct) = ct {
         r.headers_mut().insert("content-type", ct);
     }
@@ -147,11 +134,9 @@ async fn echo(
 async fn stream(
     State(inner): State<Arc<Inner>>,
     Query(q): Query<std::collections::HashMap<String, u64>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
-    keep(&inner, method, &uri, headers, Bytes::new());
+    keep(&inner, request).await;
     let total = q.get("bytes").copied().unwrap_or(1 << 20);
     let size = q.get("event").copied().unwrap_or(64 << 10);
     let pace = Duration::from_millis(q.get("pace_ms").copied().unwrap_or(0));
@@ -179,18 +164,14 @@ async fn stream(
         .expect("response")
 }
 
-async fn echo_key(
-    State(inner): State<Arc<Inner>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let auth = headers
+async fn echo_key(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let auth = keep(&inner, request)
+        .await
+        .headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    keep(&inner, method, &uri, headers.clone(), Bytes::new());
     let text = format!("data: you sent {auth} to me\n\n");
     // Cut inside the key, twice, each piece written out on its own.
     let cut = text.len() / 2;
@@ -210,8 +191,8 @@ async fn echo_key(
         .expect("response")
 }
 
-async fn redirect(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
-    keep(&inner, Method::GET, &uri, headers, Bytes::new());
+async fn redirect(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    keep(&inner, request).await;
     Response::builder()
         .status(StatusCode::TEMPORARY_REDIRECT)
         .header("location", "http://127.0.0.1:9/v1/elsewhere")
@@ -219,8 +200,8 @@ async fn redirect(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap)
         .expect("response")
 }
 
-async fn health(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
-    keep(&inner, Method::GET, &uri, headers, Bytes::new());
+async fn health(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    keep(&inner, request).await;
     json_response(StatusCode::OK, json!({"status": "ok"}))
 }
 

@@ -146,6 +146,10 @@ pub struct ServeArgs {
         hide_short_help = true
     )]
     max_connections: Option<usize>,
+    /// Answer only what serve understands (the faces, the model list): 404 for every other
+    /// route, which by default passes through to the upstream (embeddings, uploads, /tokenize)
+    #[arg(long, help_heading = "Clients")]
+    no_passthrough: bool,
     /// Write one JSON transcript per answered request here
     #[arg(long, value_name = "DIR", help_heading = "Logging")]
     session_dir: Option<PathBuf>,
@@ -227,6 +231,7 @@ fn args_knobs(args: &ServeArgs) -> Knobs {
         guess_timeout: args.guess_timeout,
         concurrency: args.concurrency,
         max_connections: args.max_connections,
+        no_passthrough: args.no_passthrough,
     }
 }
 
@@ -243,6 +248,8 @@ struct Knobs {
     guess_timeout: Option<u64>,
     concurrency: Option<usize>,
     max_connections: Option<usize>,
+    /// `--no-passthrough` (a switch: given, it wins; absent, the file decides).
+    no_passthrough: bool,
 }
 
 /// Set `cfg`'s knobs: each flag, else the `[serve]` section's value, else the default.
@@ -289,6 +296,7 @@ fn knobs(cfg: &mut ServeConfig, flags: Knobs, file: &ServeSection) -> Result<(),
         .or(file.max_connections)
         .unwrap_or(512)
         .max(1);
+    cfg.passthrough = !flags.no_passthrough && file.passthrough.unwrap_or(true);
     Ok(())
 }
 

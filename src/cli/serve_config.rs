@@ -14,6 +14,7 @@
 //! guess_timeout = 30        # seconds; default: only the request's timeout
 //! concurrency = 16
 //! max_connections = 512
+//! passthrough = true        # false: 404 for what serve does not answer (--no-passthrough)
 //! ```
 //!
 //! A flag wins over the file, the file over the default. The section names no upstream and no key:
@@ -40,6 +41,7 @@ pub struct ServeSection {
     pub guess_timeout: Option<u64>,
     pub concurrency: Option<usize>,
     pub max_connections: Option<usize>,
+    pub passthrough: Option<bool>,
 }
 
 /// The value of a knob written as a word (`grammar = "auto"`): the flag's, else the file's (parsed,

@@ -37,7 +37,7 @@ const DEFAULT_MODEL: &str = "default";
 pub(crate) struct Shared {
     pub(crate) cfg: ServeConfig,
     pub(crate) templates: Templates,
-    upstream: Upstream,
+    pub(crate) upstream: Upstream,
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
     models: Clients,
@@ -77,7 +77,7 @@ pub(crate) async fn close_after_refusal(mut response: Response) -> Response {
 
 /// Whether the request carries the proxy's key (compared in constant time), as a bearer token
 /// or, as Anthropic's clients send it, in `x-api-key`.
-fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+pub(crate) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(key) = &shared.cfg.api_key else {
         return true;
     };
@@ -120,7 +120,11 @@ pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap
 }
 
 /// `POST /v1/chat/completions`.
-pub(crate) async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let face = super::face::OPENAI;
     answer_route(&shared, &headers, body, &face).await
 }

@@ -6,7 +6,8 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::config::ServeConfig;
-use super::http::{Shared, chat, close_after_refusal, completions, models, not_found};
+use super::http::{Shared, chat, close_after_refusal, completions, models};
+use super::passthrough;
 use super::{ServeError, messages};
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
@@ -18,7 +19,10 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(models))
-        .fallback(not_found)
+        // What no route above answers passes through (`passthrough/`), the key checked first;
+        // a route added above takes its path from the fallback without a change here.
+        .method_not_allowed_fallback(passthrough::wrong_method)
+        .fallback(passthrough::fallback)
         .layer(axum::middleware::map_response(close_after_refusal))
         .with_state(shared))
 }

@@ -84,6 +84,16 @@ pub struct ServeArgs {
     /// closes
     #[arg(long, value_name = "N", default_value_t = 512)]
     max_connections: usize,
+    /// Where serve keeps its data: the stored Responses (`store`, `previous_response_id`)
+    /// [default: tagloop/serve in the user's data directory]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The stored Responses' total size in MiB; the oldest go first
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    store_max_mib: u64,
+    /// How many days a stored Response is kept
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    store_max_days: u64,
 }
 
 /// A key from the environment variable `name`; a named variable that is unset or empty is a
@@ -136,8 +146,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.guess_timeout = args.guess_timeout.map(|s| Duration::from_secs(s.max(1)));
     cfg.concurrency = args.concurrency.max(1);
     cfg.max_connections = args.max_connections.max(1);
-    // A bad upstream URL is the user's to fix, and is said before listening.
-    let _checked = tagloop::serve::router(cfg.clone()).map_err(usage)?;
+    cfg.data_dir = args
+        .data_dir
+        .or_else(|| dirs::data_dir().map(|d| d.join("tagloop").join("serve")));
+    cfg.store_max_bytes = args.store_max_mib.max(1).saturating_mul(1024 * 1024);
+    cfg.store_max_age = Duration::from_secs(args.store_max_days.max(1).saturating_mul(86_400));
+    // A bad upstream URL is the user's to fix, and is said before listening. The router is
+    // dropped at once: it holds the response store's file, which the server opens again.
+    drop(tagloop::serve::router(cfg.clone()).map_err(usage)?);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

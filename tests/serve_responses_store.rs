@@ -157,3 +157,30 @@ async fn stored_responses_survive_a_new_server_and_never_hold_the_upstream_key()
     let (status, v) = post(&second, &next).await;
     assert_eq!(status, 200, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_keeps_stored_responses_in_its_data_dir_across_a_restart() {
+    let fake = FakeServer::start(FakeConfig {
+        default_reply: CALL.into(),
+        ..FakeConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let args = ["--model", "fake-model", "--data-dir", data];
+    let id = {
+        let serve = common::serve_proc::Serve::start(&fake.base_url, &args);
+        let base = serve.base_url.trim_end_matches("/v1").to_string();
+        let (status, v) = post_as(&base, &ask(json!({})), Some("k")).await;
+        assert_eq!(status, 200, "{v}\n{}", serve.log());
+        v["id"].as_str().unwrap().to_string()
+    };
+    assert!(dir.path().join("responses.redb").exists());
+    let serve = common::serve_proc::Serve::start(&fake.base_url, &args);
+    let base = serve.base_url.trim_end_matches("/v1").to_string();
+    let path = format!("/v1/responses/{id}");
+    let r = send(&base, reqwest::Method::GET, &path, None, Some("k")).await;
+    assert_eq!(r.status(), 200, "{}", serve.log());
+    let r = send(&base, reqwest::Method::GET, &path, None, Some("another")).await;
+    assert_eq!(r.status(), 404);
+}

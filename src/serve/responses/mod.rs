@@ -118,7 +118,7 @@ async fn answer(
         read.await
             .map_err(|_| ServeError::Config("reading the request failed".into()))
     };
-    let (read, slot) = within(shared, deadline, async { Ok(reading.await?) }).await?;
+    let (read, slot) = within(shared, deadline, reading).await?;
     let (parsed, mode) = read?;
     let Parsed {
         ask,

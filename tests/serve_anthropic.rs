@@ -10,6 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
+use common::serve::{assert_sent_two_calls, named_events, sent_text};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 use tagloop::secret::Secret;
@@ -83,35 +84,7 @@ async fn stream(base: &str, body: &Value) -> Vec<(String, Value)> {
     let r = send(base, "/v1/messages", body.to_string(), None).await;
     assert_eq!(r.status(), 200);
     let text = r.text().await.expect("body");
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
-        .map(|e| {
-            let name = e
-                .lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .unwrap_or("");
-            let data = e
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or("null");
-            let data: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{e}"));
-            assert_eq!(data["type"], name, "the data names its event: {e}");
-            (name.to_string(), data)
-        })
-        .collect()
-}
-
-/// Every upstream message's text, joined.
-fn sent_text(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
+    named_events(&text)
 }
 
 const CALL: &str =
@@ -253,17 +226,7 @@ async fn a_two_step_history_round_trips_with_tool_results() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["content"][0]["text"], "Sunny, 21 °C.");
     let sent = sent_text(&fake.requests()[0].body);
-    assert!(
-        sent.contains("<thought>I look both up.</thought>"),
-        "{sent}"
-    );
-    assert!(
-        sent.contains(
-            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
-        ),
-        "{sent}"
-    );
-    assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
+    assert_sent_two_calls(&sent);
     assert!(sent.contains("Error: clock down"), "{sent}");
 }
 

@@ -11,7 +11,8 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::responses::{CALL, ask, post, post_as, proxy, send, sent_text, stream, tools, types};
+use common::responses::{CALL, ask, post, post_as, proxy, send, stream, tools, types};
+use common::serve::{assert_sent_two_calls, sent_text};
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
 
@@ -131,17 +132,7 @@ async fn function_call_outputs_reach_the_upstream_as_results() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["output"][0]["content"][0]["text"], "Sunny, 21 °C.");
     let sent = sent_text(&fake.requests()[0].body);
-    assert!(
-        sent.contains("<thought>I look both up.</thought>"),
-        "{sent}"
-    );
-    assert!(
-        sent.contains(
-            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
-        ),
-        "{sent}"
-    );
-    assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
+    assert_sent_two_calls(&sent);
     assert!(sent.contains("14:00"), "{sent}");
 }
 

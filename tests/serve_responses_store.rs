@@ -8,7 +8,8 @@
 mod common;
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::responses::{CALL, ask, post, post_as, proxy, send, sent_text, stream, tools};
+use common::responses::{CALL, ask, post, post_as, proxy, send, stream, tools};
+use common::serve::sent_text;
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
 use tagloop::serve::ServeConfig;

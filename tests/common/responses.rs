@@ -3,19 +3,14 @@
 //! a streamed one). Used by `tests/serve_responses.rs` and `tests/serve_responses_store.rs`.
 
 use serde_json::{Value, json};
-use tagloop::llm::GrammarMode;
-use tagloop::serve::{ServeConfig, router};
+use tagloop::serve::ServeConfig;
 
 use super::fake_server::FakeServer;
 
 /// The proxy in front of `fake`, on a free port: `http://127.0.0.1:PORT`.
 pub async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> String {
-    let mut cfg = ServeConfig::new(fake.base_url.clone());
-    cfg.model = Some("fake-model".into());
-    cfg.grammar = GrammarMode::Off;
-    tune(&mut cfg);
-    let app = router(cfg).expect("router");
-    super::serve_on_loopback(app).await
+    let base = super::serve::proxy(fake, tune).await;
+    base.trim_end_matches("/v1").to_string()
 }
 
 pub fn tools() -> Value {
@@ -93,42 +88,13 @@ pub async fn stream(base: &str, body: &Value) -> Vec<(String, Value)> {
     .await;
     assert_eq!(r.status(), 200);
     let text = r.text().await.expect("body");
-    let events: Vec<(String, Value)> = text
-        .split("\n\n")
-        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
-        .map(|e| {
-            let name = e
-                .lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .unwrap_or("");
-            let data = e
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or("null");
-            let data: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{e}"));
-            assert_eq!(data["type"], name, "the data names its event: {e}");
-            (name.to_string(), data)
-        })
-        .collect();
+    let events = super::serve::named_events(&text);
     let numbers: Vec<u64> = events
         .iter()
         .map(|(_, d)| d["sequence_number"].as_u64().expect("sequence_number"))
         .collect();
     assert_eq!(numbers, (0..events.len() as u64).collect::<Vec<_>>());
     events
-}
-
-/// Every upstream message's text, joined.
-pub fn sent_text(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 pub const CALL: &str =

@@ -102,3 +102,54 @@ pub fn the_transcript(dir: &std::path::Path) -> Value {
     assert_eq!(files.len(), 1, "{files:?}");
     serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap()
 }
+
+/// The text of every message of an upstream chat request, joined (`[role] content` lines).
+pub fn sent_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// The named events of an SSE body (`event:` and `data:` lines; comments skipped) as
+/// (event, data); each event's data must name its event in `type`.
+pub fn named_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
+        .map(|e| {
+            let name = e
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or("");
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or("null");
+            let data: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{e}"));
+            assert_eq!(data["type"], name, "the data names its event: {e}");
+            (name.to_string(), data)
+        })
+        .collect()
+}
+
+/// The upstream's prompt (`sent`, from [`sent_text`]) of a history in which the assistant
+/// thought "I look both up.", called weather and time for Paris in one turn, and got the
+/// weather's result "Sunny, 21 °C": every face renders it so.
+pub fn assert_sent_two_calls(sent: &str) {
+    assert!(
+        sent.contains("<thought>I look both up.</thought>"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains(
+            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
+        ),
+        "{sent}"
+    );
+    assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
+}

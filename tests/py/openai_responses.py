@@ -18,7 +18,7 @@ import openai
 import openresponses_types as spec
 from openai import OpenAI
 
-from clientlib import TIMEOUT_SECONDS, base_url, check, model
+from clientlib import TIMEOUT_SECONDS, WEATHER_PARAMETERS, base_url, check, model
 
 # The Responses API's flat function tool.
 WEATHER = {
@@ -26,12 +26,7 @@ WEATHER = {
     "name": "get_weather",
     "description": "The current weather in a city.",
     "strict": True,
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "description": "The city's name."}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
+    "parameters": WEATHER_PARAMETERS,
 }
 QUESTION = "What is the weather in Paris?"
 RESULT = "sunny, 21 C"

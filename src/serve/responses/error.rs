@@ -3,8 +3,7 @@
 //! always a string (the Open Responses specification requires one): the specific code where
 //! there is one, else the type.
 
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -29,7 +28,6 @@ fn kind(e: &ServeError) -> (&'static str, &'static str) {
 
 /// The response for `e`.
 pub(crate) fn response(e: ServeError) -> Response {
-    let status = e.status();
     let (kind, code) = kind(&e);
     let param = match &e {
         ServeError::BadRequest { param, .. } => param.clone(),
@@ -38,13 +36,7 @@ pub(crate) fn response(e: ServeError) -> Response {
     };
     let body =
         json!({"error": {"message": e.to_string(), "type": kind, "param": param, "code": code}});
-    let mut response = (status, axum::Json(body)).into_response();
-    if matches!(e, ServeError::Busy { .. }) {
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
+    e.respond(body)
 }
 
 /// The 404 of a response id that is not there for this key (missing, expired, deleted, or

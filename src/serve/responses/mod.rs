@@ -87,10 +87,8 @@ pub(crate) async fn create(
 ) -> Response {
     let started = Instant::now();
     let mut trace = Trace::default();
-    let response = match answer(&shared, &headers, body, &mut trace, started).await {
-        Ok(r) => r,
-        Err(e) => error::response(e),
-    };
+    let answered = answer(&shared, &headers, body, &mut trace, started).await;
+    let response = answered.unwrap_or_else(error::response);
     log_line("POST", PATH, &response, started, &trace);
     response
 }
@@ -216,10 +214,9 @@ pub(crate) async fn delete(
 
 async fn stored(shared: &Arc<Shared>, headers: &HeaderMap, id: String, remove: bool) -> Response {
     let started = Instant::now();
-    let response = match look(shared, headers, &id, remove).await {
-        Ok(r) => r,
-        Err(e) => error::response(e),
-    };
+    let response = look(shared, headers, &id, remove)
+        .await
+        .unwrap_or_else(error::response);
     let method = if remove { "DELETE" } else { "GET" };
     log_line(
         method,

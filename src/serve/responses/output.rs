@@ -192,46 +192,48 @@ impl Output {
 
     fn call(&mut self, call: ToolCallOut, out: &mut Vec<Value>) {
         let index = self.items.len();
-        let item = if self.custom.contains(&call.name) {
-            // The one argument's string is the custom tool's input.
-            let input = serde_json::from_str::<Value>(&call.arguments)
-                .ok()
-                .and_then(|v| {
-                    v.get(CUSTOM_ARGUMENT)
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_default();
-            let id = item_id("ctc_");
-            let started = json!({"type": "custom_tool_call", "id": id, "call_id": call.id,
-                "name": call.name, "input": "", "status": "in_progress"});
-            out.push(json!({"type": "response.output_item.added", "output_index": index, "item": started}));
-            out.push(
-                json!({"type": "response.custom_tool_call_input.delta", "item_id": id,
-                "output_index": index, "delta": input}),
-            );
-            out.push(
-                json!({"type": "response.custom_tool_call_input.done", "item_id": id,
-                "output_index": index, "input": input}),
-            );
-            json!({"type": "custom_tool_call", "id": id, "call_id": call.id, "name": call.name,
-                "input": input, "status": "completed"})
+        // A custom tool's call carries its one argument's string as `input`; a function's,
+        // its arguments' JSON text as `arguments`.
+        let custom = self.custom.contains(&call.name);
+        let (kind, prefix, field, events) = if custom {
+            (
+                "custom_tool_call",
+                "ctc_",
+                "input",
+                "response.custom_tool_call_input",
+            )
         } else {
-            let id = item_id("fc_");
-            let started = json!({"type": "function_call", "id": id, "call_id": call.id,
-                "name": call.name, "arguments": "", "status": "in_progress"});
-            out.push(json!({"type": "response.output_item.added", "output_index": index, "item": started}));
-            out.push(
-                json!({"type": "response.function_call_arguments.delta", "item_id": id,
-                "output_index": index, "delta": call.arguments}),
-            );
-            out.push(
-                json!({"type": "response.function_call_arguments.done", "item_id": id,
-                "output_index": index, "name": call.name, "arguments": call.arguments}),
-            );
-            json!({"type": "function_call", "id": id, "call_id": call.id, "name": call.name,
-                "arguments": call.arguments, "status": "completed"})
+            (
+                "function_call",
+                "fc_",
+                "arguments",
+                "response.function_call_arguments",
+            )
         };
+        let value = if custom {
+            serde_json::from_str::<Value>(&call.arguments)
+                .ok()
+                .and_then(|v| v.get(CUSTOM_ARGUMENT)?.as_str().map(str::to_string))
+                .unwrap_or_default()
+        } else {
+            call.arguments
+        };
+        let id = item_id(prefix);
+        let mut item = json!({"type": kind, "id": id, "call_id": call.id, "name": call.name,
+            "status": "in_progress", field: ""});
+        out.push(
+            json!({"type": "response.output_item.added", "output_index": index, "item": item}),
+        );
+        out.push(json!({"type": format!("{events}.delta"), "item_id": id,
+            "output_index": index, "delta": value}));
+        let mut done = json!({"type": format!("{events}.done"), "item_id": id,
+            "output_index": index, field: value});
+        if !custom {
+            done["name"] = item["name"].clone();
+        }
+        out.push(done);
+        item[field] = json!(value);
+        item["status"] = json!("completed");
         out.push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
         self.items.push(item);
     }

@@ -176,12 +176,12 @@ pub(crate) fn read(body: &Value, history: Vec<Value>) -> Result<Parsed, ServeErr
 
 /// A refusal of the shared reading, its field named as this API names it.
 fn rename(e: ServeError, origin: &[String], tools: &[usize]) -> ServeError {
-    let ServeError::BadRequest {
-        message,
-        param: Some(param),
-    } = e
-    else {
-        return e;
+    let (message, param) = match e {
+        ServeError::BadRequest {
+            message,
+            param: Some(param),
+        } => (message, param),
+        other => return other,
     };
     let indexed = |rest: &str| -> Option<(usize, String)> {
         let (index, tail) = rest.split_once(']')?;

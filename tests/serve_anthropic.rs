@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::serve::{assert_sent_two_calls, named_events, sent_text};
+use common::serve::{assert_sent_two_calls, named_events, post_chat_twin, sent_text};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 use tagloop::secret::Secret;
@@ -519,31 +519,7 @@ async fn both_faces_send_the_upstream_the_same_request() {
     })
     .await;
     let base = proxy(&fake, |_| {}).await;
-    let openai_tools: Vec<Value> = tools()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            json!({"type": "function", "function": {"name": t["name"],
-            "description": t["description"], "parameters": t["input_schema"]}})
-        })
-        .collect();
-    let openai = json!({
-        "model": "m", "max_tokens": 99, "temperature": 0, "tools": openai_tools,
-        "messages": [
-            {"role": "system", "content": "Answer briefly."},
-            {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]
-    });
-    let r = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&openai)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status(), 200);
+    post_chat_twin(&base, &tools(), "input_schema").await;
     let anthropic = ask(json!({"max_tokens": 99, "temperature": 0, "messages": [
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": [

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::responses::{CALL, ask, post, post_as, proxy, send, stream, tools, types};
-use common::serve::{assert_sent_two_calls, sent_text};
+use common::serve::{assert_sent_two_calls, post_chat_twin, sent_text};
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
 
@@ -144,31 +144,7 @@ async fn the_chat_and_responses_faces_send_the_upstream_the_same_request() {
     })
     .await;
     let base = proxy(&fake, |_| {}).await;
-    let chat_tools: Vec<Value> = tools()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            json!({"type": "function", "function": {"name": t["name"],
-            "description": t["description"], "parameters": t["parameters"]}})
-        })
-        .collect();
-    let chat = json!({"model": "m", "max_tokens": 99, "temperature": 0, "tools": chat_tools,
-        "messages": [
-            {"role": "system", "content": "Answer briefly."},
-            {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]});
-    let r = send(
-        &base,
-        reqwest::Method::POST,
-        "/v1/chat/completions",
-        Some(chat.to_string()),
-        None,
-    )
-    .await;
-    assert_eq!(r.status(), 200);
+    post_chat_twin(&base, &tools(), "parameters").await;
     let responses = ask(json!({"max_output_tokens": 99, "temperature": 0, "input": [
         {"role": "user", "content": "Weather in Paris?"},
         {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{\"city\":\"Paris\"}"},

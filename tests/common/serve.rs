@@ -153,3 +153,39 @@ pub fn assert_sent_two_calls(sent: &str) {
     );
     assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
 }
+
+/// POST to the proxy at `base` (`http://127.0.0.1:PORT`) the chat twin of each face's test
+/// conversation — instructions "Answer briefly.", the question "Weather in Paris?", one call
+/// of weather for Paris and its result "Sunny", at temperature 0 and 99 tokens — with `tools`
+/// (a face's list: `name`, `description`, and the schema under `schema_field`) as chat
+/// function tools; it must be answered. The upstream then holds the request each face's twin
+/// must send byte for byte.
+pub async fn post_chat_twin(base: &str, tools: &Value, schema_field: &str) {
+    let chat_tools: Vec<Value> = tools
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {"name": t["name"],
+                    "description": t["description"], "parameters": t[schema_field]}})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let chat = json!({
+        "model": "m", "max_tokens": 99, "temperature": 0, "tools": chat_tools,
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+}

@@ -10,7 +10,10 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::serve::{assert_sent_two_calls, named_events, post_chat_twin, sent_text};
+use common::serve::{
+    PIECES, assert_corrected_once, assert_sent_two_calls, fake_answering_in_pieces,
+    fake_corrected_once, named_events, post_chat_twin, sent_text,
+};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 use tagloop::secret::Secret;
@@ -274,14 +277,8 @@ async fn a_streamed_call_is_anthropics_event_sequence() {
 
 #[tokio::test]
 async fn a_streamed_answer_goes_out_in_text_deltas() {
-    let answer = "Paris is sunny today, with a light wind from the west and about twenty-one degrees in the afternoon.";
-    let fake = FakeServer::start(FakeConfig {
-        token_chars: 4,
-        ..FakeConfig::turns([format!(
-            "<thought>Known.</thought><final_answer>{answer}</final_answer>"
-        )])
-    })
-    .await;
+    let answer = PIECES;
+    let fake = fake_answering_in_pieces().await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(&base, &ask(json!({}))).await;
     let deltas: Vec<&str> = events
@@ -299,8 +296,7 @@ async fn a_streamed_answer_goes_out_in_text_deltas() {
 
 #[tokio::test]
 async fn a_corrected_turn_never_reaches_the_streaming_client() {
-    let bad = "<thought>LEAKED-THOUGHT</thought><action>weather(city=\"Paris\", days=0)</action>";
-    let fake = FakeServer::start(FakeConfig::turns([bad, CALL])).await;
+    let fake = fake_corrected_once(CALL).await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(
         &base,
@@ -308,9 +304,7 @@ async fn a_corrected_turn_never_reaches_the_streaming_client() {
     )
     .await;
     let all: String = events.iter().map(|(_, d)| d.to_string()).collect();
-    assert!(!all.contains("LEAKED"), "{all}");
-    assert!(all.contains("I need the weather."), "{all}");
-    assert_eq!(fake.request_count(), 2);
+    assert_corrected_once(&all, &fake);
 }
 
 #[tokio::test]

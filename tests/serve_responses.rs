@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::responses::{CALL, ask, post, post_as, proxy, send, stream, tools, types};
-use common::serve::{assert_sent_two_calls, post_chat_twin, sent_text};
+use common::serve::{
+    PIECES, assert_corrected_once, assert_sent_two_calls, fake_answering_in_pieces,
+    fake_corrected_once, post_chat_twin, sent_text,
+};
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
 
@@ -290,15 +293,8 @@ async fn a_streamed_call_is_the_responses_event_sequence() {
 
 #[tokio::test]
 async fn a_streamed_answer_goes_out_in_text_deltas_and_no_corrected_turn_leaks() {
-    let answer =
-        "Paris is sunny today, with a light wind from the west and about twenty-one degrees.";
-    let fake = FakeServer::start(FakeConfig {
-        token_chars: 4,
-        ..FakeConfig::turns([format!(
-            "<thought>Known.</thought><final_answer>{answer}</final_answer>"
-        )])
-    })
-    .await;
+    let answer = PIECES;
+    let fake = fake_answering_in_pieces().await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(&base, &ask(json!({}))).await;
     let deltas: Vec<&str> = events
@@ -314,14 +310,11 @@ async fn a_streamed_answer_goes_out_in_text_deltas_and_no_corrected_turn_leaks()
         .unwrap();
     assert_eq!(done.1["text"], answer);
 
-    let bad = "<thought>LEAKED-THOUGHT</thought><action>weather(city=\"Paris\", days=0)</action>";
-    let fake = FakeServer::start(FakeConfig::turns([bad, CALL])).await;
+    let fake = fake_corrected_once(CALL).await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(&base, &ask(json!({}))).await;
     let all: String = events.iter().map(|(_, d)| d.to_string()).collect();
-    assert!(!all.contains("LEAKED"), "{all}");
-    assert!(all.contains("I need the weather."), "{all}");
-    assert_eq!(fake.request_count(), 2);
+    assert_corrected_once(&all, &fake);
 }
 
 #[tokio::test]

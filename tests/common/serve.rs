@@ -189,3 +189,33 @@ pub async fn post_chat_twin(base: &str, tools: &Value, schema_field: &str) {
         .expect("send");
     assert_eq!(r.status(), 200);
 }
+
+/// The answer of [`fake_answering_in_pieces`].
+pub const PIECES: &str = "Paris is sunny today, with a light wind from the west and about twenty-one degrees in the afternoon.";
+
+/// A fake upstream that answers [`PIECES`] after a thought, four characters a delta: a face
+/// streams it in several text deltas.
+pub async fn fake_answering_in_pieces() -> FakeServer {
+    FakeServer::start(super::fake_server::FakeConfig {
+        token_chars: 4,
+        ..super::fake_server::FakeConfig::turns([format!(
+            "<thought>Known.</thought><final_answer>{PIECES}</final_answer>"
+        )])
+    })
+    .await
+}
+
+/// A turn the core refuses (`days` below its minimum), whose thought must never reach a
+/// client: a fake upstream that writes it, then `good`.
+pub async fn fake_corrected_once(good: &str) -> FakeServer {
+    let bad = "<thought>LEAKED-THOUGHT</thought><action>weather(city=\"Paris\", days=0)</action>";
+    FakeServer::start(super::fake_server::FakeConfig::turns([bad, good])).await
+}
+
+/// What a client got from [`fake_corrected_once`] (its events' data, as text): nothing of the
+/// refused turn, the corrected turn's thought ("I need the weather."), after two requests.
+pub fn assert_corrected_once(all: &str, fake: &FakeServer) {
+    assert!(!all.contains("LEAKED"), "{all}");
+    assert!(all.contains("I need the weather."), "{all}");
+    assert_eq!(fake.request_count(), 2);
+}

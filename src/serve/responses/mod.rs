@@ -262,3 +262,96 @@ async fn look(
         Some(response) => (StatusCode::OK, axum::Json(response)).into_response(),
     })
 }
+
+#[cfg(test)]
+mod measure {
+    //! The store's cost, measured (BENCHMARKS.md, *The Responses face's store*): run with
+    //! `cargo test --release --lib serve::responses::measure -- --ignored --nocapture`.
+    use std::time::{Duration, Instant};
+
+    use super::store::{Limits, Record, Store, now};
+    use super::*;
+
+    /// One turn of a tool conversation as a client continues it: a function call's output in,
+    /// a response with a reasoning item and a call out, two tools repeated in it.
+    fn turn(owner: &store::Owner, previous: Option<&str>, i: usize) -> Record {
+        let input = vec![
+            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+            "output": format!("result {i}: sunny, 21 C, light wind from the west")}),
+        ];
+        let tools = json!([{"type": "function", "name": "weather", "description": "Weather of a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": null}]);
+        let response = json!({"id": format!("resp_{i}"), "object": "response", "status": "completed",
+            "previous_response_id": previous, "tools": tools, "output": [
+                {"type": "reasoning", "id": format!("rs_{i}"), "summary": [],
+                 "content": [{"type": "reasoning_text", "text": "I need the weather again."}]},
+                {"type": "function_call", "id": format!("fc_{i}"), "call_id": format!("call_{}", i + 1),
+                 "name": "weather", "arguments": "{\"city\":\"Paris\"}", "status": "completed"}]});
+        Record {
+            owner: owner.as_str().into(),
+            created: now(),
+            previous: previous.map(str::to_string),
+            input,
+            response,
+        }
+    }
+
+    #[test]
+    #[ignore = "a measurement: run it on its own, in release"]
+    fn a_hundred_turns_continue_fast_and_ten_thousand_conversations_stay_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_bytes: 1 << 30,
+            max_age: Duration::from_secs(86_400),
+        };
+        let store = Store::open(Some(dir.path()), limits).unwrap();
+        let owner = store.owner(b"key");
+        let first = json!({"type": "message", "role": "user", "content": "Weather in Paris?"});
+        let mut previous: Option<String> = None;
+        for i in 0..100 {
+            let mut record = turn(&owner, previous.as_deref(), i);
+            if i == 0 {
+                record.input = vec![first.clone()];
+            }
+            let id = format!("resp_{i}");
+            store.put(&id, &record).unwrap();
+            previous = Some(id);
+        }
+        let body = json!({"previous_response_id": "resp_99", "input": [{"type": "function_call_output",
+            "call_id": "call_100", "output": "sunny"}], "tools": [{"type": "function", "name": "weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]});
+        let runs = 50;
+        let started = Instant::now();
+        for _ in 0..runs {
+            assert_eq!(store.chain("resp_99", &owner).unwrap().unwrap().len(), 100);
+        }
+        let chain = started.elapsed() / runs;
+        println!("a 100-turn conversation read back from the store: {chain:?}");
+        let started = Instant::now();
+        for _ in 0..runs {
+            let (parsed, _) = read(&body, &store, &owner, Api::Chat).unwrap();
+            assert_eq!(parsed.ask.conversation.len(), 201);
+        }
+        let per = started.elapsed() / runs;
+        println!("a 100-turn conversation read back and read as a request: {per:?} per request");
+
+        let many = tempfile::tempdir().unwrap();
+        let store = Store::open(Some(many.path()), limits).unwrap();
+        let started = Instant::now();
+        for c in 0..10_000 {
+            let owner = store.owner(format!("key-{}", c % 10).as_bytes());
+            let mut record = turn(&owner, None, c);
+            record.input = vec![first.clone()];
+            store.put(&format!("resp_c{c}"), &record).unwrap();
+        }
+        let took = started.elapsed();
+        let size = std::fs::metadata(many.path().join(store::FILE_NAME))
+            .unwrap()
+            .len();
+        println!(
+            "10,000 one-turn conversations: {:.1} MiB on disk, written in {took:?} ({:?} each)",
+            size as f64 / (1024.0 * 1024.0),
+            took / 10_000
+        );
+    }
+}

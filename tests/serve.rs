@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tagloop::llm::{Api, GrammarMode, GrammarSyntax};
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::serve::{ask, message, post, proxy, weather_tools};
+use common::serve::{ask, message, post, proxy, sent_text, weather_tools};
 
 fn calls(v: &Value) -> Vec<(String, Value)> {
     message(v)["tool_calls"]
@@ -23,19 +23,6 @@ fn calls(v: &Value) -> Vec<(String, Value)> {
                     )
                 })
                 .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The text of every message of an upstream chat request, joined.
-fn sent_text(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join("\n")
         })
         .unwrap_or_default()
 }

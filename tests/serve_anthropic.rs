@@ -10,6 +10,10 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeConfig, FakeServer};
+use common::serve::{
+    PIECES, assert_corrected_once, assert_sent_two_calls, fake_answering_in_pieces,
+    fake_corrected_once, named_events, post_chat_twin, sent_text,
+};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
 use tagloop::secret::Secret;
@@ -83,35 +87,7 @@ async fn stream(base: &str, body: &Value) -> Vec<(String, Value)> {
     let r = send(base, "/v1/messages", body.to_string(), None).await;
     assert_eq!(r.status(), 200);
     let text = r.text().await.expect("body");
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
-        .map(|e| {
-            let name = e
-                .lines()
-                .find_map(|l| l.strip_prefix("event: "))
-                .unwrap_or("");
-            let data = e
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .unwrap_or("null");
-            let data: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{e}"));
-            assert_eq!(data["type"], name, "the data names its event: {e}");
-            (name.to_string(), data)
-        })
-        .collect()
-}
-
-/// Every upstream message's text, joined.
-fn sent_text(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
+    named_events(&text)
 }
 
 const CALL: &str =
@@ -253,17 +229,7 @@ async fn a_two_step_history_round_trips_with_tool_results() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["content"][0]["text"], "Sunny, 21 °C.");
     let sent = sent_text(&fake.requests()[0].body);
-    assert!(
-        sent.contains("<thought>I look both up.</thought>"),
-        "{sent}"
-    );
-    assert!(
-        sent.contains(
-            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
-        ),
-        "{sent}"
-    );
-    assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
+    assert_sent_two_calls(&sent);
     assert!(sent.contains("Error: clock down"), "{sent}");
 }
 
@@ -311,14 +277,8 @@ async fn a_streamed_call_is_anthropics_event_sequence() {
 
 #[tokio::test]
 async fn a_streamed_answer_goes_out_in_text_deltas() {
-    let answer = "Paris is sunny today, with a light wind from the west and about twenty-one degrees in the afternoon.";
-    let fake = FakeServer::start(FakeConfig {
-        token_chars: 4,
-        ..FakeConfig::turns([format!(
-            "<thought>Known.</thought><final_answer>{answer}</final_answer>"
-        )])
-    })
-    .await;
+    let answer = PIECES;
+    let fake = fake_answering_in_pieces().await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(&base, &ask(json!({}))).await;
     let deltas: Vec<&str> = events
@@ -336,8 +296,7 @@ async fn a_streamed_answer_goes_out_in_text_deltas() {
 
 #[tokio::test]
 async fn a_corrected_turn_never_reaches_the_streaming_client() {
-    let bad = "<thought>LEAKED-THOUGHT</thought><action>weather(city=\"Paris\", days=0)</action>";
-    let fake = FakeServer::start(FakeConfig::turns([bad, CALL])).await;
+    let fake = fake_corrected_once(CALL).await;
     let base = proxy(&fake, |_| {}).await;
     let events = stream(
         &base,
@@ -345,9 +304,7 @@ async fn a_corrected_turn_never_reaches_the_streaming_client() {
     )
     .await;
     let all: String = events.iter().map(|(_, d)| d.to_string()).collect();
-    assert!(!all.contains("LEAKED"), "{all}");
-    assert!(all.contains("I need the weather."), "{all}");
-    assert_eq!(fake.request_count(), 2);
+    assert_corrected_once(&all, &fake);
 }
 
 #[tokio::test]
@@ -556,31 +513,7 @@ async fn both_faces_send_the_upstream_the_same_request() {
     })
     .await;
     let base = proxy(&fake, |_| {}).await;
-    let openai_tools: Vec<Value> = tools()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            json!({"type": "function", "function": {"name": t["name"],
-            "description": t["description"], "parameters": t["input_schema"]}})
-        })
-        .collect();
-    let openai = json!({
-        "model": "m", "max_tokens": 99, "temperature": 0, "tools": openai_tools,
-        "messages": [
-            {"role": "system", "content": "Answer briefly."},
-            {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]
-    });
-    let r = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&openai)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status(), 200);
+    post_chat_twin(&base, &tools(), "input_schema").await;
     let anthropic = ask(json!({"max_tokens": 99, "temperature": 0, "messages": [
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": [

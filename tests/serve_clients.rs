@@ -1,6 +1,8 @@
 //! Real clients against `tagloop serve`: the official `openai` Python SDK and LangChain's
 //! `ChatOpenAI.bind_tools`; on the Anthropic face (`/v1/messages`), the official `anthropic` SDK
-//! and LangChain's `ChatAnthropic.bind_tools` (built on it); unmodified, from the pinned venv that `scripts/setup-pyclients.sh`
+//! and LangChain's `ChatAnthropic.bind_tools` (built on it); on the Responses face
+//! (`/v1/responses`), the `openai` SDK's `client.responses` (every answer and event validated
+//! against the Open Responses specification's models) and an OpenAI Agents SDK agent; unmodified, from the pinned venv that `scripts/setup-pyclients.sh`
 //! installs (run by `scripts/test.sh`). The server runs as the real binary on a free port, in
 //! front of the fake upstream, which speaks only tagloop's text protocol: every `tool_calls` a
 //! client gets was read from a `<action>` turn, and every tool result it sends back reaches the
@@ -36,6 +38,20 @@ fn weather_model() -> FakeConfig {
                  <final_answer>It is sunny and 21 C in Paris.</final_answer>"
                     .into(),
             ),
+            // The Agents SDK's task (openai_agents_tools.py): the weather, then the time,
+            // then the answer; the first needle found wins, so the last step's comes first.
+            (
+                "14:05".into(),
+                "<thought>Both tools answered.</thought>\n\
+                 <final_answer>It is cloudy, 18 C, and 14:05 in Paris.</final_answer>"
+                    .into(),
+            ),
+            (
+                "cloudy, 18 C".into(),
+                "<thought>Now the local time.</thought>\n\
+                 <action>get_time(city=\"Paris\")</action>"
+                    .into(),
+            ),
             (
                 "without tools".into(),
                 "<thought>No tool is wanted here.</thought>\n\
@@ -51,6 +67,11 @@ fn weather_model() -> FakeConfig {
 /// the script, the server and the upstream said when a check did not hold, or when the
 /// upstream was not spoken to in the text protocol.
 fn run_against_serve(script: &str) -> ScriptRun {
+    run_against_serve_with(script, RESULT)
+}
+
+/// [`run_against_serve`] for a script whose tool answers `result`.
+fn run_against_serve_with(script: &str, result: &str) -> ScriptRun {
     // First, so that a missing venv is what the failure says.
     common::py::python();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -75,13 +96,14 @@ fn run_against_serve(script: &str) -> ScriptRun {
             .map(|r| &r.body)
             .collect::<Vec<_>>()
     );
-    assert_text_protocol_upstream(&upstream);
+    assert_tool_result_upstream(&upstream, result);
     run
 }
 
 /// The upstream was spoken to in the text protocol: never sent `tools` (the proxy turned them
-/// into its prompt), and the tool result the client sent came back to it inside a prompt.
-fn assert_text_protocol_upstream(upstream: &FakeServer) {
+/// into its prompt), and the tool result the client sent (`result`) came back to it inside a
+/// prompt.
+fn assert_tool_result_upstream(upstream: &FakeServer, result: &str) {
     let requests = upstream.requests();
     assert!(!requests.is_empty(), "the upstream got no request");
     for r in &requests {
@@ -92,7 +114,7 @@ fn assert_text_protocol_upstream(upstream: &FakeServer) {
         );
     }
     assert!(
-        requests.iter().any(|r| r.body.to_string().contains(RESULT)),
+        requests.iter().any(|r| r.body.to_string().contains(result)),
         "the tool result never reached the upstream's prompt"
     );
 }
@@ -131,6 +153,26 @@ fn langchain_embeddings_and_its_chat_model_share_serves_one_base_url() {
     let run = run_against_serve("langchain_embeddings.py");
     assert!(
         run.stdout.contains("langchain_embeddings: ok"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn the_openai_sdk_speaks_the_responses_api_whole_streamed_stored_and_in_two_steps() {
+    let run = run_against_serve("openai_responses.py");
+    assert!(
+        run.stdout.contains("openai_responses: ok"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn an_openai_agents_sdk_agent_finishes_a_two_tool_task_over_the_responses_api() {
+    let run = run_against_serve_with("openai_agents_tools.py", "14:05");
+    assert!(
+        run.stdout.contains("openai_agents_tools: ok"),
         "{}",
         run.stdout
     );

@@ -150,6 +150,16 @@ pub struct ServeArgs {
     /// route, which by default passes through to the upstream (embeddings, uploads, /tokenize)
     #[arg(long, help_heading = "Clients")]
     no_passthrough: bool,
+    /// Where serve keeps its data: the stored Responses (`store`, `previous_response_id`)
+    /// [default: tagloop/serve in the user's data directory]
+    #[arg(long, value_name = "DIR", help_heading = "Clients")]
+    data_dir: Option<PathBuf>,
+    /// The stored Responses' total size in MiB; the oldest go first
+    #[arg(long, value_name = "MIB", default_value_t = 256, help_heading = "Limits", hide_short_help = true)]
+    store_max_mib: u64,
+    /// How many days a stored Response is kept
+    #[arg(long, value_name = "DAYS", default_value_t = 30, help_heading = "Limits", hide_short_help = true)]
+    store_max_days: u64,
     /// Write one JSON transcript per answered request here
     #[arg(long, value_name = "DIR", help_heading = "Logging")]
     session_dir: Option<PathBuf>,
@@ -200,8 +210,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.upstream_key = upstream_key;
     cfg.api_key = api_key;
     cfg.session_dir = args.session_dir;
-    // A bad upstream URL is the user's to fix, and is said before listening.
-    let _checked = tagloop::serve::router(cfg.clone()).map_err(usage)?;
+    cfg.data_dir = args
+        .data_dir
+        .or_else(|| dirs::data_dir().map(|d| d.join("tagloop").join("serve")));
+    cfg.store_max_bytes = args.store_max_mib.max(1).saturating_mul(1024 * 1024);
+    cfg.store_max_age = Duration::from_secs(args.store_max_days.max(1).saturating_mul(86_400));
+    // A bad upstream URL is the user's to fix, and is said before listening. The router is
+    // dropped at once: it holds the response store's file, which the server opens again.
+    drop(tagloop::serve::router(cfg.clone()).map_err(usage)?);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -73,13 +73,23 @@ pub struct ServeConfig {
     /// upstream server's own routes) passes through to the upstream (default `true`);
     /// `false`: 404 for it (docs/serve.md, *Pass-through*).
     pub passthrough: bool,
+    /// Where serve keeps its data: the stored Responses (`responses.redb`, for `store` and
+    /// `previous_response_id`). `None` (the library's default): kept in memory, lost when the
+    /// process ends; `tagloop serve` passes `--data-dir`, by default a folder in the user's
+    /// data directory.
+    pub data_dir: Option<PathBuf>,
+    /// The stored Responses' total size, in bytes (default 256 MiB): the oldest go first.
+    pub store_max_bytes: u64,
+    /// How long a stored Response is kept (default 30 days).
+    pub store_max_age: Duration,
 }
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
     /// no thought in a turn that may call, 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16
     /// at once, 15 s for headers (and idle connections), 60 s for a body, 512 connections, no
-    /// time limit of the guess at a question's function besides the request's, pass-through on.
+    /// time limit of the guess at a question's function besides the request's, pass-through on,
+    /// stored Responses in memory (256 MiB, 30 days).
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -102,6 +112,9 @@ impl ServeConfig {
             thought: ThoughtMode::default(),
             guess_timeout: None,
             passthrough: true,
+            data_dir: None,
+            store_max_bytes: 256 * 1024 * 1024,
+            store_max_age: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }

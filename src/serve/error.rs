@@ -147,7 +147,6 @@ impl ServeError {
 
     /// The response a client gets: the status and OpenAI's error object.
     pub fn into_openai(self) -> Response {
-        let status = self.status();
         let (kind, code) = self.kind();
         let param = match &self {
             ServeError::BadRequest { param, .. } => param.clone(),
@@ -160,7 +159,13 @@ impl ServeError {
             "param": param,
             "code": code,
         }});
-        let mut response = (status, axum::Json(body)).into_response();
+        self.respond(body)
+    }
+
+    /// The response of this failure with a face's error `body`: its status, and `Retry-After`
+    /// when the server is busy (every face's clients retry on it).
+    pub(crate) fn respond(&self, body: serde_json::Value) -> Response {
+        let mut response = (self.status(), axum::Json(body)).into_response();
         if matches!(self, ServeError::Busy { .. }) {
             response
                 .headers_mut()

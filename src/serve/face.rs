@@ -77,6 +77,11 @@ pub(crate) trait Render: Send + Sync {
     fn whole(&self, meta: &AnswerMeta, events: &[ServeEvent]) -> Value;
     /// The streamed answer made of `events`, as they come.
     fn stream(&self, meta: AnswerMeta, events: BoxStream<'static, ServeEvent>) -> Response;
+    /// Work to finish before a whole answer goes out (the Responses face stores it); none by
+    /// default.
+    fn settle(&self, _whole: &Value) -> Option<futures::future::BoxFuture<'static, ()>> {
+        None
+    }
 }
 
 /// The OpenAI face.

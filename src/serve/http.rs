@@ -43,6 +43,15 @@ pub(crate) struct Shared {
     models: Clients,
     /// The model's own tool format per model name, where serve learnt it (`native/`).
     formats: Formats,
+    /// The stored Responses (`responses/store.rs`).
+    pub(crate) responses: super::responses::Store,
+}
+
+impl Shared {
+    /// The redactor of the upstream key.
+    pub(crate) fn redactor(&self) -> &crate::secret::Redactor {
+        self.upstream.redactor()
+    }
 }
 
 impl Shared {
@@ -52,12 +61,14 @@ impl Shared {
         crate::llm::openai::normalize_base_url(&cfg.upstream)
             .map_err(|e| ServeError::Config(e.to_string()))?;
         let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
+        let responses = super::responses::open_store(&cfg)?;
         Ok(Arc::new(Shared {
             slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
             templates: super::conversation::templates()?,
             upstream,
             models: Clients::new(),
             formats: Formats::new(),
+            responses,
             cfg,
         }))
     }
@@ -195,7 +206,7 @@ pub(crate) async fn admit(
 }
 
 /// A free slot of `--concurrency`, or 429.
-fn take_slot(shared: &Shared) -> Result<OwnedSemaphorePermit, ServeError> {
+pub(crate) fn take_slot(shared: &Shared) -> Result<OwnedSemaphorePermit, ServeError> {
     shared
         .slots
         .clone()
@@ -305,7 +316,7 @@ async fn handle(
 }
 
 /// `work` by the request's `deadline` (`--timeout`), or 504 (a relay, the core bound their own).
-async fn within<T>(
+pub(crate) async fn within<T>(
     shared: &Shared,
     deadline: tokio::time::Instant,
     work: impl Future<Output = Result<T, ServeError>>,
@@ -387,7 +398,7 @@ fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
 }
 
 /// A request for the core: the whole answer (events collected), or the streamed one.
-async fn core_answer(
+pub(crate) async fn core_answer(
     shared: &Arc<Shared>,
     ask: Ask,
     mode: Mode,
@@ -443,6 +454,9 @@ async fn core_answer(
         write_transcript(dir, &meta, &whole, trace, error, redactor).await;
     }
     result?;
+    if let Some(settling) = render.settle(&whole) {
+        settling.await;
+    }
     Ok((StatusCode::OK, axum::Json(whole)).into_response())
 }
 
@@ -462,6 +476,21 @@ pub(crate) struct Live {
     deadline: tokio::time::Instant,
     slot: OwnedSemaphorePermit,
     started: Instant,
+}
+
+impl Live {
+    /// A request's deadline, its slot, and when it began.
+    pub(crate) fn new(
+        deadline: tokio::time::Instant,
+        slot: OwnedSemaphorePermit,
+        started: Instant,
+    ) -> Live {
+        Live {
+            deadline,
+            slot,
+            started,
+        }
+    }
 }
 
 /// A streamed answer: the core runs in its own task and each event goes to the client as the

@@ -55,7 +55,9 @@
 //! * `native/`: the model's own tool format (`--tool-format`), where its chat template
 //!   declares tools: the template rendered here, a grammar of its `<tool_call>` blocks.
 //! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
-//!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools.
+//!   Anthropic face (`POST /v1/messages`), `plain.rs` its answer to a request without tools;
+//!   `responses/` OpenAI's Responses API (`POST /v1/responses`, `GET` and `DELETE
+//!   /v1/responses/{id}`), with its stored conversations.
 //!
 //! Parallel calls: with `parallel_tool_calls` (OpenAI's default, true) a turn may hold 1 to
 //! [`MAX_PARALLEL_CALLS`] `<action>` blocks, one after another; `</action>` is then not a stop
@@ -96,6 +98,7 @@ mod redact;
 mod request;
 mod response;
 mod routes;
+mod responses;
 mod runaway;
 mod thought;
 mod tool_format;
@@ -110,11 +113,13 @@ pub use request::MAX_PARALLEL_CALLS;
 pub use thought::ThoughtMode;
 pub use tool_format::ToolFormat;
 
-/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and
-/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`; every other route passed
+/// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`,
+/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`, and the Responses
+/// API's `POST /v1/responses`, `GET` and `DELETE /v1/responses/{id}`; every other route passed
 /// through to the upstream unless [`ServeConfig::passthrough`] is off), to serve on its own or
 /// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
-/// URL is not an `http(s)` URL; no request is made until a client asks.
+/// URL is not an `http(s)` URL or the response store cannot be opened in
+/// [`ServeConfig::data_dir`]; no request is made until a client asks.
 pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
     routes::build(config)
 }

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use super::config::ServeConfig;
 use super::http::{Shared, chat, close_after_refusal, completions, models};
 use super::passthrough;
-use super::{ServeError, messages};
+use super::{ServeError, messages, responses};
 
 /// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
 pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
@@ -19,6 +19,11 @@ pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(models))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::retrieve).delete(responses::delete),
+        )
         // What no route above answers passes through (`passthrough/`), the key checked first;
         // a route added above takes its path from the fallback without a change here.
         .method_not_allowed_fallback(passthrough::wrong_method)

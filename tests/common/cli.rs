@@ -37,6 +37,7 @@ impl Env {
             .env_remove("TAGLOOP_MODEL")
             .env_remove("RUST_LOG")
             .env("XDG_CONFIG_HOME", self.path("noconf"))
+            .env("XDG_DATA_HOME", self.path("data"))
             .env("TAGLOOP_SESSION_DIR", self.path("sessions"))
             .env("NO_COLOR", "1");
         c

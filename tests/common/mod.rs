@@ -9,6 +9,8 @@ pub mod lab;
 pub mod openai;
 pub mod py;
 pub mod redis;
+#[cfg(feature = "serve")]
+pub mod responses;
 pub mod script;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -125,3 +125,120 @@ pub fn proxy_on_one_thread(upstream: &str, tune: impl FnOnce(&mut ServeConfig)) 
     });
     format!("http://{addr}/v1")
 }
+
+/// The text of every message of an upstream chat request, joined (`[role] content` lines).
+pub fn sent_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| format!("[{}] {}", m["role"], m["content"].as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// The named events of an SSE body (`event:` and `data:` lines; comments skipped) as
+/// (event, data); each event's data must name its event in `type`.
+pub fn named_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty() && !e.starts_with(':'))
+        .map(|e| {
+            let name = e
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or("");
+            let data = e
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or("null");
+            let data: Value = serde_json::from_str(data).unwrap_or_else(|_| panic!("{e}"));
+            assert_eq!(data["type"], name, "the data names its event: {e}");
+            (name.to_string(), data)
+        })
+        .collect()
+}
+
+/// The upstream's prompt (`sent`, from [`sent_text`]) of a history in which the assistant
+/// thought "I look both up.", called weather and time for Paris in one turn, and got the
+/// weather's result "Sunny, 21 °C": every face renders it so.
+pub fn assert_sent_two_calls(sent: &str) {
+    assert!(
+        sent.contains("<thought>I look both up.</thought>"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains(
+            "<action>weather(city=\"Paris\")</action>\n<action>time(city=\"Paris\")</action>"
+        ),
+        "{sent}"
+    );
+    assert!(sent.contains("Result of weather:\nSunny, 21 °C"), "{sent}");
+}
+
+/// POST to the proxy at `base` (`http://127.0.0.1:PORT`) the chat twin of each face's test
+/// conversation — instructions "Answer briefly.", the question "Weather in Paris?", one call
+/// of weather for Paris and its result "Sunny", at temperature 0 and 99 tokens — with `tools`
+/// (a face's list: `name`, `description`, and the schema under `schema_field`) as chat
+/// function tools; it must be answered. The upstream then holds the request each face's twin
+/// must send byte for byte.
+pub async fn post_chat_twin(base: &str, tools: &Value, schema_field: &str) {
+    let chat_tools: Vec<Value> = tools
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {"name": t["name"],
+                    "description": t["description"], "parameters": t[schema_field]}})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let chat = json!({
+        "model": "m", "max_tokens": 99, "temperature": 0, "tools": chat_tools,
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}]
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+}
+
+/// The answer of [`fake_answering_in_pieces`].
+pub const PIECES: &str = "Paris is sunny today, with a light wind from the west and about twenty-one degrees in the afternoon.";
+
+/// A fake upstream that answers [`PIECES`] after a thought, four characters a delta: a face
+/// streams it in several text deltas.
+pub async fn fake_answering_in_pieces() -> FakeServer {
+    FakeServer::start(super::fake_server::FakeConfig {
+        token_chars: 4,
+        ..super::fake_server::FakeConfig::turns([format!(
+            "<thought>Known.</thought><final_answer>{PIECES}</final_answer>"
+        )])
+    })
+    .await
+}
+
+/// A turn the core refuses (`days` below its minimum), whose thought must never reach a
+/// client: a fake upstream that writes it, then `good`.
+pub async fn fake_corrected_once(good: &str) -> FakeServer {
+    let bad = "<thought>LEAKED-THOUGHT</thought><action>weather(city=\"Paris\", days=0)</action>";
+    FakeServer::start(super::fake_server::FakeConfig::turns([bad, good])).await
+}
+
+/// What a client got from [`fake_corrected_once`] (its events' data, as text): nothing of the
+/// refused turn, the corrected turn's thought ("I need the weather."), after two requests.
+pub fn assert_corrected_once(all: &str, fake: &FakeServer) {
+    assert!(!all.contains("LEAKED"), "{all}");
+    assert!(all.contains("I need the weather."), "{all}");
+    assert_eq!(fake.request_count(), 2);
+}

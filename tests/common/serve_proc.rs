@@ -48,6 +48,8 @@ impl Serve {
             .env_remove("TAGLOOP_MODEL")
             .env_remove("RUST_LOG")
             .env("XDG_CONFIG_HOME", home.path().join("noconf"))
+            // The stored Responses go in the test's folder, not the developer's data directory.
+            .env("XDG_DATA_HOME", home.path().join("data"))
             .env("NO_COLOR", "1")
             .args(["serve", "--upstream", upstream, "--listen", "127.0.0.1:0"])
             .args(extra)

@@ -17,6 +17,15 @@ import sys
 # Every request is bounded: a proxy that hangs fails the script instead of the suite.
 TIMEOUT_SECONDS = 60.0
 
+# The parameters of the scripts' get_weather tool (chat's `function.parameters`, the Responses
+# API's flat `parameters`), closed for `strict` tools.
+WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "description": "The city's name."}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
 
 def base_url() -> str:
     url = os.environ.get("TAGLOOP_SERVE_URL")

@@ -14,7 +14,7 @@ import json
 
 from openai import OpenAI
 
-from clientlib import TIMEOUT_SECONDS, base_url, check, model
+from clientlib import TIMEOUT_SECONDS, WEATHER_PARAMETERS, base_url, check, model
 
 # `strict` so that the SDK's streaming helper accepts the tool and parses its arguments itself
 # (it refuses non-strict tools): the client-side JSON parse is part of what is tested.
@@ -24,12 +24,7 @@ WEATHER = {
         "name": "get_weather",
         "description": "The current weather in a city.",
         "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city's name."}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
+        "parameters": WEATHER_PARAMETERS,
     },
 }
 QUESTION = {"role": "user", "content": "What is the weather in Paris?"}

@@ -2,9 +2,7 @@
 //! with the same HTTP status as the OpenAI face gives it (the SDKs read the status and retry 429
 //! and 5xx on their own).
 
-use axum::http::HeaderValue;
-use axum::http::header::RETRY_AFTER;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::json;
 
 use crate::serve::ServeError;
@@ -24,13 +22,6 @@ fn kind(e: &ServeError) -> &'static str {
 
 /// The response for `e`.
 pub(crate) fn response(e: ServeError) -> Response {
-    let status = e.status();
     let body = json!({"type": "error", "error": {"type": kind(&e), "message": e.to_string()}});
-    let mut response = (status, axum::Json(body)).into_response();
-    if matches!(e, ServeError::Busy { .. }) {
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
+    e.respond(body)
 }

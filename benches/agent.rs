@@ -11,8 +11,8 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 use tagloop::agent::Agent;
-use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::llm::{DeltaSink, Finish, Model, Prompt, TurnFuture, TurnRequest, TurnResult, Usage};
+use tagloop::llm::{Script, ScriptedModel};
 use tagloop::tools::{Registry, tool_fn};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -1,7 +1,8 @@
 //! Model-layer speed: the stop scanner's throughput, and the OpenAI client's own cost per streamed
 //! turn next to a raw reqwest request + naive SSE read against the same fake server, same run.
 //!
-//! `cargo bench --bench llm` (figures and how to read them: BENCHMARKS.md, "Model layer").
+//! `cargo bench --bench llm` (figures: BENCHMARKS.md; how to read them: docs/experiments.md,
+//! "Model layer").
 
 #[path = "../tests/common/fake_server/mod.rs"]
 mod fake_server;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use tagloop::agent::Agent;
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::{Script, ScriptedModel};
 use tagloop::tools::{Registry, tool_fn};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -1,5 +1,5 @@
 //! `tagloop worker` on a real Redis beside `tagloop batch` in one process: tasks per second and
-//! what the queue costs per task (BENCHMARKS.md, "Scale-out on a Redis queue").
+//! what the queue costs per task (docs/experiments.md, "Scale-out on a Redis queue").
 //!
 //! cargo build --release && cargo run --release --example queue_bench -- [TASKS] [PER_WORKER] [LATENCY_MS]
 //!

@@ -1,4 +1,5 @@
-//! Peak memory of one built-in tool call, for the "Memory bounds" section of BENCHMARKS.md.
+//! Peak memory of one built-in tool call, for BENCHMARKS.md's memory table ("Memory bounds" in
+//! docs/experiments.md).
 //!
 //! `cargo run --release --example tool_rss -- WORKSPACE TOOL 'JSON-ARGS'` runs the tool once with
 //! writes allowed and prints the observation's size and the process's peak resident set size

@@ -4,7 +4,10 @@
 # cases are scored). Out of CI's default path: a run costs minutes of generation.
 #
 #   scripts/bfcl.sh --base-url http://127.0.0.1:PORT/v1 --model NAME [--face openai|anthropic|both] \
-#       [--category simple_python,multiple,parallel,irrelevance] [--range 0:30] [--json FILE]
+#       [--category simple_python,multiple,parallel,irrelevance] [--range 0:30 | --split dev|validation]
+#       [--json FILE]
+#   --split dev is cases 0-49 of each category (tune on these); --split validation is cases 50-79,
+#   printed as totals per category only (keep or reject a change on these; docs/development.md)
 #   scripts/bfcl.sh --setup      only build (or reuse) the venv
 #
 # The venv: $TAGLOOP_BFCL_DIR (default ${XDG_CACHE_HOME:-~/.cache}/tagloop-bfcl), from PyPI only,

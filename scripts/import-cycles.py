@@ -7,14 +7,16 @@ directly or round a longer circle.
 DIR is any folder inside a crate's `src` (`src`, `src/agent`, `tagloop-protocol/src`); `crate::…`
 paths are read from that crate's `src`. CI runs it on `src` and on `tagloop-protocol/src`.
 
-A file imports another when one of its `use` declarations names an item the other defines. Paths
+A file imports another when one of its `use` declarations, or a path written out in its code
+(`super::messages::create`, `crate::serve::http::admit`), names an item the other defines. Paths
 are read as Rust resolves them, for `super::…`, `super::super::…`, `self::…` (in a `mod.rs`) and
 `crate::…`; a name a module file re-exports (`pub use child::Name`, `pub(crate) use …`) counts as
 the child file that defines it, since a module file that re-exports is the module's map, not a
 user of its children. A module file is a `mod.rs`, an `x.rs` beside its folder `x/` (the same
-module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. Paths
-written out in code without a `use` are not counted, nor anything after a `#[cfg(test)]` line (a
-file's unit tests), nor files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
+module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. A path
+in code counts when it starts at `crate::`, `super::` or `self::` (a bare path names a local or a
+child); comments do not count, nor anything after a `#[cfg(test)]` line (a file's unit tests), nor
+files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
 count; exits 1 when there is one.
 """
 import os
@@ -72,6 +74,30 @@ def use_declarations(path):
             if current.rstrip().endswith(';'):
                 out.append((current.rstrip()[:-1], public))
                 current = None
+    return out
+
+
+# A path written out in code: `crate::a::b`, `super::super::a`, `self::a` (the names after it are
+# kept whole, `::{…}` groups and generics end it).
+CODE_PATH = re.compile(r'(?<![\w:])((?:crate|self|super)(?:::super)*(?:::[A-Za-z_]\w*)+)')
+
+
+def code_paths(path):
+    """Each path written out in the file's code (not in `use` declarations, comments or the unit
+    tests): `super::messages::create`."""
+    out, in_use = [], False
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            stripped = line.strip()
+            if stripped.startswith('#[cfg(test)]'):
+                break
+            if in_use or re.match(r'(pub(\([^)]*\))?\s+)?use\s', stripped):
+                in_use = not stripped.endswith(';')
+                continue
+            code = line.split('//', 1)[0]
+            # Text in string literals is not code.
+            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', code)
+            out += CODE_PATH.findall(code)
     return out
 
 
@@ -167,6 +193,11 @@ def graph(top):
                 target = names and target_file(names)
                 if target and target != f and target in edges:
                     edges[f].add(target)
+        for p in code_paths(f):
+            names = absolute(p, module)
+            target = names and target_file(names)
+            if target and target != f and target in edges:
+                edges[f].add(target)
     return edges
 
 

@@ -77,5 +77,27 @@ class ImportCycles(unittest.TestCase):
         self.assertIn("not inside a crate's src folder", run.stderr)
 
 
+    def test_a_path_written_in_code_is_an_import(self):
+        # serve/http.rs named `super::messages::create` in its router, without a `use`, while
+        # messages/mod.rs used http's items: a circle the check once missed (issue 45).
+        code, out = check({
+            'src/lib.rs': 'mod http;\nmod messages;\n',
+            'src/http.rs': 'pub struct Shared;\nfn router() { let _ = super::messages::create; }\n',
+            'src/messages.rs': 'use crate::http::Shared;\npub fn create() {}\n',
+        })
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/http.rs <-> ', out)
+
+    def test_paths_in_comments_strings_and_unit_tests_are_not_imports(self):
+        code, out = check({
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': '/// See [`crate::b::B`].\npub struct A; // crate::b::B\n'
+                        'fn f() -> &str { "crate::b::B" }\n'
+                        '#[cfg(test)]\nmod tests { fn t() { let _ = crate::b::B; } }\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        self.assertEqual(code, 0, out)
+        self.assertIn('0 import circle(s)', out)
+
 if __name__ == '__main__':
     unittest.main()

@@ -115,8 +115,8 @@ pub mod tools;
 // The module paths stay valid; these are the same items.
 pub use agent::{Agent, AgentBuilder, AgentConfig, AgentError, Outcome, Role, RoleError, Status};
 pub use llm::openai::{OpenAiConfig, OpenAiModel};
-pub use llm::scripted::{Script, ScriptedModel};
 pub use llm::{LlmError, Model};
+pub use llm::{Script, ScriptedModel};
 #[cfg(feature = "serve")]
 pub use serve::{ServeConfig, ServeError, router};
 pub use tools::{

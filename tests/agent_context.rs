@@ -15,7 +15,7 @@ use tagloop::agent::context::FINAL_NOTE;
 use tagloop::agent::{
     Agent, AgentConfig, ContextPolicy, Event, EventSink, Resume, RunOptions, Status,
 };
-use tagloop::llm::scripted::ScriptedModel;
+use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Api, DeltaSink, LlmError, Model, Prompt, TurnRequest, TurnResult};
 use tagloop::tools::{Registry, tool_fn};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tagloop::agent::{Agent, Role};
 use tagloop::llm::Api;
-use tagloop::llm::scripted::ScriptedModel;
+use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Message, Prompt};
 use tagloop::tools::{Registry, tool_fn};
 

@@ -11,10 +11,10 @@ use std::time::Duration;
 use common::cli::Env;
 use common::fake_server::{ContextShape, FakeConfig, FakeOllama, FakeServer, fake_tokens};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::llm::{
     Api, GrammarMode, LlmError, Message, Model, Prompt, Role, ServerKind, TurnRequest,
 };
+use tagloop::llm::{Script, ScriptedModel};
 use tagloop::secret::Secret;
 
 fn config(server: &FakeServer, api: Api, stream: bool) -> OpenAiConfig {

@@ -2,7 +2,7 @@
 //! a line that runs on without a word — 128 bytes in a thought or a free answer, 256 in an
 //! action's arguments — ends the turn, keeping its first items; tables of numbers, long numbers,
 //! JSON answers and free (unconstrained) turns are left alone. The runaways are the lab's
-//! (BENCHMARKS.md, issue 31 item 5).
+//! (docs/experiments.md, issue 31 item 5).
 
 use tagloop::llm::{RepeatGuard, Repetition, RepetitionKind, TurnRequest};
 

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use tagloop::llm::scripted::{Script, ScriptedModel};
 use tagloop::llm::{Enforcer, Finish, LlmError, Message, Model, Prompt, Role, TurnRequest};
+use tagloop::llm::{Script, ScriptedModel};
 
 const SCRIPT: &str = "\
 A demo script. This text is a comment.

@@ -306,8 +306,8 @@ fn a_whole_episode_ends_by_itself_with_a_complete_transcript() {
             episode(&server, dir.path(), "How many lines does notes.txt have?");
         let what = format!("{model:?}: {outcome}");
         // Under the turn grammar llama.cpp samples these tiny models several times slower
-        // (BENCHMARKS.md, *Grammar-guided turns*): the bound is generous, the point is that the
-        // episode ends by itself.
+        // (docs/experiments.md, *Grammar-guided turns*): the bound is generous, the point is
+        // that the episode ends by itself.
         assert!(took < Duration::from_secs(240), "{what}: took {took:?}");
         let status = outcome["status"].as_str().unwrap();
         assert!(
@@ -426,7 +426,7 @@ fn tagloop_eval_on_the_real_server_ends_every_run_in_time() {
             ])
             .args(["--temperature", "0", "--max-steps", "4"])
             // Without the grammar: under it llama.cpp samples these tiny models several times
-            // slower (BENCHMARKS.md), which the episode test and the grammar test cover; this
+            // slower (docs/experiments.md), which the episode test and the grammar test cover; this
             // test is about eval's report and every run ending in time.
             .args(["--grammar", "off"])
             .arg(&file)

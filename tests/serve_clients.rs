@@ -124,3 +124,14 @@ fn an_agent_loop_on_the_anthropic_sdk_runs_a_two_step_tool_task() {
         run.stdout
     );
 }
+
+#[test]
+fn langchain_embeddings_and_its_chat_model_share_serves_one_base_url() {
+    // The embeddings pass through (`src/serve/passthrough/`), the chat's tools are answered.
+    let run = run_against_serve("langchain_embeddings.py");
+    assert!(
+        run.stdout.contains("langchain_embeddings: ok"),
+        "{}",
+        run.stdout
+    );
+}

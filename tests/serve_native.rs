@@ -245,7 +245,7 @@ async fn a_streamed_native_answer_carries_its_calls() {
 
 #[tokio::test]
 async fn the_default_is_the_protocol_even_where_a_template_declares_tools() {
-    // The one model measured both ways did better in the protocol (BENCHMARKS.md).
+    // The one model measured both ways did better in the protocol (docs/experiments.md).
     assert_eq!(
         ServeConfig::new("http://127.0.0.1:9/v1").tool_format,
         ToolFormat::Protocol

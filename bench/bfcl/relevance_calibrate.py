@@ -7,7 +7,7 @@ simple_python and multiple cases with their right function (should be high).
     ~/.cache/tagloop-bfcl/bin/python bench/bfcl/relevance_calibrate.py \
         --base-url http://127.0.0.1:PORT/v1 --range 10:20 --wording shots
 
-Wordings (BENCHMARKS.md, "Serve's decision", has their separation): `question` (the tool's
+Wordings (docs/experiments.md, "Serve's decision", has their separation): `question` (the tool's
 name, description and parameters, "Can this tool answer the question?"), `fit` (the same, "Is
 this tool made for what the question asks?"), `desc` (`question` without the parameters),
 `shots` (`desc` after four worked examples: what `src/serve/relevance.rs` sends), `shots-params`

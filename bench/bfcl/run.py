@@ -20,6 +20,12 @@ case (wall time of the one request, generation included); with `--face both`, ho
 two faces answered the same (same outcome, same calls). `--json FILE` writes one record per case,
 with the response's id (`tagloop serve --session-dir` names the case's transcript by it).
 
+`--split dev` runs cases 0–49 of every category, the cases a change is tuned on; `--split
+validation` runs cases 50–79, on which a change is kept or rejected (docs/development.md). A
+validation run shows totals only: no line per case while it runs, no case ids where the faces
+differ, and `--json` writes the per-category totals instead of the cases, so that nobody reads
+(and writes a rule for) a validation case.
+
 Through the Anthropic face the same tools go as `{name, description, input_schema}`, system
 messages as `system`, and each `tool_use` block is a call (its `input` an object already).
 
@@ -89,6 +95,10 @@ def _import_bfcl():
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"]
 # Categories where no function fits: right exactly when no call comes back (no ground truth).
 NO_CALL = {"irrelevance", "live_irrelevance"}
+
+
+# The splits of docs/development.md: tune on dev, decide on validation's totals.
+SPLITS = {"dev": range(0, 50), "validation": range(50, 80)}
 
 
 def parse_range(text: str) -> range:
@@ -209,7 +219,7 @@ def summary(records):
     return rows
 
 
-def agreement(records) -> str:
+def agreement(records, show_ids: bool = True) -> str:
     """How many cases the two faces answered alike: the same outcome and the same calls (names
     and arguments, compared as JSON values)."""
     def value(text):
@@ -228,6 +238,8 @@ def agreement(records) -> str:
     same = [i for i, f in by.items() if len(f) == 2 and key(f["openai"]) == key(f["anthropic"])]
     differ = sorted(set(by) - set(same))
     line = f"faces agree on {len(same)}/{len(pairs)} cases"
+    if not show_ids:
+        return line
     return line + (f"; they differ on {', '.join(differ)}" if differ else "")
 
 
@@ -239,7 +251,9 @@ def main() -> None:
     p.add_argument("--model", required=True, help="the model name to send")
     p.add_argument("--category", action="append",
                    help=f"a BFCL category, repeatable or comma-separated (default: {','.join(CATEGORIES[:3])},irrelevance)")
-    p.add_argument("--range", default="0:30", help="cases START:END of each category (default 0:30)")
+    p.add_argument("--range", default=None, help="cases START:END of each category (default 0:30)")
+    p.add_argument("--split", choices=sorted(SPLITS),
+                   help="dev: cases 0-49 of each category; validation: cases 50-79, totals only")
     p.add_argument("--max-tokens", type=int, default=400, help="per answer (default 400)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
     p.add_argument("--api-key-env", default=None, help="the environment variable holding the key")
@@ -247,7 +261,11 @@ def main() -> None:
     args = p.parse_args()
     categories = [c for arg in args.category or ["simple_python,multiple,parallel,irrelevance"]
                   for c in arg.split(",") if c]
-    cases = parse_range(args.range)
+    if args.split and args.range:
+        p.error("--split and --range choose the cases both: give one")
+    cases = SPLITS[args.split] if args.split else parse_range(args.range or "0:30")
+    # Validation is read as totals only (docs/development.md).
+    totals_only = args.split == "validation"
 
     bfcl = _import_bfcl()
     key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
@@ -275,12 +293,18 @@ def main() -> None:
             for face in faces:
                 r = run_case(face, clients[face], bfcl, args, category, entry, truth)
                 records.append(r)
+                if totals_only:
+                    print(f"{category} [{face}]: {len(records)} cases run", file=sys.stderr, flush=True)
+                    continue
                 print(f"{r['id']} [{face}]: {r['outcome']}{' ok' if r['correct'] else ''}"
                       f" ({r['seconds']} s)", file=sys.stderr, flush=True)
                 if out:
                     out.write(json.dumps(r) + "\n")
                     out.flush()
     if out:
+        if totals_only:
+            for row in summary(records):
+                out.write(json.dumps(dict(row, split="validation")) + "\n")
         out.close()
     print(f"{'face':<10} {'category':<18} {'cases':>5} {'accuracy':>9} {'decoding':>9} {'text':>5} {'errors':>6} {'s/case':>7}")
     for row in summary(records):
@@ -288,7 +312,7 @@ def main() -> None:
               f" {row['correct']:>4}/{row['cases']:<4} {row['decoding_failures']:>9}"
               f" {row['text_answers']:>5} {row['errors']:>6} {row['seconds_per_case']:>7}")
     if len(faces) == 2:
-        print(agreement(records))
+        print(agreement(records, show_ids=not totals_only))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ Every run gets a fresh copy of the task's workspace. A run is *right* when its f
 the task's check (the checks of `tagloop eval`: regex, contains, equals). Printed, and written to
 `--json`: per agent, right answers, wall time in all, turns (model requests), and runs that hit
 the step limit; with `--write-benchmarks FILE`, the table replaces the text between the markers
-`<!-- sidebyside:KEY -->` and `<!-- /sidebyside:KEY -->` in FILE (KEY is `--key`).
+`<!-- sidebyside:KEY -->` and `<!-- /sidebyside:KEY -->` in FILE (KEY is `--key`: the tables of
+qwen05 and qwen15 are in docs/experiments.md). A run's figures for BENCHMARKS.md's tables go into
+bench/results/ as JSON (bench/results/README.md).
 
     python3 -m venv ~/.cache/tagloop-sidebyside-venv
     ~/.cache/tagloop-sidebyside-venv/bin/pip install -r bench/sidebyside/requirements.txt

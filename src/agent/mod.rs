@@ -10,7 +10,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use tagloop::agent::{Agent, Role};
-//! use tagloop::llm::scripted::{Script, ScriptedModel};
+//! use tagloop::llm::{Script, ScriptedModel};
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
 //! struct Answer { city: String }

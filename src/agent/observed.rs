@@ -6,7 +6,7 @@
 //! as the answer), and asked for a count it answered with the lines themselves. Naming the call
 //! ties the text to the action above it, the line count is a fact the runtime knows and a small
 //! model cannot count, and the closing sentence puts the choice ("answer now, or another call")
-//! where the model reads last. Measured in BENCHMARKS.md (the side-by-side section).
+//! where the model reads last. Measured in docs/experiments.md (issue 31 item 3).
 
 use serde_json::{Map, Value};
 

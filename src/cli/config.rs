@@ -86,6 +86,8 @@ pub struct ConfigFile {
     pub models: HashMap<String, ModelAlias>,
     #[serde(default)]
     pub roles: HashMap<String, RoleOverride>,
+    /// `tagloop serve`'s tuning knobs (`serve_config.rs`).
+    pub serve: Option<super::serve_config::ServeSection>,
 }
 
 /// Where a value was configured. The first four are under the user's own control; the project

@@ -3,6 +3,8 @@
 mod batch;
 mod config;
 mod eval;
+#[cfg(test)]
+mod eval_examples;
 mod eval_suite;
 mod inspect;
 mod live;
@@ -15,6 +17,7 @@ mod queue;
 mod replay_html;
 mod run;
 mod serve;
+mod serve_config;
 mod session_dir;
 mod sessions;
 mod setup;
@@ -133,7 +136,7 @@ const THREADS_VAR: &str = "TAGLOOP_THREADS";
 ///
 /// An agent's work between two model calls is small (a turn parsed, a tool called, a line
 /// written), so one thread carries a thousand concurrent tasks with CPU to spare, and costs far
-/// less than handing every event between threads (BENCHMARKS.md, "CPU per step"). File tools and other
+/// less than handing every event between threads (experiments.md, "CPU per step"). File tools and other
 /// blocking work still run on tokio's blocking pool. Only a batch whose tools do heavy work inside
 /// the async tasks (rare: MCP servers and commands are other processes) gains from more threads.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -13,77 +13,146 @@ use tagloop::llm::{Api, GrammarMode, GrammarSyntax};
 use tagloop::secret::Secret;
 use tagloop::serve::{ServeConfig, ThoughtMode, ToolFormat};
 
-use super::usage::{UsageError, usage};
+use super::serve_config::{ServeSection, pick};
+use super::usage::{UsageError, usage, usage_chain};
 
 /// Answer OpenAI `tools` requests with `tool_calls` for any model, speaking tagloop's text
 /// protocol to the upstream; requests without tools pass through unchanged.
+///
+/// `-h` lists the settings a user changes; `--help` adds the tuning knobs, which can also be
+/// set in the `[serve]` section of `tagloop.toml` (docs/configuration.md). A flag wins over the
+/// file, the file over the default.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The upstream's base URL, including `/v1` (e.g. http://127.0.0.1:8080/v1)
-    #[arg(long)]
+    #[arg(long, help_heading = "Upstream")]
     upstream: String,
     /// Ask the upstream over chat completions, or `/completions` for base models
-    #[arg(long, value_parser = ["chat", "completions"], default_value = "chat")]
+    #[arg(long, value_parser = ["chat", "completions"], default_value = "chat", help_heading = "Upstream")]
     api: String,
     /// The model name sent upstream (default: each request's `model`)
-    #[arg(long)]
+    #[arg(long, help_heading = "Upstream")]
     model: Option<String>,
+    /// The environment variable holding the upstream's key [default: OPENAI_API_KEY]
+    #[arg(long, value_name = "NAME", help_heading = "Upstream")]
+    upstream_key_env: Option<String>,
+    /// The upstream's context window in tokens (default: learned from the upstream where it
+    /// says it); conversations longer than it are fitted
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Upstream",
+        hide_short_help = true
+    )]
+    context_window: Option<u64>,
+    /// Constrain the upstream's turns with the request's grammar: auto (servers known to take
+    /// one), on, off [default: auto]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Upstream",
+        hide_short_help = true
+    )]
+    grammar: Option<GrammarMode>,
+    /// The grammar syntax sent to llama.cpp: gbnf, or llguidance for a llama.cpp built with
+    /// -DLLAMA_LLGUIDANCE=ON (a build without it refuses such a grammar) [default: gbnf]
+    #[arg(
+        long,
+        value_name = "SYNTAX",
+        help_heading = "Upstream",
+        hide_short_help = true
+    )]
+    grammar_syntax: Option<GrammarSyntax>,
     /// Where to listen; port 0 picks a free one (the line printed on stdout says which)
-    #[arg(long, default_value = "127.0.0.1:8090")]
+    #[arg(long, default_value = "127.0.0.1:8090", help_heading = "Clients")]
     listen: SocketAddr,
     /// The environment variable holding this proxy's own key (clients send it as a bearer
     /// token); required when listening beyond loopback
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Clients")]
     api_key_env: Option<String>,
-    /// The environment variable holding the upstream's key [default: OPENAI_API_KEY]
-    #[arg(long, value_name = "NAME")]
-    upstream_key_env: Option<String>,
-    /// Constrain the upstream's turns with the request's grammar: auto (servers known to take
-    /// one), on, off
-    #[arg(long, default_value = "auto")]
-    grammar: GrammarMode,
-    /// The grammar syntax sent to llama.cpp: gbnf, or llguidance for a llama.cpp built with
-    /// -DLLAMA_LLGUIDANCE=ON (a build without it refuses such a grammar)
-    #[arg(long, value_name = "SYNTAX", default_value = "gbnf")]
-    grammar_syntax: GrammarSyntax,
-    /// The upstream's context window in tokens (default: learned from the upstream where it
-    /// says it); conversations longer than it are fitted
-    #[arg(long, value_name = "N")]
-    context_window: Option<u64>,
+    /// The config file whose `[serve]` section sets the knobs [default: ./tagloop.toml, then the
+    /// user's config dir]
+    #[arg(long, value_name = "FILE", help_heading = "Clients")]
+    config: Option<PathBuf>,
     /// The format the upstream is asked in: protocol (tagloop's text protocol), native (the
     /// model's own `<tool_call>` format, from the chat template llama.cpp publishes in
     /// /props), auto (native where the template declares tools, the protocol elsewhere)
-    #[arg(long, value_name = "FORMAT", default_value = "protocol")]
-    tool_format: ToolFormat,
+    /// [default: protocol]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        help_heading = "Decisions",
+        hide_short_help = true
+    )]
+    tool_format: Option<ToolFormat>,
     /// Whether the upstream's turns that may call begin with a <thought> (protocol format):
     /// none (the grammar and the prompt leave it out; the answer after a declined call keeps
     /// its own; measured better and faster on BFCL), free (the model's own, taught by the
-    /// prompt, as in a run)
-    #[arg(long, value_name = "MODE", default_value = "none")]
-    thought: ThoughtMode,
-    /// Corrections of an unusable turn before the client gets a 502
-    #[arg(long, default_value_t = 1)]
-    repairs: u32,
-    /// Write one JSON transcript per answered request here
-    #[arg(long, value_name = "DIR")]
-    session_dir: Option<PathBuf>,
-    /// Largest request body in bytes (413 beyond)
-    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
-    max_body: usize,
-    /// Time limit per request in seconds (504 beyond)
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    timeout: u64,
+    /// prompt, as in a run) [default: none]
+    #[arg(
+        long,
+        value_name = "MODE",
+        help_heading = "Decisions",
+        hide_short_help = true
+    )]
+    thought: Option<ThoughtMode>,
+    /// Corrections of an unusable turn before the client gets a 502 [default: 1]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Decisions",
+        hide_short_help = true
+    )]
+    repairs: Option<u32>,
     /// Time limit in seconds of the guess at a question's function, past which the call goes
     /// out unchecked (default: none besides the request's --timeout)
-    #[arg(long, value_name = "SECS")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        help_heading = "Decisions",
+        hide_short_help = true
+    )]
     guess_timeout: Option<u64>,
-    /// Requests answered at once (429 with Retry-After beyond)
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    concurrency: usize,
+    /// Largest request body in bytes (413 beyond) [default: 4194304]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
+    max_body: Option<usize>,
+    /// Time limit per request in seconds (504 beyond) [default: 300]
+    #[arg(
+        long,
+        value_name = "SECS",
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
+    timeout: Option<u64>,
+    /// Requests answered at once (429 with Retry-After beyond) [default: 16]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
+    concurrency: Option<usize>,
     /// Connections open at once (lowered to fit the open-file limit); more wait until one
-    /// closes
-    #[arg(long, value_name = "N", default_value_t = 512)]
-    max_connections: usize,
+    /// closes [default: 512]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
+    max_connections: Option<usize>,
+    /// Answer only what serve understands (the faces, the model list): 404 for every other
+    /// route, which by default passes through to the upstream (embeddings, uploads, /tokenize)
+    #[arg(long, help_heading = "Clients")]
+    no_passthrough: bool,
+    /// Write one JSON transcript per answered request here
+    #[arg(long, value_name = "DIR", help_heading = "Logging")]
+    session_dir: Option<PathBuf>,
 }
 
 /// A key from the environment variable `name`; a named variable that is unset or empty is a
@@ -115,7 +184,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .map(Secret::new)
             .unwrap_or_default(),
     };
+    let file = super::config::Sources::load(args.config.as_deref())
+        .map_err(|e| usage_chain(&e))?
+        .file
+        .serve
+        .unwrap_or_default();
     let mut cfg = ServeConfig::new(args.upstream.clone());
+    knobs(&mut cfg, args_knobs(&args), &file).map_err(|e| anyhow::Error::new(UsageError(e)))?;
     cfg.api = if args.api == "completions" {
         Api::Completions
     } else {
@@ -124,18 +199,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.model = args.model;
     cfg.upstream_key = upstream_key;
     cfg.api_key = api_key;
-    cfg.grammar = args.grammar;
-    cfg.grammar_syntax = args.grammar_syntax;
-    cfg.context_window = args.context_window.filter(|&n| n > 0);
-    cfg.repairs = args.repairs;
-    cfg.tool_format = args.tool_format;
-    cfg.thought = args.thought;
     cfg.session_dir = args.session_dir;
-    cfg.max_body = args.max_body;
-    cfg.timeout = Duration::from_secs(args.timeout.max(1));
-    cfg.guess_timeout = args.guess_timeout.map(|s| Duration::from_secs(s.max(1)));
-    cfg.concurrency = args.concurrency.max(1);
-    cfg.max_connections = args.max_connections.max(1);
     // A bad upstream URL is the user's to fix, and is said before listening.
     let _checked = tagloop::serve::router(cfg.clone()).map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -151,6 +215,89 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The knobs as the flags give them (each `None` when not given).
+fn args_knobs(args: &ServeArgs) -> Knobs {
+    Knobs {
+        grammar: args.grammar,
+        grammar_syntax: args.grammar_syntax,
+        context_window: args.context_window,
+        tool_format: args.tool_format,
+        thought: args.thought,
+        repairs: args.repairs,
+        max_body: args.max_body,
+        timeout: args.timeout,
+        guess_timeout: args.guess_timeout,
+        concurrency: args.concurrency,
+        max_connections: args.max_connections,
+        no_passthrough: args.no_passthrough,
+    }
+}
+
+/// The tuning knobs a flag may give.
+struct Knobs {
+    grammar: Option<GrammarMode>,
+    grammar_syntax: Option<GrammarSyntax>,
+    context_window: Option<u64>,
+    tool_format: Option<ToolFormat>,
+    thought: Option<ThoughtMode>,
+    repairs: Option<u32>,
+    max_body: Option<usize>,
+    timeout: Option<u64>,
+    guess_timeout: Option<u64>,
+    concurrency: Option<usize>,
+    max_connections: Option<usize>,
+    /// `--no-passthrough` (a switch: given, it wins; absent, the file decides).
+    no_passthrough: bool,
+}
+
+/// Set `cfg`'s knobs: each flag, else the `[serve]` section's value, else the default.
+fn knobs(cfg: &mut ServeConfig, flags: Knobs, file: &ServeSection) -> Result<(), String> {
+    cfg.grammar = pick(
+        flags.grammar,
+        file.grammar.as_deref(),
+        "grammar",
+        GrammarMode::Auto,
+    )?;
+    cfg.grammar_syntax = pick(
+        flags.grammar_syntax,
+        file.grammar_syntax.as_deref(),
+        "grammar_syntax",
+        GrammarSyntax::Gbnf,
+    )?;
+    cfg.context_window = flags
+        .context_window
+        .or(file.context_window)
+        .filter(|&n| n > 0);
+    cfg.tool_format = pick(
+        flags.tool_format,
+        file.tool_format.as_deref(),
+        "tool_format",
+        ToolFormat::Protocol,
+    )?;
+    cfg.thought = pick(
+        flags.thought,
+        file.thought.as_deref(),
+        "thought",
+        ThoughtMode::None,
+    )?;
+    cfg.repairs = flags.repairs.or(file.repairs).unwrap_or(1);
+    cfg.max_body = flags.max_body.or(file.max_body).unwrap_or(4 * 1024 * 1024);
+    let timeout = flags.timeout.or(file.timeout).unwrap_or(300);
+    cfg.timeout = Duration::from_secs(timeout.max(1));
+    cfg.guess_timeout = flags
+        .guess_timeout
+        .or(file.guess_timeout)
+        .map(|s| Duration::from_secs(s.max(1)));
+    cfg.concurrency = flags.concurrency.or(file.concurrency).unwrap_or(16).max(1);
+    cfg.max_connections = flags
+        .max_connections
+        .or(file.max_connections)
+        .unwrap_or(512)
+        .max(1);
+    cfg.passthrough = !flags.no_passthrough && file.passthrough.unwrap_or(true);
+    Ok(())
 }
 
 /// Resolves at the first SIGINT or SIGTERM: the server then stops accepting and lets the requests in

@@ -12,7 +12,7 @@ use tagloop::agent::{Agent, AgentConfig, ContextPolicy, Role};
 use tagloop::llm::Api;
 use tagloop::llm::Model;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::{Script, ScriptedModel};
 use tagloop::prompt::{ContextItem, Templates};
 use tagloop::secret::Redactor;
 use tagloop::secret::Secret;

@@ -4,7 +4,7 @@
 //! not talk in class' ten times"), or the call copies a file the run read, repetitions and all.
 //! A sentence the model repeats that it never read is a loop: SmolLM2's `write_file` content
 //! `This is a test, I'm testing it, I'm testing it, …` until the ordinary guard cut it after
-//! 150–210 tokens (BENCHMARKS.md, issue 31 item 5). So in an action's arguments the strict guard
+//! 150–210 tokens (experiments.md, issue 31 item 5). So in an action's arguments the strict guard
 //! (a sentence said three times) cuts only a unit that [`unit_is_given`] says is not in what the
 //! run was given (the task, a follow-up question, the tools' text; not the runtime's notes); a
 //! given one is left to the ordinary thresholds.

@@ -10,7 +10,7 @@ mod notice;
 pub mod openai;
 mod own_words;
 mod repeat;
-pub mod scripted;
+mod scripted;
 mod wordless;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
@@ -26,6 +26,7 @@ pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGramm
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
 pub use own_words::OwnWords;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind};
+pub use scripted::{Script, ScriptTurn, ScriptedModel};
 
 pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
 pub use crate::upstream::{ContextOverflow, ServerKind};

@@ -7,7 +7,7 @@
 //! wrote it again and again with its own count (`This is the fourth time…`, `…the fifth time…`)
 //! until the turn budget ended it at 1,024 tokens, twice in one run of 11 tasks; SmolLM2 answered
 //! with `Your turn was cut off because it kept repeating…` and `You have used all 4 steps…`, and
-//! wrote the same correction into `write_file`'s content, 447 tokens three times (BENCHMARKS.md,
+//! wrote the same correction into `write_file`'s content, 447 tokens three times (experiments.md,
 //! issue 31 item 5). No unit of such a text repeats, so the repetition guard does not see it.
 //!
 //! [`OwnWords`] holds every window of [`WINDOW`] bytes of those notes (ASCII letters lowered);

@@ -164,7 +164,7 @@ fn strip_one_newline(s: &str) -> &str {
 }
 
 /// Estimated tokens for a text: bytes / 4, rounded up.
-pub fn estimate_tokens(text: &str) -> u64 {
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 

@@ -7,7 +7,7 @@
 //! cases, the right tool shares strictly the most content words with the question (its name,
 //! description, and its parameters' names and descriptions, as the guess's words are counted,
 //! `agent/guess.rs`) in 189, ties for the most in 11, and is beaten by another tool in none
-//! (BENCHMARKS.md, "Serve's 0.5B on multiple").
+//! (docs/experiments.md, "Serve's 0.5B on multiple").
 //!
 //! So when a turn right after the question holds one call, under `auto` or `required`, and
 //! another tool shares strictly more of the question's content words than the called one and

@@ -69,13 +69,17 @@ pub struct ServeConfig {
     /// skips it; `Some`: a guess that takes longer keeps the call unchecked, and the transcript
     /// says it timed out.
     pub guess_timeout: Option<Duration>,
+    /// Whether what serve does not answer itself (embeddings, a model's lookup, uploads, the
+    /// upstream server's own routes) passes through to the upstream (default `true`);
+    /// `false`: 404 for it (docs/serve.md, *Pass-through*).
+    pub passthrough: bool,
 }
 
 impl ServeConfig {
     /// Defaults for an upstream URL: chat, the request's model name, no keys, grammar `auto`,
     /// no thought in a turn that may call, 1 repair, no transcripts, 4 MiB bodies, 300 s per request, 16
     /// at once, 15 s for headers (and idle connections), 60 s for a body, 512 connections, no
-    /// time limit of the guess at a question's function besides the request's.
+    /// time limit of the guess at a question's function besides the request's, pass-through on.
     pub fn new(upstream: impl Into<String>) -> Self {
         ServeConfig {
             upstream: upstream.into(),
@@ -97,6 +101,7 @@ impl ServeConfig {
             tool_format: ToolFormat::default(),
             thought: ThoughtMode::default(),
             guess_timeout: None,
+            passthrough: true,
         }
     }
 }

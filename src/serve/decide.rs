@@ -5,7 +5,7 @@
 //! thought that names the right method and then calls whatever tool is there, filling its
 //! arguments with values of its own. The model will not take a "no tool fits" branch (a
 //! grammar that made the thought open with the decision, and a `respond(text)` tool, were
-//! both measured and lost: BENCHMARKS.md), so the runtime decides:
+//! both measured and lost: docs/experiments.md), so the runtime decides:
 //!
 //! * **Ungrounded first call → decline.** Under `tool_choice: auto`, a turn's first call whose
 //!   required arguments are, every one of them, values the conversation never gave (not in the
@@ -25,7 +25,7 @@
 //!
 //! Tried and dropped: asking the model itself, yes or no, whether the call's tool can answer
 //! the question. Asked after its own call it said yes to every irrelevant question; asked in a
-//! prompt of its own it said no to right calls too (BENCHMARKS.md, "Serve's decision").
+//! prompt of its own it said no to right calls too (docs/experiments.md, "Serve's decision").
 
 use serde_json::Value;
 

@@ -16,7 +16,7 @@
 //!
 //! The request, the reading of its answer and the content words are the guess core in
 //! `src/agent/guess.rs`, shared with a run's decision step (`src/agent/first_call.rs`); this
-//! file is serve's verdict. Calibrated on BFCL cases 10–19 (BENCHMARKS.md, "Serve's decision").
+//! file is serve's verdict. Calibrated on BFCL cases 10–19 (experiments.md, "Serve's decision").
 //!
 //! A guess that cannot be had keeps the call: an upstream that fails the request, an answer
 //! with no name in it (logged), or a name that says one word three times or more (a loop, not

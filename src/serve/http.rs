@@ -1,16 +1,14 @@
-//! The HTTP side: routes, the proxy's key, the body limit, the concurrency limit, the time
+//! The HTTP side (its routes are `routes.rs`): the proxy's key, the body limit, the concurrency limit, the time
 //! limit, one log line per request and optional transcripts. The answer itself is the core's
 //! (`answer.rs`); requests without tools go to the upstream unchanged (`upstream.rs`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::info;
@@ -39,7 +37,7 @@ const DEFAULT_MODEL: &str = "default";
 pub(crate) struct Shared {
     pub(crate) cfg: ServeConfig,
     pub(crate) templates: Templates,
-    upstream: Upstream,
+    pub(crate) upstream: Upstream,
     slots: Arc<Semaphore>,
     /// One upstream client per model name (one only with `--model`).
     models: Clients,
@@ -47,37 +45,28 @@ pub(crate) struct Shared {
     formats: Formats,
 }
 
-/// The router for `cfg`; fails only on a configuration that cannot work (a bad upstream URL).
-pub(crate) fn build(cfg: ServeConfig) -> Result<Router, ServeError> {
-    crate::llm::openai::normalize_base_url(&cfg.upstream)
-        .map_err(|e| ServeError::Config(e.to_string()))?;
-    let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
-    let shared = Arc::new(Shared {
-        slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
-        templates: super::conversation::templates()?,
-        upstream,
-        models: Clients::new(),
-        formats: Formats::new(),
-        cfg,
-    });
-    Ok(Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(completions))
-        .route("/v1/messages", post(super::messages::create))
-        .route(
-            "/v1/messages/count_tokens",
-            post(super::messages::count_tokens),
-        )
-        .route("/v1/models", get(models))
-        .fallback(not_found)
-        .layer(axum::middleware::map_response(close_after_refusal))
-        .with_state(shared))
+impl Shared {
+    /// What every request of `cfg` shares; fails only on a configuration that cannot work (a
+    /// bad upstream URL).
+    pub(crate) fn new(cfg: ServeConfig) -> Result<Arc<Shared>, ServeError> {
+        crate::llm::openai::normalize_base_url(&cfg.upstream)
+            .map_err(|e| ServeError::Config(e.to_string()))?;
+        let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
+        Ok(Arc::new(Shared {
+            slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
+            templates: super::conversation::templates()?,
+            upstream,
+            models: Clients::new(),
+            formats: Formats::new(),
+            cfg,
+        }))
+    }
 }
 
 /// A 401 closes its connection (`Connection: close`, which hyper honours): a client without
 /// the key gets one refusal per connection and cannot keep a kept-alive connection, and so a
 /// place under `--max-connections`, for itself by asking again now and then (issue 44 item 4).
-async fn close_after_refusal(mut response: Response) -> Response {
+pub(crate) async fn close_after_refusal(mut response: Response) -> Response {
     if response.status() == StatusCode::UNAUTHORIZED {
         response
             .headers_mut()
@@ -88,7 +77,7 @@ async fn close_after_refusal(mut response: Response) -> Response {
 
 /// Whether the request carries the proxy's key (compared in constant time), as a bearer token
 /// or, as Anthropic's clients send it, in `x-api-key`.
-fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
+pub(crate) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     let Some(key) = &shared.cfg.api_key else {
         return true;
     };
@@ -106,7 +95,7 @@ fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
     ))
 }
 
-async fn not_found(method: Method, uri: Uri) -> Response {
+pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
     let e = ServeError::BadRequest {
         message: format!("no route for {method} {}", uri.path()),
         param: None,
@@ -116,7 +105,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
     r
 }
 
-async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
     let response = if !authorised(&shared, &headers) {
         ServeError::Unauthorized.into_openai()
@@ -131,7 +120,11 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 }
 
 /// `POST /v1/chat/completions`.
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let face = super::face::OPENAI;
     answer_route(&shared, &headers, body, &face).await
 }
@@ -156,7 +149,7 @@ pub(crate) async fn answer_route(
 
 /// `POST /v1/completions`: passed through to the upstream unchanged (no tools to answer), under
 /// the same key, body and concurrency limits as a chat request.
-async fn completions(
+pub(crate) async fn completions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Body,

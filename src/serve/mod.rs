@@ -47,8 +47,11 @@
 //!   goes out while the upstream still writes it.
 //! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).
 //! * `response.rs`: the whole answer from the events; `chunks.rs` the streamed one.
-//! * `http.rs`: routes, keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
+//! * `routes.rs`: which path each face answers; `http.rs`: keys, limits, log lines, transcripts; `upstream.rs` the pass-through;
 //!   `clients.rs` the upstream clients by model name; `listen.rs` the accept loop ([`serve`]).
+//! * `passthrough/`: the router's fallback, what serve does not answer passed to the upstream
+//!   (embeddings, a model's lookup, uploads), serve's key checked first
+//!   ([`ServeConfig::passthrough`]).
 //! * `native/`: the model's own tool format (`--tool-format`), where its chat template
 //!   declares tools: the template rendered here, a grammar of its `<tool_call>` blocks.
 //! * `face.rs`: what a face of the endpoint is (its reading and its rendering); `messages/` the
@@ -86,11 +89,13 @@ mod live;
 mod messages;
 mod native;
 mod outbox;
+mod passthrough;
 mod plain;
 mod read;
 mod redact;
 mod request;
 mod response;
+mod routes;
 mod runaway;
 mod thought;
 mod tool_format;
@@ -106,11 +111,12 @@ pub use thought::ThoughtMode;
 pub use tool_format::ToolFormat;
 
 /// The endpoint as an axum router (`POST /v1/chat/completions`, `GET /v1/models`, and
-/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`), to serve on its own or
+/// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`; every other route passed
+/// through to the upstream unless [`ServeConfig::passthrough`] is off), to serve on its own or
 /// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL; no request is made until a client asks.
 pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
-    http::build(config)
+    routes::build(config)
 }
 
 /// The endpoint's parts that its integration tests drive on their own (the streamed chunks on a

@@ -8,7 +8,7 @@ use std::str::FromStr;
 #[non_exhaustive]
 pub enum ToolFormat {
     /// tagloop's text protocol, always (the default: on the one model measured both ways,
-    /// Qwen2.5-Coder-0.5B, the protocol measured better; BENCHMARKS.md).
+    /// Qwen2.5-Coder-0.5B, the protocol measured better; docs/experiments.md).
     #[default]
     Protocol,
     /// The model's own tool-call format; a 502 when the upstream publishes no chat template

@@ -156,6 +156,12 @@ impl Upstream {
         &self.redactor
     }
 
+    /// What the pass-through of other routes (`passthrough/`) sends with: this HTTP client
+    /// (its connections, limits and redirect policy), the base URL and the upstream key's header.
+    pub(crate) fn parts(&self) -> (&reqwest::Client, &str, Option<&HeaderValue>) {
+        (&self.http, &self.base_url, self.auth.as_ref())
+    }
+
     /// Relay a `POST /v1/chat/completions` body to `{base}/chat/completions` unchanged, and
     /// its answer back (see the module docs for what is relayed, capped and refused).
     pub async fn pass_through(&self, body: Bytes) -> Response {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tagloop::agent::{Agent, AgentConfig, Event, EventSink, RunOptions, Status};
-use tagloop::llm::scripted::ScriptedModel;
+use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult, Usage};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tagloop::llm::scripted::{Script, ScriptedModel};
+use tagloop::llm::{Script, ScriptedModel};
 
 /// The text of a script that replays `turns` in order (a comment line, then one separator per
 /// turn).

@@ -35,6 +35,11 @@ impl Serve {
     /// the line that says where it listens. Panics with the server's stderr if it exits or
     /// stays silent instead.
     pub fn start(upstream: &str, extra: &[&str]) -> Serve {
+        Serve::start_with_env(upstream, extra, &[])
+    }
+
+    /// [`Serve::start`] with these environment variables set (a key `--api-key-env` names).
+    pub fn start_with_env(upstream: &str, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let home = tempfile::tempdir().expect("a temporary folder");
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("tagloop"))
             .current_dir(home.path())
@@ -46,6 +51,7 @@ impl Serve {
             .env("NO_COLOR", "1")
             .args(["serve", "--upstream", upstream, "--listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -85,6 +91,11 @@ impl Serve {
                 );
             }
         }
+    }
+
+    /// The server's process id (to read its memory from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What the server wrote to stderr so far (its log), for failure messages.

@@ -52,6 +52,8 @@
 //! `finish_reason: "length"`). `aborted()` counts streams the client dropped before the end.
 //! Requests to the root's own endpoints (`/tokenize`, `/apply-template`, `/api/*`) are kept apart
 //! in `root_requests()`; `probes()` counts `/props`, `/v1/models` and Ollama's `/api/ps`, `/api/show`.
+//! The routes an application sends beside its chat (`/v1/embeddings`, `/v1/models/{id}`, an
+//! upload, an echo, a large stream, `/health`: `passthrough.rs`) are kept raw in `passed()`.
 //! `sequence()` lists the paths of completion and root requests in the order they came, and
 //! `refused()` the requests `enforce_window` refused.
 #![allow(dead_code)]
@@ -73,11 +75,14 @@ use serde_json::{Value, json};
 mod completions;
 mod config;
 mod guess;
+mod passthrough;
 mod root;
 
 use completions::*;
 pub use config::*;
 pub use guess::FakeGuess;
+#[allow(unused_imports)]
+pub use passthrough::{PassedRequest, fake_embedding};
 pub use root::fake_tokens;
 use root::*;
 
@@ -128,6 +133,8 @@ struct Inner {
     refused: AtomicUsize,
     /// Serve's guess requests, kept apart from `requests` (`guess.rs`).
     guesses: Mutex<Vec<Value>>,
+    /// Requests to the pass-through routes (`passthrough.rs`), raw.
+    passed: Mutex<Vec<PassedRequest>>,
 }
 
 /// A running fake server; stops when dropped.
@@ -159,8 +166,9 @@ impl FakeServer {
             sequence: Mutex::new(Vec::new()),
             refused: AtomicUsize::new(0),
             guesses: Mutex::new(Vec::new()),
+            passed: Mutex::new(Vec::new()),
         });
-        let app = Router::new()
+        let app = passthrough::routes(Router::new())
             .route("/v1/chat/completions", post(handle))
             .route("/v1/completions", post(handle))
             .route("/props", get(props))
@@ -237,6 +245,16 @@ impl FakeServer {
             .guesses
             .lock()
             .map(|g| g.clone())
+            .unwrap_or_default()
+    }
+
+    /// Requests to the pass-through routes (`/v1/embeddings`, `/v1/models/{id}`, `/v1/echo`,
+    /// …, `/health`), raw, in order.
+    pub fn passed(&self) -> Vec<PassedRequest> {
+        self.inner
+            .passed
+            .lock()
+            .map(|r| r.clone())
             .unwrap_or_default()
     }
 

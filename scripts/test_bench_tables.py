@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Tests of scripts/bench-tables.py: the check CI runs, and how a cell is chosen.
+
+    python3 scripts/test_bench_tables.py          (CI runs it before the check itself)
+
+The check's tests copy the repository's BENCHMARKS.md, docs/experiments.md and bench/results/
+to a temporary folder and break one thing at a time there; the choice's tests build runs in
+memory.
+"""
+import copy
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SCRIPT = os.path.join(HERE, 'bench-tables.py')
+
+sys.dont_write_bytecode = True   # no scripts/__pycache__ left behind by the import below
+spec = importlib.util.spec_from_file_location('bench_tables', SCRIPT)
+bt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bt)
+
+
+def run(root, *args):
+    """(exit code, output) of the script on the tree at `root`."""
+    p = subprocess.run([sys.executable, SCRIPT, '--root', root, *args],
+                       capture_output=True, text=True, check=False)
+    return p.returncode, p.stdout + p.stderr
+
+
+class Check(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+        shutil.copy(os.path.join(ROOT, 'BENCHMARKS.md'), self.root)
+        os.makedirs(os.path.join(self.root, 'docs'))
+        shutil.copy(os.path.join(ROOT, 'docs', 'experiments.md'), os.path.join(self.root, 'docs'))
+        shutil.copytree(os.path.join(ROOT, 'bench', 'results'), os.path.join(self.root, 'bench', 'results'))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def edit_benchmarks(self, change):
+        """Rewrite the copy's BENCHMARKS.md as `change` (old text -> new text) says."""
+        p = self.path('BENCHMARKS.md')
+        with open(p, encoding='utf-8') as f:
+            doc = f.read()
+        with open(p, 'w', encoding='utf-8') as f:
+            f.write(change(doc))
+
+    def edit_run(self, name, change):
+        p = self.path('bench', 'results', name)
+        with open(p, encoding='utf-8') as f:
+            data = json.load(f)
+        change(data)
+        with open(p, 'w', encoding='utf-8') as f:
+            json.dump(data, f, indent=2, ensure_ascii=False)
+
+    def test_the_repository_as_committed_passes(self):
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 0, out)
+
+    def test_a_figure_changed_in_the_json_fails_until_the_tables_are_written_again(self):
+        def fewer(data):
+            conf = [c for c in data['configurations'] if c.get('default')][0]
+            conf['results'][0]['passed'] = 7      # simple_python: 9/10 in the text
+        self.edit_run('2026-11-28-qwen05-bfcl-thought.json', fewer)
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 1, out)
+        self.assertIn("BENCHMARKS.md's generated part differs", out)
+        self.assertIn('7/10', out)
+        code, out = run(self.root)                # write
+        self.assertEqual(code, 0, out)
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 0, out)
+
+    def test_a_figure_typed_into_the_generated_part_fails(self):
+        self.edit_benchmarks(lambda doc: doc.replace('**61/80**', '**62/80**', 1))
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 1, out)
+        self.assertIn('62/80', out)
+
+    def test_text_outside_the_markers_is_left_alone(self):
+        self.edit_benchmarks(lambda doc: doc.replace(
+            '## New measurements (to be filed)\n',
+            '## New measurements (to be filed)\n\n### A section appended by hand\n'))
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 0, out)
+
+    def test_a_stale_plot_fails(self):
+        with open(self.path('bench', 'results', 'qwen15.svg'), 'a', encoding='utf-8') as f:
+            f.write('<!-- edited -->\n')
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 1, out)
+        self.assertIn('qwen15.svg is stale', out)
+
+    def test_a_run_whose_experiment_has_no_section_fails(self):
+        self.edit_run('2026-11-28-qwen15-suite.json', lambda d: d.update(source='No such experiment'))
+        code, out = run(self.root)
+        self.assertEqual(code, 1, out)
+        self.assertIn('has no heading `No such experiment`', out)
+
+    def test_a_link_to_a_section_that_moved_fails(self):
+        self.edit_benchmarks(lambda doc: doc + '\nSee [there](docs/experiments.md#a-section-that-is-gone).\n')
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 1, out)
+        self.assertIn('#a-section-that-is-gone', out)
+
+    def test_a_run_without_its_command_is_refused(self):
+        self.edit_run('2026-11-28-qwen15-suite.json', lambda d: d.pop('command'))
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 2, out)
+        self.assertIn('no `command`', out)
+
+    def test_more_passed_than_cases_is_refused(self):
+        def impossible(data):
+            data['configurations'][0]['results'][0]['passed'] = 99
+        self.edit_run('2026-11-28-qwen15-suite.json', impossible)
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 2, out)
+
+    def test_benchmarks_without_the_markers_is_refused(self):
+        self.edit_benchmarks(lambda doc: doc.replace(bt.END, ''))
+        code, out = run(self.root, '--check')
+        self.assertEqual(code, 2, out)
+        self.assertIn('markers', out)
+
+
+def result(category, passed, total, seconds=None, cases='0–9', **more):
+    r = {'category': category, 'cases': cases, 'passed': passed, 'total': total}
+    if seconds is not None:
+        r['seconds_per_case'] = seconds
+    r.update(more)
+    return r
+
+
+def a_run(started, confs, model='qwen05'):
+    return {'model': model, 'benchmark': 'bfcl', 'title': 't', 'started': started, 'time': started,
+            'load': '1', 'setup': 's', 'source': 'x', 'command': 'c', 'file': started + '.json',
+            'configurations': confs}
+
+
+class Choice(unittest.TestCase):
+    def test_todays_default_beats_a_newer_run_of_another_configuration(self):
+        old = a_run('2026-11-28T01:00Z', [
+            {'name': 'default', 'role': 'tagloop', 'kept': True, 'default': True,
+             'results': [result('multiple', 9, 10, 11.5)]}])
+        newer = a_run('2026-11-28T02:00Z', [
+            {'name': 'variant', 'role': 'tagloop', 'kept': True, 'default': False,
+             'results': [result('multiple', 5, 10)]}])
+        cell = bt.pick([old, newer], 'qwen05', 'multiple')
+        self.assertEqual(cell['tagloop'][2]['passed'], 9)
+        self.assertFalse(cell['older'])
+
+    def test_without_a_default_run_the_latest_kept_figure_is_flagged(self):
+        def conf(name, kept, passed):
+            return {'name': name, 'role': 'tagloop', 'kept': kept,
+                    'results': [result('parallel', passed, 10)]}
+        runs = [a_run('2026-11-27T01:00Z', [conf('kept', True, 3)]),
+                a_run('2026-11-28T01:00Z', [conf('lost', False, 6), conf('kept', True, 4)])]
+        cell = bt.pick(runs, 'qwen05', 'parallel')
+        self.assertEqual(cell['tagloop'][2]['passed'], 4)   # never the configuration that lost
+        self.assertTrue(cell['older'])
+        self.assertIsNone(bt.pick(runs, 'qwen05', 'multiple'))
+        self.assertIsNone(bt.pick(runs, 'qwen15', 'parallel'))
+
+    def test_the_larger_slice_of_one_run_wins(self):
+        r = a_run('2026-11-28T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'default': True,
+             'results': [result('simple_python', 7, 10), result('simple_python', 13, 20, cases='0–19')]}])
+        self.assertEqual(bt.fraction(bt.pick([r], 'qwen05', 'simple_python')['tagloop'][2]), '13/20')
+
+    def test_the_ratio_is_the_runs_own_or_taken_within_one_run(self):
+        native = {'name': 'n', 'role': 'native', 'results': [result('multiple', 0, 10, 10.0)]}
+        given = a_run('2026-11-28T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'default': True,
+             'results': [result('multiple', 9, 10, 11.5, ratio_to_native=1.17)]}, native])
+        self.assertEqual(bt.ratio(bt.pick([given], 'qwen05', 'multiple')), 1.17)
+        computed = a_run('2026-11-28T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'default': True, 'results': [result('multiple', 9, 10, 15.0)]},
+            copy.deepcopy(native)])
+        self.assertEqual(bt.ratio(bt.pick([computed], 'qwen05', 'multiple')), 1.5)
+
+    def test_native_from_another_run_is_flagged_and_has_no_ratio(self):
+        mine = a_run('2026-11-28T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'default': True, 'results': [result('multiple', 7, 10, 6.3)]}])
+        theirs = a_run('2026-11-27T01:00Z', [
+            {'name': 'n', 'role': 'native', 'results': [result('multiple', 0, 10, 12.9)]}])
+        cell = bt.pick([mine, theirs], 'qwen05', 'multiple')
+        self.assertTrue(cell['other_run'])
+        self.assertIsNone(bt.ratio(cell))
+
+    def test_anchors_are_githubs(self):
+        heading = "The 1.5B's whole suite on a quiet machine (main 295957f, 2026-11-28 03:34–04:02 UTC)"
+        self.assertEqual(bt.anchor(heading),
+                         'the-15bs-whole-suite-on-a-quiet-machine-main-295957f-2026-11-28-03340402-utc')
+        self.assertEqual(bt.anchor('Agent loop (`benches/agent.rs`, `examples/agent_memory.rs`)'),
+                         'agent-loop-benchesagentrs-examplesagent_memoryrs')
+
+
+if __name__ == '__main__':
+    unittest.main()

@@ -14,6 +14,7 @@ prints the answer's status, the seconds it took, and the serve process's peak re
   objects4mib   a 4 MiB body of empty JSON objects (parsed, then passed through)
   strings4mib   a 4 MiB body of one-character strings
   objects200k   just under the count of JSON values a body may hold, as empty objects
+  objects40k    just under the count of JSON objects a body may hold (39,990 empty objects)
   tools128x760  issue 44's 2.7 MB request: 128 tools of 760 string properties each
   tools128xN    128 tools of N string properties (154: 19,968 subschemas, under the cap of
                 20,000; 300: 38,656 objects, under the body's cap of 40,000)
@@ -58,6 +59,8 @@ def body(shape):
     n = (limit - 40) // (len(item) + 1)
     if shape == "objects200k":
         n = 200_000 - 10
+    if shape == "objects40k":
+        item, n = "{}", 40_000 - 10
     return '{"model": "m", "x": [' + ",".join([item] * n) + "]}"
 
 

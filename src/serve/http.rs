@@ -575,7 +575,6 @@ async fn stream_answer(
         };
         // An answer broken off still gets the text that was held back.
         redact.finish().into_iter().for_each(&mut send);
-        drop(send);
         // What the work's last step emitted, by the same deadline.
         let flushed = tokio::time::timeout_at(deadline, outbox.flush(&tx)).await;
         let result = match (result, flushed) {

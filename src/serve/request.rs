@@ -278,6 +278,9 @@ fn read_choice(choice: Option<ToolChoice>, tools: &[ToolSpec]) -> Result<Choice,
     Ok(choice)
 }
 
+/// One cost of a request's schemas: how a schema is counted, the request's limit, what is counted.
+type Cost = (fn(&Value) -> usize, usize, &'static str);
+
 /// What compiling a request's schemas may cost, counted before any is compiled, over every
 /// tool's parameters and `response_format` together: at most [`crate::schema::MAX_PATTERNS`]
 /// regular expressions and [`crate::schema::MAX_SCHEMA_NODES`] subschemas for the request
@@ -286,7 +289,7 @@ fn check_schema_costs(
     tools: &[body::Tool],
     format: Option<&ResponseFormat>,
 ) -> Result<(), ServeError> {
-    let costs: [(fn(&Value) -> usize, usize, &str); 2] = [
+    let costs: [Cost; 2] = [
         (
             crate::schema::count_patterns,
             crate::schema::MAX_PATTERNS,

@@ -155,10 +155,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", help_heading = "Clients")]
     data_dir: Option<PathBuf>,
     /// The stored Responses' total size in MiB; the oldest go first
-    #[arg(long, value_name = "MIB", default_value_t = 256, help_heading = "Limits", hide_short_help = true)]
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 256,
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
     store_max_mib: u64,
     /// How many days a stored Response is kept
-    #[arg(long, value_name = "DAYS", default_value_t = 30, help_heading = "Limits", hide_short_help = true)]
+    #[arg(
+        long,
+        value_name = "DAYS",
+        default_value_t = 30,
+        help_heading = "Limits",
+        hide_short_help = true
+    )]
     store_max_days: u64,
     /// Write one JSON transcript per answered request here
     #[arg(long, value_name = "DIR", help_heading = "Logging")]

@@ -158,6 +158,53 @@ fn with_a_schema_the_model_extracts_the_result_with_corrections() {
     );
 }
 
+/// The extraction has no tools: a report that names files (a wrapped coding agent's, say) is
+/// never refused for files no call of it could use (issue 43).
+#[test]
+fn a_report_that_names_files_is_extracted_without_a_refusal() {
+    let env = Env::new();
+    std::fs::write(
+        env.path("schema.json"),
+        r#"{"type": "object", "properties": {"issues": {"type": "integer"}}, "required": ["issues"]}"#,
+    )
+    .unwrap();
+    let script = common::script::file(
+        &env.path("extract.script"),
+        &["<thought>Three.</thought><final_answer>{\"issues\": 3}</final_answer>"],
+    );
+    let out = env
+        .wrap(
+            &[
+                "--task",
+                "review the code",
+                "--output-schema",
+                "schema.json",
+                "--model",
+                &script,
+            ],
+            &[
+                "sh",
+                "-c",
+                "echo 'Found 3 issues: two in src/main.rs, one in lib/util.py (see notes.txt).'",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = outcome(&out.stdout);
+    assert_eq!(o["final"], serde_json::json!({"issues": 3}));
+    assert_eq!(o["llm_calls"], 1, "accepted at once");
+    assert!(
+        !env.transcript(&o).iter().any(|r| r["type"] == "correction"),
+        "no correction"
+    );
+}
+
 #[test]
 fn a_failing_command_is_an_error_with_the_end_of_its_stderr() {
     let env = Env::new();

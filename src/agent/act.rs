@@ -18,7 +18,7 @@ use crate::tools::{Tool, ToolError};
 use super::Status;
 use super::correction::Correction;
 use super::events::Event;
-use super::loopguard::{CallKey, Check, fingerprint};
+use super::loopguard::Check;
 use super::next::{Ending, Next};
 use super::observed;
 use super::run::Run;
@@ -28,7 +28,6 @@ impl Run<'_> {
     /// the call could not run), or the end of the run when the model loops.
     pub(super) async fn act(&mut self, turn: &Turn, finish: &Finish) -> Next {
         if let (Some(dialect), Some(error)) = (turn.dialect, &turn.dialect_error) {
-            self.guard.clear_block();
             return Next::step(self.correct(Correction::Dialect {
                 dialect: dialect.name(),
                 error: error.clone(),
@@ -44,7 +43,6 @@ impl Run<'_> {
         let call = match protocol::parse_action_with(action_text, &accept) {
             Ok(c) => c,
             Err(e) => {
-                self.guard.clear_block();
                 return Next::step(self.correct(Correction::ParseError {
                     message: e.message,
                     offset: e.offset,
@@ -53,7 +51,6 @@ impl Run<'_> {
             }
         };
         let Some(tool) = tools.get(&call.tool).cloned() else {
-            self.guard.clear_block();
             let correction = Correction::UnknownTool {
                 closest: tools.closest(&call.tool).map(|c| c.to_string()),
                 names: tools.names().iter().map(|n| n.to_string()).collect(),
@@ -64,7 +61,6 @@ impl Run<'_> {
         let args = match protocol::bind(&call.args, tool.parameters()) {
             Ok(a) => a,
             Err(e) => {
-                self.guard.clear_block();
                 return Next::step(self.correct(Correction::BadArguments {
                     tool: call.tool,
                     error: e.to_string(),
@@ -75,9 +71,8 @@ impl Run<'_> {
             tool: call.tool.clone(),
             args: Value::Object(args.clone()),
         });
-        let key = CallKey::new(&call.tool, &args);
-        self.named.mark_used(&args);
-        match self.guard.check(&key) {
+        // The memory marks the names the call uses and asks the loop guard (`memory.rs`).
+        match self.memory.take_check() {
             Check::EndRun => {
                 return Next::End(Ending::stop(
                     Status::LoopDetected,
@@ -95,15 +90,13 @@ impl Run<'_> {
             }
             Check::Run => {}
         }
-        let (body, result, ok) = self.run_tool(&call.tool, tool, args).await;
+        let (body, ok) = self.run_tool(&call.tool, tool, args).await;
         if !call.warnings.is_empty() {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
         let step = self.progress.steps + 1;
-        let notice = self.named.notice();
-        let again = self
-            .guard
-            .record(key, result, body.clone(), step, notice.is_some());
+        let notice = self.memory.named.notice();
+        let again = self.memory.take_again();
         // The step that reaches the limit gets the limit notice instead of the decision.
         let decide = step < self.step_limit;
         let answer_now = again.is_some_and(|a| a.answer_now);
@@ -130,14 +123,14 @@ impl Run<'_> {
     }
 
     /// Run a tool with its time limit: the observation's body (the result, or the error, as text
-    /// for the model, without the closing sentence), the [`fingerprint`] of the tool's own text,
-    /// and whether it succeeded.
+    /// for the model, without the closing sentence), recorded in its `ToolFinished` event, and
+    /// whether it succeeded.
     async fn run_tool(
         &mut self,
         name: &str,
         tool: Arc<dyn Tool>,
         args: Map<String, Value>,
-    ) -> (String, u64, bool) {
+    ) -> (String, bool) {
         self.emit(Event::ToolStarted {
             tool: name.to_string(),
         });
@@ -157,28 +150,24 @@ impl Run<'_> {
                 call.await
             }
         };
-        let (ok, refused, own, text) = match result {
+        let (ok, refused, text) = match result {
             Ok(Ok(out)) => {
                 let out = protocol::truncate(&out, config.observation_limit);
-                let text = observed::tool_result(name, &shown, &out);
-                (true, false, out.into_owned(), text)
+                (true, false, observed::tool_result(name, &shown, &out))
             }
             Ok(Err(e)) => {
-                let own = protocol::truncate(&e.to_string(), config.observation_limit).into_owned();
+                let error = e.to_string();
+                let own = protocol::truncate(&error, config.observation_limit);
                 let text = format!("Error from {name}: {own}");
-                (false, matches!(e, ToolError::Refused(_)), own, text)
+                (false, matches!(e, ToolError::Refused(_)), text)
             }
             Err(_) => {
                 let own = format!("timed out after {} s", config.tool_timeout.as_secs_f32());
-                let text = format!("Error from {name}: {own}");
-                (false, false, own, text)
+                (false, false, format!("Error from {name}: {own}"))
             }
         };
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
         let text = config.secrets.redact_string(text);
-        // As the observation shows it: the header (the call's own arguments) and an error's
-        // wording are the tool's part too, not the runtime's notes.
-        self.said.by_tool(&text);
         // A refused call (outside the workspace, declined by the user) did not run: it is not a tool used.
         let used = &mut self.progress.tools_used;
         if !refused && !used.iter().any(|t| t == name) {
@@ -188,7 +177,11 @@ impl Run<'_> {
             tool: name.to_string(),
             ok,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            // As the observation shows it: the header (the call's own arguments) and an error's
+            // wording are the tool's part, not the runtime's notes (`said.rs`), and what the
+            // loop guard compares (`memory.rs`).
+            result: Some(text.clone()),
         });
-        (text, fingerprint(&own), ok)
+        (text, ok)
     }
 }

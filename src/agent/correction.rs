@@ -60,6 +60,12 @@ pub(crate) enum Correction {
         /// Whether the answer was empty.
         empty: bool,
     },
+    /// A final answer that came before any call used the files the question names: not
+    /// accepted yet (`decide.rs`).
+    NamedFiles {
+        /// Why, with the names.
+        why: String,
+    },
     /// The same call again: it was not run; its earlier result is repeated.
     Loop {
         /// What the loop guard saw.
@@ -83,6 +89,7 @@ impl Correction {
             Correction::Repetition => "repetition",
             Correction::Final { empty: true, .. } => "empty_final",
             Correction::Final { empty: false, .. } => "invalid_final",
+            Correction::NamedFiles { .. } => super::memory::NAMED_FILES_KIND,
             Correction::Loop { .. } => "loop",
             Correction::FinalOnly => "final_only",
         }
@@ -148,7 +155,7 @@ impl Correction {
             Correction::NoDecision => "Your turn had neither an action nor a final answer. Write a short thought, then either one action that calls a tool, or your final answer, each in its tags as the system prompt shows.".into(),
             Correction::Truncated => "Your turn was cut off by the token limit before it finished; this is not a format error. Keep the thought short and write the <action> or <final_answer> sooner.".into(),
             Correction::Repetition => "Your turn was cut off because it kept repeating the same text over and over; nothing in it was run. Do not repeat yourself: write one short thought, then one action or your final answer.".into(),
-            Correction::Final { why, .. } => why.clone(),
+            Correction::Final { why, .. } | Correction::NamedFiles { why } => why.clone(),
             Correction::Loop { reason, earlier } => format!(
                 "{reason} Its result was:\n{earlier}\nUse that result, try something different, or give your final answer. Repeating this call again ends the run."
             ),

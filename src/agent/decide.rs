@@ -84,20 +84,17 @@ impl Run<'_> {
                 error: None,
             }),
             Err(why) => {
-                self.guard.clear_block();
-                self.refusals += 1;
+                // The correction counts the refusal in the run's memory (`memory.rs`).
                 let empty = text.trim().is_empty();
                 let message = self.correct(Correction::Final {
                     why: why.clone(),
                     empty,
                 });
-                if self.refusals >= self.agent.config.max_refusals {
+                let refusals = self.memory.refusals;
+                if refusals >= self.agent.config.max_refusals {
                     return Next::End(Ending::stop(
                         Status::InvalidFinal,
-                        format!(
-                            "{} final answers in a row were refused; the last: {why}",
-                            self.refusals
-                        ),
+                        format!("{refusals} final answers in a row were refused; the last: {why}"),
                     ));
                 }
                 Next::Refused(message)
@@ -113,20 +110,21 @@ impl Run<'_> {
     /// judged as usual) and at most [`NAMED_REFUSALS`] times a run, so a question that names a
     /// file no call needs costs turns, not the answer.
     fn before_named_files(&mut self) -> Option<Next> {
-        // Once the loop guard asked for the answer, the answer is not refused for names.
-        if self.refusals + 1 >= self.agent.config.max_refusals
-            || self.named_refusals >= NAMED_REFUSALS
-            || self.guard.answer_asked()
+        // Once the loop guard asked for the answer, the answer is not refused for names; nor
+        // is a run with no tools (`wrap`'s extraction, a single-turn call), which could never
+        // use them.
+        let memory = &self.memory;
+        if self.agent.tools.is_empty()
+            || memory.refusals + 1 >= self.agent.config.max_refusals
+            || memory.named_refusals >= NAMED_REFUSALS
+            || memory.guard.answer_asked()
         {
             return None;
         }
-        let notice = self.named.notice()?;
-        self.guard.clear_block();
-        self.named_refusals += 1;
-        self.refusals += 1;
-        Some(Next::Refused(self.correct(Correction::Final {
+        let notice = memory.named.notice()?;
+        // The correction counts the refusal in the run's memory (`memory.rs`).
+        Some(Next::Refused(self.correct(Correction::NamedFiles {
             why: format!("Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"),
-            empty: false,
         })))
     }
 

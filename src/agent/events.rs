@@ -42,6 +42,10 @@ pub enum Event {
         /// Caller-supplied facts for continuing the run (CLI options, never secrets).
         #[serde(default)]
         meta: Value,
+        /// The follow-up question this run begins with (`tagloop continue ID MESSAGE`), as the
+        /// user gave it: the run's question from here on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        question: Option<String>,
     },
     /// A message entered the history (the system prompt, the task, an assistant turn, an observation).
     Message {
@@ -102,11 +106,17 @@ pub enum Event {
         ok: bool,
         /// Milliseconds it took.
         elapsed_ms: u64,
+        /// The tool's part of the observation (the header that names the call, then its output
+        /// or its error), as the model reads it: what a continued run's loop guard and guards
+        /// remember of the call (`memory.rs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
     },
     /// The runtime corrected the model (a parse error, an unknown tool, a refused final answer, …).
     Correction {
         /// What kind of correction (`parse_error`, `unknown_tool`, `bad_arguments`, `no_decision`,
-        /// `truncated`, `repetition`, `empty_final`, `invalid_final`, `loop`, `final_only`).
+        /// `truncated`, `repetition`, `empty_final`, `invalid_final`, `named_files`, `loop`,
+        /// `final_only`).
         kind: String,
         /// The message given to the model.
         message: String,

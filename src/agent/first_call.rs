@@ -68,14 +68,16 @@ impl Run<'_> {
     pub(super) async fn first_call_declined(&mut self, turn: &Turn) -> bool {
         let agent = self.agent;
         if turn.kind != TurnKind::Action
-            || self.decided
+            || self.memory.decided
             || !agent.config.decide
             || self.progress.steps > 0
             || agent.grammars().pick(true, false).is_none()
         {
             return false;
         }
-        self.decided = true;
+        // Judged once: its `Decision` event marks it in the run's memory. A call that cannot be
+        // read, or whose guess fails, leaves no event; it is a counted step, after which the
+        // decision step never judges.
         let tools = &agent.tools;
         let accept = |c: &protocol::Call| tools.get(&c.tool).is_some();
         let action = turn.action.as_deref().unwrap_or_default();

@@ -36,6 +36,7 @@ mod grammars;
 pub(crate) mod guess;
 pub(crate) mod history;
 mod loopguard;
+mod memory;
 mod named;
 mod next;
 mod notices;

@@ -1,11 +1,10 @@
 //! What a run tells: every event goes to the caller's sink and, staged, to the transcript, which
-//! is written before every wait and at the run's end; a correction is an event too. The
+//! is written before every wait and at the run's end. The
 //! [`Recorder`] owns both ends and whether the transcript still works; the notices a turn
 //! brings are its business too (`notices.rs`).
 
 use crate::session::Transcript;
 
-use super::correction::Correction;
 use super::events::{Event, EventSink};
 
 /// Where a run's events go: the caller's sink and the transcript.
@@ -32,16 +31,6 @@ impl Recorder {
     /// messages it already has).
     pub(crate) fn sink(&self) -> Option<&EventSink> {
         self.events.as_ref()
-    }
-
-    /// Tell the caller and the transcript about a correction; the text for the model.
-    pub(crate) fn correct(&mut self, correction: Correction) -> String {
-        let message = correction.message();
-        self.emit(Event::Correction {
-            kind: correction.kind().to_string(),
-            message: message.clone(),
-        });
-        message
     }
 
     /// Give an event to the caller and write it to the transcript.

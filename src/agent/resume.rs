@@ -31,6 +31,9 @@ pub struct Resume {
     pub task: String,
     /// The `meta` of the latest `run_started` record that had one (the caller's options).
     pub meta: Value,
+    /// The committed events, in order, from which the continued run rebuilds what it remembers
+    /// (the files used, refusals, the loop guard, the decision step: `memory.rs`).
+    pub events: Vec<Event>,
 }
 
 /// Why a transcript cannot be continued.
@@ -66,6 +69,10 @@ impl Resume {
     pub fn from_records(records: &[Value]) -> Result<Resume, ResumeError> {
         let mut resume = Resume::default();
         let mut pending: Vec<Message> = Vec::new();
+        let mut pending_events: Vec<Event> = Vec::new();
+        // The first run's start and its first two messages (system prompt, task): what a run
+        // killed before its first committed step goes on from.
+        let mut head: Vec<Event> = Vec::new();
         let mut requests_pending = 0u32;
         let mut started = false;
         for record in records {
@@ -76,6 +83,23 @@ impl Resume {
                 }
                 Err(_) => continue,
             };
+            let committed = matches!(event, Event::StepCompleted { .. } | Event::Finished { .. });
+            if matches!(event, Event::RunStarted { .. }) && started {
+                // As with the messages below: what was not committed is done again, and the
+                // first run's start stays while nothing was committed.
+                pending_events = if resume.events.is_empty() {
+                    head.clone()
+                } else {
+                    Vec::new()
+                };
+            }
+            if head.len() < 3 && matches!(event, Event::RunStarted { .. } | Event::Message { .. }) {
+                head.push(event.clone());
+            }
+            pending_events.push(event.clone());
+            if committed {
+                resume.events.append(&mut pending_events);
+            }
             match event {
                 Event::RunStarted { task, meta, .. } if !started => {
                     resume.task = task;
@@ -128,6 +152,7 @@ impl Resume {
         if resume.messages.len() < 2 {
             // Killed before the first step completed: start over from the system prompt and task.
             resume.messages = pending.into_iter().take(2).collect();
+            resume.events = head;
         }
         if resume.messages.len() < 2 {
             return Err(ResumeError::NoTask);

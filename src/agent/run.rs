@@ -18,12 +18,10 @@ use super::context::{ContextState, Fit, FitTarget};
 use super::correction::Correction;
 use super::events::Event;
 use super::history::History;
-use super::loopguard::LoopGuard;
-use super::named::QuestionNames;
+use super::memory::Memory;
 use super::next::{Ending, Next};
 use super::plan::TurnPlan;
 use super::record::Recorder;
-use super::said::Said;
 use super::turn::TurnFailure;
 use super::{Agent, Outcome, Progress, RunOptions, Status};
 
@@ -37,21 +35,12 @@ pub(crate) struct Run<'a> {
     /// Model requests, continuations included (a scripted model resumes from here).
     pub(super) requests: u32,
     pub(super) step_limit: u32,
-    /// Final answers refused in a row.
-    pub(super) refusals: u32,
-    /// Final answers refused because the question names files no call has used (`decide.rs`).
-    pub(super) named_refusals: u32,
-    /// The decision step has judged this run's first call (`first_call.rs`).
-    pub(super) decided: bool,
-    pub(super) guard: LoopGuard,
-    /// The files the question names, and which a call has used (the notice after a result).
-    pub(super) named: QuestionNames,
+    /// What the run remembers that changes what it does: a fold over its events (`memory.rs`).
+    pub(super) memory: Memory,
     /// The stop strings, kept between turns (each request takes them and gives them back).
     pub(super) stops: Vec<String>,
     /// The context window and the token estimate (see `context/`).
     pub(super) context: ContextState,
-    /// What the run was given and the runtime's notes so far (see `said.rs`).
-    pub(super) said: Said,
     session: Option<String>,
     /// The caller's event sink and the transcript.
     pub(super) recorder: Recorder,
@@ -69,14 +58,9 @@ impl<'a> Run<'a> {
             progress: Progress::default(),
             requests: 0,
             step_limit: agent.config.max_steps,
-            refusals: 0,
-            named_refusals: 0,
-            decided: false,
-            guard: LoopGuard::default(),
-            named: QuestionNames::of(task),
+            memory: Memory::default(),
             stops: Vec::new(),
             context: ContextState::default(),
-            said: Said::default(),
             session,
             recorder,
         }
@@ -101,10 +85,11 @@ impl<'a> Run<'a> {
     /// The loop: one iteration per turn, and the last-chance turn at the step limit. Steps are
     /// counted here and only here.
     async fn steps(&mut self) -> Ending {
+        // A continued run goes on with what its transcript says the last step left.
         let mut plan = TurnPlan {
             final_only: false,
-            reasoning: self.agent.config.reasoning,
-            after_refused_call: false,
+            reasoning: self.agent.config.reasoning || self.memory.reasoning,
+            after_refused_call: self.memory.after_refused_call,
             after_decline: false,
         };
         loop {
@@ -146,7 +131,6 @@ impl<'a> Run<'a> {
                     refused_call,
                 } => {
                     self.progress.steps += 1;
-                    self.refusals = 0;
                     plan.after_refused_call = refused_call;
                     self.observe(observation);
                 }
@@ -184,10 +168,16 @@ impl<'a> Run<'a> {
         fit
     }
 
-    /// Set up the history: fresh from the task, or restored from a transcript.
+    /// Set up the history: fresh from the task, or restored from a transcript, whose committed
+    /// events rebuild the run's memory before it goes on.
     fn start(&mut self) -> Result<(), PromptError> {
         let agent = self.agent;
         let resume = self.options.resume.take();
+        if let Some(r) = &resume {
+            for event in &r.events {
+                self.memory.apply(event);
+            }
+        }
         let meta = std::mem::take(&mut self.options.meta);
         self.emit(Event::RunStarted {
             session: self.session.clone().unwrap_or_default(),
@@ -198,6 +188,7 @@ impl<'a> Run<'a> {
             max_steps: agent.config.max_steps,
             started: crate::session::now_rfc3339(),
             meta,
+            question: resume.as_ref().and_then(|r| r.message.clone()),
         });
         let input = agent.system_input();
         let Some(r) = resume else {
@@ -211,7 +202,6 @@ impl<'a> Run<'a> {
                 agent.system_for(self.context.window)?,
                 &question,
             )?;
-            self.said.by_user(&question);
             for m in self.history.messages().to_vec() {
                 self.emit(Event::Message { message: m });
             }
@@ -220,7 +210,6 @@ impl<'a> Run<'a> {
         self.progress = r.progress;
         self.requests = r.requests;
         self.history = History::restore(agent.config.api, &agent.templates, &input, r.messages)?;
-        self.said.by_restored(self.history.messages());
         // The restored messages are already in the transcript: show them to the caller only.
         if let Some(sink) = self.recorder.sink() {
             for m in self.history.messages() {
@@ -230,10 +219,8 @@ impl<'a> Run<'a> {
         if let Some(msg) = r.message {
             // A follow-up question gets a fresh step budget.
             self.step_limit = self.progress.steps + agent.config.max_steps;
-            self.named = QuestionNames::of(&msg);
             let q = agent.templates.question(&msg, &[])?;
             self.history.push_user(&q);
-            self.said.by_user(&msg);
             self.emit(Event::Message {
                 message: Message::new(MsgRole::User, q),
             });
@@ -241,14 +228,21 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Give an event to the caller and the transcript ([`Recorder::emit`]).
+    /// Take an event into the run's memory, then give it to the caller and the transcript
+    /// ([`Recorder::emit`]).
     pub(super) fn emit(&mut self, event: Event) {
+        self.memory.apply(&event);
         self.recorder.emit(event);
     }
 
-    /// Tell a correction ([`Recorder::correct`]); the text for the model.
+    /// Tell a correction as an event; the text for the model.
     pub(super) fn correct(&mut self, correction: Correction) -> String {
-        self.recorder.correct(correction)
+        let message = correction.message();
+        self.emit(Event::Correction {
+            kind: correction.kind().to_string(),
+            message: message.clone(),
+        });
+        message
     }
 
     /// Send the one observation of this step (with the step-limit notice when the limit is reached).
@@ -269,7 +263,6 @@ impl<'a> Run<'a> {
         }
         let text = protocol::render_observation(&body, self.agent.config.observation_limit * 2);
         self.history.push_user(&text);
-        self.said.by_runtime(&text);
         self.emit(Event::Observation { text: text.clone() });
         self.emit(Event::Message {
             message: Message::new(MsgRole::User, text),

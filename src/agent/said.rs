@@ -8,14 +8,14 @@
 //!   (`TurnRequest::own_words`).
 //!
 //! Every observation mixes the two, so the lines of each tool's part (the header that names the
-//! call, then its output or error) are remembered as they come, and the lines of each observation that are not among them are the runtime's. A run
-//! continued from a transcript takes its restored messages as given: which of their lines were
-//! notes is not known there.
+//! call, then its output or error) are remembered as they come, and the lines of each
+//! observation that are not among them are the runtime's. A run continued from a transcript
+//! tells them apart the same way, from the recorded events (`memory.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::llm::{Message, OwnWords, Role};
+use crate::llm::OwnWords;
 use crate::protocol;
 
 /// What one run was given and the runtime's notes so far.
@@ -33,14 +33,6 @@ impl Said {
     /// The user's words: the task, a follow-up question.
     pub(crate) fn by_user(&mut self, text: &str) {
         self.give(text);
-    }
-
-    /// The messages of a restored run (every one but the model's own turns and the system
-    /// prompt), all taken as given.
-    pub(crate) fn by_restored(&mut self, messages: &[Message]) {
-        for m in messages.iter().filter(|m| m.role == Role::User) {
-            self.give(&m.content);
-        }
     }
 
     /// A tool's part of the next observation (the header that names the call, then its output

@@ -90,7 +90,7 @@ impl Run<'_> {
         // whole run).
         let lent = turn.partial().is_empty() && request.prompt.is_none();
         let grammar = turn.grammar(agent.grammars());
-        let strict_arguments = grammar.as_ref().map(|_| self.said.given());
+        let strict_arguments = grammar.as_ref().map(|_| self.memory.said.given());
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),
@@ -114,7 +114,7 @@ impl Run<'_> {
             strict_repeats_until,
             cut_counting: true,
             strict_arguments,
-            own_words: grammar.as_ref().and(self.said.notes()),
+            own_words: grammar.as_ref().and(self.memory.said.notes()),
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

@@ -237,6 +237,7 @@ impl Agent {
                 max_steps: 0,
                 started: crate::session::now_rfc3339(),
                 meta,
+                question: None,
             },
         );
     }

@@ -189,6 +189,7 @@ fn render(
             tool,
             ok,
             elapsed_ms,
+            ..
         } => {
             let (style, mark) = if *ok { (GOOD, "✓") } else { (BAD, "✗") };
             writeln!(

@@ -232,6 +232,7 @@ impl<'a> Page<'a> {
                     tool,
                     ok,
                     elapsed_ms,
+                    ..
                 } => {
                     page.tool_ms += elapsed_ms;
                     page.push_after(Item::Tool {

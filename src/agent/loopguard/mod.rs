@@ -50,8 +50,8 @@ fn canonical(v: &Value) -> String {
     }
 }
 
-/// A fingerprint of a tool's own result (not the observation around it, whose closing notice
-/// changes from step to step).
+/// A fingerprint of a tool's part of an observation (the header that names the call and its
+/// output; not the notes around it, which change from step to step).
 pub(crate) fn fingerprint(result: &str) -> u64 {
     let mut h = DefaultHasher::new();
     result.hash(&mut h);
@@ -175,8 +175,8 @@ impl LoopGuard {
         }
     }
 
-    /// Record a call that ran at `step`: `result` is the [`fingerprint`] of the tool's own
-    /// result, `text` the observation. When the same call gave the same result before, say at
+    /// Record a call that ran at `step`: `result` is the [`fingerprint`] of the tool's part of
+    /// the observation, `text` that part. When the same call gave the same result before, say at
     /// which step; `names_left` is whether the question names files no call has used (the
     /// answer is then asked for one call later).
     pub(crate) fn record(

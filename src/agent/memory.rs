@@ -1,0 +1,160 @@
+//! What a run remembers that changes what its loop does, as a fold over its own events.
+//!
+//! The files the question names and which calls used them (`named.rs`), final answers refused
+//! in a row and for names, the loop guard's calls and results (`loopguard/`), whether the
+//! decision step has judged (`first_call.rs`), what the run was given and the runtime's notes
+//! (`said.rs`), and what the next turn may do after the last step: none of it is kept beside
+//! the transcript. [`Memory::apply`] reads each event as the run emits it (`Run::emit`), and a
+//! continued run applies the committed events of its transcript first (`Resume::events`), so a
+//! run killed at any step and continued remembers exactly what it would have remembered had it
+//! not been killed. The loop only reads this state; it changes it by emitting an event.
+//!
+//! A transcript written before tool results were recorded (`ToolFinished::result`) has no tool
+//! part to tell from the runtime's notes: such an observation is taken as given, and its call
+//! is not remembered by the loop guard.
+
+use serde_json::Map;
+
+use crate::llm::Role;
+
+use super::events::Event;
+use super::loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
+use super::named::QuestionNames;
+use super::said::Said;
+
+/// The correction kind of an answer refused for the files the question names (`decide.rs`).
+pub(crate) const NAMED_FILES_KIND: &str = "named_files";
+
+/// A run's memory (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// The files the question names, and which a call has used.
+    pub(crate) named: QuestionNames,
+    /// Final answers refused in a row (reset when a step is counted).
+    pub(crate) refusals: u32,
+    /// Final answers refused because the question names files no call has used.
+    pub(crate) named_refusals: u32,
+    /// The decision step has judged this run's first call.
+    pub(crate) decided: bool,
+    pub(crate) guard: LoopGuard,
+    /// What the run was given and the runtime's notes so far.
+    pub(crate) said: Said,
+    /// The model has shown that it reasons first (a turn began with `<think>`).
+    pub(crate) reasoning: bool,
+    /// The last step's call was refused by the loop guard, or the answer asked for: the next
+    /// turn may only answer.
+    pub(crate) after_refused_call: bool,
+    steps: u32,
+    started: bool,
+    question_seen: bool,
+    last_call: Option<CallKey>,
+    check: Option<Check>,
+    again: Option<Again>,
+    refused_call: bool,
+    observation: Option<String>,
+    tool_part_unknown: bool,
+}
+
+impl Memory {
+    /// Take in one event of the run (emitted now, or read back from its transcript).
+    pub(crate) fn apply(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted { task, question, .. } => {
+                if !self.started {
+                    self.started = true;
+                    self.named = QuestionNames::of(task);
+                }
+                if let Some(q) = question {
+                    // A follow-up question starts afresh, with what the run was given kept.
+                    let said = std::mem::take(&mut self.said);
+                    *self = Memory {
+                        named: QuestionNames::of(q),
+                        said,
+                        steps: self.steps,
+                        started: true,
+                        question_seen: true,
+                        reasoning: self.reasoning,
+                        ..Memory::default()
+                    };
+                    self.said.by_user(q);
+                }
+            }
+            Event::Message { message } if message.role == Role::User => {
+                let observed = self.observation.take();
+                if observed.as_deref() != Some(message.content.as_str()) && !self.question_seen {
+                    self.question_seen = true;
+                    self.said.by_user(&message.content);
+                }
+            }
+            Event::TurnFinished { text, .. } => {
+                let head = text.trim_start().as_bytes();
+                self.reasoning |= head.len() >= 7 && head[..7].eq_ignore_ascii_case(b"<think>");
+            }
+            Event::Action { tool, args } => {
+                let empty = Map::new();
+                let args = args.as_object().unwrap_or(&empty);
+                self.named.mark_used(args);
+                let key = CallKey::new(tool, args);
+                let check = self.guard.check(&key);
+                self.refused_call |= matches!(check, Check::Blocked { .. });
+                self.check = Some(check);
+                self.last_call = Some(key);
+            }
+            Event::ToolFinished { result, .. } => {
+                let Some(text) = result else {
+                    self.tool_part_unknown = true;
+                    return;
+                };
+                self.said.by_tool(text);
+                if let Some(key) = self.last_call.take() {
+                    let names_left = self.named.notice().is_some();
+                    let step = self.steps + 1;
+                    let again =
+                        self.guard
+                            .record(key, fingerprint(text), text.clone(), step, names_left);
+                    self.refused_call |= again.is_some_and(|a| a.answer_now);
+                    self.again = again;
+                }
+            }
+            Event::Correction { kind, .. } => match kind.as_str() {
+                "parse_error" | "unknown_tool" | "bad_arguments" => self.guard.clear_block(),
+                "invalid_final" | "empty_final" | NAMED_FILES_KIND => {
+                    self.guard.clear_block();
+                    self.refusals += 1;
+                    self.named_refusals += u32::from(kind == NAMED_FILES_KIND);
+                }
+                _ => {}
+            },
+            Event::Decision { .. } => self.decided = true,
+            Event::Observation { text } => {
+                if std::mem::take(&mut self.tool_part_unknown) {
+                    self.said.by_user(text);
+                } else {
+                    self.said.by_runtime(text);
+                }
+                self.observation = Some(text.clone());
+            }
+            Event::StepCompleted { progress } => {
+                if progress.steps > self.steps {
+                    self.refusals = 0;
+                }
+                self.steps = progress.steps;
+                self.after_refused_call = std::mem::take(&mut self.refused_call);
+                self.check = None;
+                self.again = None;
+                self.last_call = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The loop guard's verdict on the call just announced (its `Action` event).
+    pub(crate) fn take_check(&mut self) -> Check {
+        self.check.take().unwrap_or(Check::Run)
+    }
+
+    /// What the loop guard said of the call that just ran (its `ToolFinished` event).
+    pub(crate) fn take_again(&mut self) -> Option<Again> {
+        self.again.take()
+    }
+}

@@ -18,6 +18,7 @@
 //! A request without tools or `text.format` is answered as a plain chat on the upstream's chat
 //! API (`serve/plain.rs`), or by the core on a completions upstream, as on the Messages face.
 
+mod answer;
 mod error;
 mod items;
 mod output;
@@ -46,16 +47,7 @@ use crate::llm::Api;
 use crate::shown::Outside;
 use render::{ResponsesRender, Saver};
 use request::Parsed;
-pub(crate) use store::{Limits, Store, StoreError};
-
-/// The store `cfg` asks for: a file in its data directory, or in memory.
-pub(crate) fn open_store(cfg: &super::ServeConfig) -> Result<Store, ServeError> {
-    let limits = Limits {
-        max_bytes: cfg.store_max_bytes,
-        max_age: cfg.store_max_age,
-    };
-    Store::open(cfg.data_dir.as_deref(), limits).map_err(|e| ServeError::Config(e.to_string()))
-}
+pub(crate) use store::{Store, StoreError, open_store};
 
 /// The route, for the log line.
 const PATH: &str = "/v1/responses";

@@ -1,22 +1,15 @@
-//! This face's [`Render`]: the whole answer as the Response object (`resource.rs`), or streamed
-//! as the Responses events (`stream.rs`); and, under `store`, the answered response kept
-//! (`store.rs`) before the client learns it is complete, so that a `previous_response_id` sent
-//! the moment after finds it.
+//! This face's renderer and what it keeps (its [`Render`] impl is `answer.rs`, above this file and
+//! `stream.rs`): under `store`, the answered response kept (`store.rs`) before the client learns
+//! it is complete, so that a `previous_response_id` sent the moment after finds it.
 
 use std::sync::Arc;
 
-use axum::response::Response;
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use serde_json::Value;
 
-use super::output::Output;
 use super::request::Echo;
-use super::resource::{About, Status, resource};
+use super::resource::About;
 use super::store::{Owner, Record, Store, now};
 use crate::secret::Redactor;
-use crate::serve::ServeEvent;
-use crate::serve::face::Render;
 use crate::serve::response::AnswerMeta;
 
 /// How a completed response is kept.
@@ -79,34 +72,5 @@ impl ResponsesRender {
             echo: &self.echo,
             warnings: &self.warnings,
         }
-    }
-}
-
-impl Render for ResponsesRender {
-    fn id_prefix(&self) -> &'static str {
-        "resp_"
-    }
-
-    fn whole(&self, meta: &AnswerMeta, events: &[ServeEvent]) -> Value {
-        let mut output = Output::new(self.custom.clone());
-        let mut ignored = Vec::new();
-        for e in events {
-            output.take(e.clone(), &mut ignored);
-        }
-        output.finish(&mut ignored);
-        let end = output.end();
-        let status = Status::of(end);
-        let error = (status == Status::Failed).then_some(super::stream::BROKEN_OFF);
-        resource(&self.about(meta), output.items(), status, end, error)
-    }
-
-    fn stream(&self, meta: AnswerMeta, events: BoxStream<'static, ServeEvent>) -> Response {
-        super::stream::sse(self, meta, events)
-    }
-
-    fn settle(&self, whole: &Value) -> Option<BoxFuture<'static, ()>> {
-        let saver = self.saver.clone()?;
-        let whole = whole.clone();
-        Some(Box::pin(async move { saver.save(&whole).await }))
     }
 }

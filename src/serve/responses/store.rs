@@ -28,6 +28,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// The store `cfg` asks for: a file in its data directory, or in memory.
+pub(crate) fn open_store(
+    cfg: &crate::serve::ServeConfig,
+) -> Result<Store, crate::serve::ServeError> {
+    let limits = Limits {
+        max_bytes: cfg.store_max_bytes,
+        max_age: cfg.store_max_age,
+    };
+    Store::open(cfg.data_dir.as_deref(), limits)
+        .map_err(|e| crate::serve::ServeError::Config(e.to_string()))
+}
+
 /// Response id → its record (JSON).
 const RESPONSES: TableDefinition<&str, &[u8]> = TableDefinition::new("responses");
 /// (made at, in Unix seconds; response id) → the record's size: the order records age out in.

@@ -164,10 +164,19 @@ async fn a_long_messages_answer_is_built_in_linear_time_and_stalls_no_one() {
             );
         }
     }
-    let kept: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .flatten()
-        .collect();
+    // The streamed answer's transcript is written when its stream ends, a moment after the
+    // client has read the last event: wait for it (bounded).
+    let mut kept: Vec<_> = Vec::new();
+    for _ in 0..200 {
+        kept = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .collect();
+        if kept.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(kept.len(), 2);
     for file in kept {
         let v: Value =

@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -74,36 +74,9 @@ impl Shared {
     }
 }
 
-/// A 401 closes its connection (`Connection: close`, which hyper honours): a client without
-/// the key gets one refusal per connection and cannot keep a kept-alive connection, and so a
-/// place under `--max-connections`, for itself by asking again now and then (issue 44 item 4).
-pub(crate) async fn close_after_refusal(mut response: Response) -> Response {
-    if response.status() == StatusCode::UNAUTHORIZED {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
-}
-
-/// Whether the request carries the proxy's key (compared in constant time), as a bearer token
-/// or, as Anthropic's clients send it, in `x-api-key`.
+/// Whether the request carries the proxy's key (`key.rs`).
 pub(crate) fn authorised(shared: &Shared, headers: &HeaderMap) -> bool {
-    let Some(key) = &shared.cfg.api_key else {
-        return true;
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
-        .unwrap_or_default()
-        .as_bytes();
-    // `subtle` compares the bytes in constant time (the length is not a secret).
-    bool::from(subtle::ConstantTimeEq::ct_eq(
-        given,
-        key.expose().as_bytes(),
-    ))
+    super::key::carries(shared.cfg.api_key.as_ref(), headers)
 }
 
 pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {

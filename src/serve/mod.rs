@@ -86,6 +86,7 @@ mod guess;
 mod http;
 mod json_budget;
 mod judgement;
+mod key;
 mod listen;
 mod live;
 mod messages;

@@ -6,7 +6,8 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::config::ServeConfig;
-use super::http::{Shared, chat, close_after_refusal, completions, models};
+use super::http::{Shared, chat, completions, models};
+use super::key::close_after_refusal;
 use super::passthrough;
 use super::{ServeError, messages, responses};
 

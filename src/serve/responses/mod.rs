@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -55,14 +55,7 @@ const PATH: &str = "/v1/responses";
 /// The key a client presents (a bearer token, or `x-api-key`), whose hash its stored
 /// responses are bound to; none is the empty key.
 fn client_key(headers: &HeaderMap) -> Vec<u8> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
-        .unwrap_or_default()
-        .as_bytes()
-        .to_vec()
+    super::key::presented(headers).as_bytes().to_vec()
 }
 
 /// A failure of the store, logged with its words; the client gets a 500 without them.

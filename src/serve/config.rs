@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::thought::ThoughtMode;
 use super::tool_format::ToolFormat;
 use crate::llm::{Api, GrammarMode, GrammarSyntax};
+use crate::policy::Policies;
 use crate::secret::Secret;
 
 /// Settings of the endpoint [`router`](super::router) serves. Build with [`ServeConfig::new`]
@@ -69,6 +70,10 @@ pub struct ServeConfig {
     /// skips it; `Some`: a guess that takes longer keeps the call unchecked, and the transcript
     /// says it timed out.
     pub guess_timeout: Option<Duration>,
+    /// The steering rules on (all by default; `crate::policy` lists them): serve's grounding,
+    /// guess, further calls, choice, runaway strings, no thought, and the counting and
+    /// degeneration guards.
+    pub policies: Policies,
 }
 
 impl ServeConfig {
@@ -97,6 +102,7 @@ impl ServeConfig {
             tool_format: ToolFormat::default(),
             thought: ThoughtMode::default(),
             guess_timeout: None,
+            policies: Policies::all(),
         }
     }
 }

@@ -410,6 +410,7 @@ async fn core_answer(
         native,
         guess_timeout: shared.cfg.guess_timeout,
         thought: shared.cfg.thought,
+        policies: shared.cfg.policies,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -495,6 +496,7 @@ async fn stream_answer(
             native,
             guess_timeout: shared.cfg.guess_timeout,
             thought: shared.cfg.thought,
+            policies: shared.cfg.policies,
         };
         let keep = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

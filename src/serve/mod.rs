@@ -108,7 +108,11 @@ pub use tool_format::ToolFormat;
 /// Anthropic's `POST /v1/messages` and `POST /v1/messages/count_tokens`), to serve on its own or
 /// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL; no request is made until a client asks.
-pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
+pub fn router(mut config: ServeConfig) -> Result<axum::Router, ServeError> {
+    // With the `no-thought` policy off, turns that may call keep their thought (`thought.rs`).
+    if !config.policies.on(crate::policy::Policy::NoThought) {
+        config.thought = ThoughtMode::Free;
+    }
     http::build(config)
 }
 

@@ -331,7 +331,7 @@ mod tests {
                 &role,
                 false,
                 ThoughtMode::Free,
-                Policies::all(),
+                crate::policy::Policies::all(),
             )
         };
         let Ok(r) = read_as(&optional) else {

@@ -90,6 +90,7 @@
 
 pub mod agent;
 pub mod llm;
+pub mod policy;
 pub mod prompt;
 // Only the binary uses the queue (`tagloop queue`/`worker`); public because the binary is a
 // separate crate on top of this one. Hidden: not part of the library's API, may change at any time.

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tracing::{Instrument, debug, info_span};
 
 use crate::llm::Finish;
+use crate::policy::Policy;
 use crate::protocol::{self, Call, Turn};
 use crate::tools::{Tool, ToolError};
 
@@ -95,7 +96,8 @@ impl Run<'_> {
             debug!(warnings = ?call.warnings, "leniencies used to read the action");
         }
         let step = self.progress.steps + 1;
-        let notice = self.memory.named.notice();
+        let policies = self.agent.config.policies;
+        let notice = (self.memory.named.notice()).filter(|_| policies.on(Policy::NamedFilesNotice));
         let again = self.memory.take_again();
         // The step that reaches the limit gets the limit notice instead of the decision.
         let decide = step < self.step_limit;
@@ -108,7 +110,10 @@ impl Run<'_> {
             let closing = match again {
                 Some(a) if a.answer_now => a.note(),
                 _ if !ok => String::new(),
-                _ => notice.unwrap_or_else(|| observed::DECIDE_NOTE.to_string()),
+                _ => notice.unwrap_or_else(|| {
+                    let on = policies.on(Policy::ClosingLine);
+                    if on { observed::DECIDE_NOTE } else { "" }.to_string()
+                }),
             };
             if !closing.is_empty() {
                 observation = format!("{}\n\n{closing}", observation.trim_end());
@@ -153,7 +158,12 @@ impl Run<'_> {
         let (ok, refused, text) = match result {
             Ok(Ok(out)) => {
                 let out = protocol::truncate(&out, config.observation_limit);
-                (true, false, observed::tool_result(name, &shown, &out))
+                let text = if config.policies.on(Policy::ObservationHeader) {
+                    observed::tool_result(name, &shown, &out)
+                } else {
+                    out.trim_end().to_string()
+                };
+                (true, false, text)
             }
             Ok(Err(e)) => {
                 let error = e.to_string();

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::policy::Policies;
 use crate::secret::Redactor;
 
 use super::Api;
@@ -58,6 +59,10 @@ pub struct AgentConfig {
     /// off): a question that names no file and whose own function (the model's guess, asked
     /// of the question alone) is not about the called tool is answered without it.
     pub decide: bool,
+    /// The steering rules on (all by default; `crate::policy` lists them): the decision step,
+    /// the named files' notice and refusal, the observation's header and closing line, the
+    /// loop guard's notes on a same result, and the guards of a constrained turn.
+    pub policies: Policies,
 }
 
 impl Default for AgentConfig {
@@ -79,6 +84,7 @@ impl Default for AgentConfig {
             secrets: Redactor::new(),
             context: ContextPolicy::default(),
             decide: true,
+            policies: Policies::all(),
         }
     }
 }

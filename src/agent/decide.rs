@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::llm::{Finish, Message, Role as MsgRole};
+use crate::policy::Policy;
 use crate::protocol::{self, Turn, TurnKind};
 
 use super::Status;
@@ -115,6 +116,7 @@ impl Run<'_> {
         // use them.
         let memory = &self.memory;
         if self.agent.tools.is_empty()
+            || !self.agent.config.policies.on(Policy::NamedFilesRefusal)
             || memory.refusals + 1 >= self.agent.config.max_refusals
             || memory.named_refusals >= NAMED_REFUSALS
             || memory.guard.answer_asked()

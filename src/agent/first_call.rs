@@ -38,6 +38,7 @@ use std::collections::HashSet;
 
 use tracing::warn;
 
+use crate::policy::Policy;
 use crate::protocol::{self, KnownPaths, Turn, TurnKind};
 use crate::shown::Outside;
 use crate::tools::{Tool, list_paths};
@@ -70,6 +71,7 @@ impl Run<'_> {
         if turn.kind != TurnKind::Action
             || self.memory.decided
             || !agent.config.decide
+            || !agent.config.policies.on(Policy::Decide)
             || self.progress.steps > 0
             || agent.grammars().pick(true, false).is_none()
         {

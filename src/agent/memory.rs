@@ -16,6 +16,7 @@
 use serde_json::Map;
 
 use crate::llm::Role;
+use crate::policy::{Policies, Policy};
 
 use super::events::Event;
 use super::loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
@@ -53,9 +54,21 @@ pub(crate) struct Memory {
     refused_call: bool,
     observation: Option<String>,
     tool_part_unknown: bool,
+    /// The steering rules on (`crate::policy`): the loop guard's notes on a same result.
+    policies: Policies,
 }
 
 impl Memory {
+    /// An empty memory under `policies`.
+    pub(crate) fn new(policies: Policies) -> Self {
+        let mut memory = Memory {
+            policies,
+            ..Memory::default()
+        };
+        memory.guard.same_result_off = !policies.on(Policy::SameResult);
+        memory
+    }
+
     /// Take in one event of the run (emitted now, or read back from its transcript).
     pub(crate) fn apply(&mut self, event: &Event) {
         match event {
@@ -74,7 +87,7 @@ impl Memory {
                         started: true,
                         question_seen: true,
                         reasoning: self.reasoning,
-                        ..Memory::default()
+                        ..Memory::new(self.policies)
                     };
                     self.said.by_user(q);
                 }

@@ -20,6 +20,7 @@
 use std::time::Instant;
 
 use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
+use crate::policy::Policy;
 use crate::protocol::STOP_SEQUENCES;
 
 use super::Api;
@@ -90,7 +91,10 @@ impl Run<'_> {
         // whole run).
         let lent = turn.partial().is_empty() && request.prompt.is_none();
         let grammar = turn.grammar(agent.grammars());
-        let strict_arguments = grammar.as_ref().map(|_| self.memory.said.given());
+        let policies = agent.config.policies;
+        let strict_arguments = (grammar.as_ref())
+            .filter(|_| policies.on(Policy::Given))
+            .map(|_| self.memory.said.given());
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),
@@ -110,11 +114,13 @@ impl Run<'_> {
             temperature: agent.config.temperature,
             max_tokens: request.max_tokens,
             seed: agent.config.seed,
-            keep_repetitions: agent.config.keep_repetitions,
+            keep_repetitions: agent.config.keep_repetitions || !policies.on(Policy::Repeat),
             strict_repeats_until,
-            cut_counting: true,
+            cut_counting: policies.on(Policy::Counting),
             strict_arguments,
-            own_words: grammar.as_ref().and(self.memory.said.notes()),
+            own_words: (grammar.as_ref())
+                .filter(|_| policies.on(Policy::Echo))
+                .and(self.memory.said.notes()),
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

@@ -19,6 +19,7 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
+use crate::policy::{Policies, Policy};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
@@ -76,6 +77,8 @@ pub(crate) struct Core<'a> {
     pub guess_timeout: Option<std::time::Duration>,
     /// Whether the turns that may call begin with a thought (`--thought`, `thought.rs`).
     pub thought: ThoughtMode,
+    /// The steering rules on (`crate::policy`; each site below asks it).
+    pub policies: Policies,
 }
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
@@ -114,16 +117,18 @@ pub(crate) async fn answer(
     };
     let asked = ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     let mut fitting = Fitting::new(core.model, asked);
+    let on = |policy| core.policies.on(policy);
     let mut request = TurnRequest {
         stop: stops(ask),
         temperature: ask.temperature,
         max_tokens: Some(asked),
         seed: ask.seed,
         grammar,
-        cut_counting: super::grounded::may_cut_counting(ask),
+        cut_counting: on(Policy::Counting) && super::grounded::may_cut_counting(ask),
+        keep_repetitions: !on(Policy::Repeat),
         ..TurnRequest::default()
     };
-    if ask.parallel && conversation::allows_calls(ask) {
+    if ask.parallel && conversation::allows_calls(ask) && on(Policy::Further) {
         // A turn that writes a call it already wrote ends there (read.rs drops copies anyway),
         // and so does one that goes on to a call the question did not ask for: values the
         // conversation never gave (grounded.rs), or nothing beyond the calls before it
@@ -135,7 +140,7 @@ pub(crate) async fn answer(
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
     // A text answer the question's words may send back for a call (choose.rs) is held.
     let may_stream = answer_may_stream(ask, &role)
-        && !(request.grammar.is_some() && choose::reasks_answers(ask));
+        && !(request.grammar.is_some() && on(Policy::Choose) && choose::reasks_answers(ask));
     // Under `auto` a turn that cannot give a usable call may still answer: after a turn that
     // only repeated answered calls, after a refused turn written again word for word (at
     // temperature 0 the next repair would write it a third time), and once the repair budget is
@@ -143,7 +148,13 @@ pub(crate) async fn answer(
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
     let mut answer_only = false;
     // The guess that judges a first call is sent beside the first turn (ahead.rs).
-    let mut ahead = Ahead::start(core.model, core.api, core.guess_timeout, ask, may_fall_back);
+    let mut ahead = Ahead::start(
+        core.model,
+        core.api,
+        core.guess_timeout,
+        ask,
+        may_fall_back && on(Policy::Guess),
+    );
     if ahead.is_some() {
         trace.requests += 1;
     }
@@ -229,12 +240,19 @@ pub(crate) async fn answer(
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.
         let read = |text: &str| {
-            read(text, &result.finish, ask, &role, answer_only, core.thought).map_err(
-                |mut refusal| {
-                    refusal.message = core.redactor.redact_string(refusal.message);
-                    refusal
-                },
+            read(
+                text,
+                &result.finish,
+                ask,
+                &role,
+                answer_only,
+                core.thought,
+                core.policies,
             )
+            .map_err(|mut refusal| {
+                refusal.message = core.redactor.redact_string(refusal.message);
+                refusal
+            })
         };
         if let Some(sent) = live.sent() {
             let read = read(&text);
@@ -243,7 +261,9 @@ pub(crate) async fn answer(
             return Ok(());
         }
         let mut read = read(&text);
-        if let Ok(r) = &mut read {
+        if let Ok(r) = &mut read
+            && on(Policy::Further)
+        {
             further::drop_unnamed(ask, r);
         }
         let mut text = text;
@@ -252,12 +272,13 @@ pub(crate) async fn answer(
         if partial.is_empty()
             && !answer_only
             && request.grammar.is_some()
+            && on(Policy::Choose)
             && let Ok(r) = &read
             && let Some(better) = choose::better_tool(ask, &r.decision)
         {
             // One call of a tool the question's words name less than another's: asked once
             // more for that other tool alone (choose.rs); the new call is judged as any.
-            let (model, api) = (core.model, (core.api, core.thought));
+            let (model, api) = (core.model, (core.api, core.thought, core.policies));
             let (requests, usage) = (&mut trace.requests, &mut trace.usage);
             let again = choose::reask(
                 model, api, &history, &request, ask, &role, &better, requests, usage,
@@ -281,7 +302,7 @@ pub(crate) async fn answer(
             }
         }
         let mut declined = match &read {
-            Ok(r) if may_fall_back && !answer_only => {
+            Ok(r) if may_fall_back && !answer_only && on(Policy::Grounding) => {
                 decide::decline(ask, &r.decision).inspect(|why| {
                     let judged = Judgement::ungrounded(&r.decision, why);
                     trace.decisions.push(judged);

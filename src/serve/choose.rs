@@ -23,6 +23,7 @@
 //! wrote goes to the transcript, used or not (`answer.rs`). Without a grammar (an upstream
 //! that takes none) nothing is re-asked: nothing would hold the model to the tool.
 
+use crate::policy::Policies;
 use std::collections::HashSet;
 
 use super::grammar;
@@ -104,7 +105,7 @@ pub(crate) enum Reasked {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn reask(
     model: &dyn Model,
-    (api, thought): (Api, ThoughtMode),
+    (api, thought, policies): (Api, ThoughtMode, Policies),
     history: &History,
     asked: &TurnRequest,
     ask: &Ask,
@@ -133,7 +134,7 @@ pub(crate) async fn reask(
     usage.add(result.usage);
     let text = history.turn_text(&result.text);
     let tool = &better.tool.name;
-    match read(&text, &result.finish, ask, role, false, thought) {
+    match read(&text, &result.finish, ask, role, false, thought, policies) {
         Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| n == tool)) => {
             Reasked::Call(text, r, result.reasoning)
         }

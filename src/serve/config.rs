@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::thought::ThoughtMode;
 use super::tool_format::ToolFormat;
 use crate::llm::{Api, GrammarMode, GrammarSyntax};
+use crate::policy::Policies;
 use crate::secret::Secret;
 
 /// Settings of the endpoint [`router`](super::router) serves. Build with [`ServeConfig::new`]
@@ -82,6 +83,10 @@ pub struct ServeConfig {
     pub store_max_bytes: u64,
     /// How long a stored Response is kept (default 30 days).
     pub store_max_age: Duration,
+    /// The steering rules on (all by default; `crate::policy` lists them): serve's grounding,
+    /// guess, further calls, choice, runaway strings, no thought, and the counting and
+    /// degeneration guards.
+    pub policies: Policies,
 }
 
 impl ServeConfig {
@@ -115,6 +120,7 @@ impl ServeConfig {
             data_dir: None,
             store_max_bytes: 256 * 1024 * 1024,
             store_max_age: Duration::from_secs(30 * 24 * 3600),
+            policies: Policies::all(),
         }
     }
 }

@@ -402,6 +402,7 @@ pub(crate) async fn core_answer(
         native,
         guess_timeout: shared.cfg.guess_timeout,
         thought: shared.cfg.thought,
+        policies: shared.cfg.policies,
     };
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
@@ -511,6 +512,7 @@ async fn stream_answer(
             native,
             guess_timeout: shared.cfg.guess_timeout,
             thought: shared.cfg.thought,
+            policies: shared.cfg.policies,
         };
         let keep_all = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();

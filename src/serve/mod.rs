@@ -121,7 +121,11 @@ pub use tool_format::ToolFormat;
 /// mount in a larger application. Fails with [`ServeError::Config`] when the upstream
 /// URL is not an `http(s)` URL or the response store cannot be opened in
 /// [`ServeConfig::data_dir`]; no request is made until a client asks.
-pub fn router(config: ServeConfig) -> Result<axum::Router, ServeError> {
+pub fn router(mut config: ServeConfig) -> Result<axum::Router, ServeError> {
+    // With the `no-thought` policy off, turns that may call keep their thought (`thought.rs`).
+    if !config.policies.on(crate::policy::Policy::NoThought) {
+        config.thought = ThoughtMode::Free;
+    }
     routes::build(config)
 }
 

@@ -14,6 +14,7 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
+use crate::policy::{Policies, Policy};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
@@ -62,6 +63,7 @@ pub(crate) fn read(
     role: &Role,
     answer_only: bool,
     thought: ThoughtMode,
+    policies: Policies,
 ) -> Result<Read, Refusal> {
     // Under `--thought none` a correction does not ask for the thought the turn cannot hold.
     let say = |c: Correction| {
@@ -81,10 +83,11 @@ pub(crate) fn read(
     };
     // A string that ran into the protocol's next blocks is what the guard cut, or the budget:
     // the call without it may still be whole (runaway.rs), and is used when it validates.
-    let runaway = (turn.kind == TurnKind::Action && turn.dialect.is_none())
-        .then(|| runaway::without_runaway_string(turn.action.as_deref().unwrap_or_default()))
-        .flatten()
-        .and_then(|action| one_call_of(&action, finish, ask).ok());
+    let runaway =
+        (turn.kind == TurnKind::Action && turn.dialect.is_none() && policies.on(Policy::Runaway))
+            .then(|| runaway::without_runaway_string(turn.action.as_deref().unwrap_or_default()))
+            .flatten()
+            .and_then(|action| one_call_of(&action, finish, ask).ok());
     if *finish == Finish::Repeated && runaway.is_none() {
         return Err(refuse(say(Correction::Repetition)));
     }
@@ -321,7 +324,17 @@ mod tests {
         );
         let optional = ask(&["radius"]);
         let role = conversation::role(&optional).unwrap();
-        let read_as = |a: &Ask| read(&text, &Finish::Repeated, a, &role, false, ThoughtMode::Free);
+        let read_as = |a: &Ask| {
+            read(
+                &text,
+                &Finish::Repeated,
+                a,
+                &role,
+                false,
+                ThoughtMode::Free,
+                crate::policy::Policies::all(),
+            )
+        };
         let Ok(r) = read_as(&optional) else {
             panic!("{:?}", read_as(&optional))
         };

@@ -121,6 +121,9 @@ pub(crate) struct LoopGuard {
     stale: u32,
     /// The model was asked for its answer, and how many calls it made since that were refused.
     answer_asked: Option<u32>,
+    /// The `same-result` policy is off: a call that gives what it gave before is not said so,
+    /// and the answer is never asked for.
+    pub(crate) same_result_off: bool,
 }
 
 impl std::fmt::Debug for LoopGuard {
@@ -203,6 +206,9 @@ impl LoopGuard {
             step,
         });
         let step = again?;
+        if self.same_result_off {
+            return None;
+        }
         self.stale += 1;
         let at = if names_left {
             ANSWER_AT_WITH_NAMES_LEFT

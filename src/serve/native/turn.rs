@@ -87,7 +87,14 @@ pub(crate) async fn answer(
         })?;
         trace.usage.add(result.usage);
         let text = result.text;
-        match read_native(&text, &result.finish, ask, &role, answer_only) {
+        match read_native(
+            &text,
+            &result.finish,
+            ask,
+            &role,
+            answer_only,
+            core.policies,
+        ) {
             Ok(read) => {
                 trace.turns.push((text, None));
                 emit_answer(read, result.reasoning, trace.usage, emit);
@@ -209,6 +216,7 @@ pub(super) fn read_native(
     ask: &Ask,
     role: &crate::agent::Role,
     answer_only: bool,
+    policies: crate::policy::Policies,
 ) -> Result<Read, Refusal> {
     let as_protocol = match text.find("<tool_call>") {
         Some(first) => {
@@ -257,6 +265,7 @@ pub(super) fn read_native(
         role,
         answer_only,
         ThoughtMode::Free,
+        policies,
     )
     .map_err(|refusal| Refusal {
         kept: text.to_owned(),

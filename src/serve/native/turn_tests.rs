@@ -19,7 +19,14 @@ fn ask(extra: Value) -> Ask {
 
 fn read_turn(text: &str, ask: &Ask) -> Result<Read, Refusal> {
     let role = conversation::role(ask).unwrap();
-    read_native(text, &Finish::End, ask, &role, false)
+    read_native(
+        text,
+        &Finish::End,
+        ask,
+        &role,
+        false,
+        crate::policy::Policies::all(),
+    )
 }
 
 #[test]

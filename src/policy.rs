@@ -1,0 +1,288 @@
+//! What can make tagloop decline a model's call, refuse its answer, cut its turn or add words to
+//! what it reads: every steering rule, by name, each one line, with the file that implements it.
+//! Each is on by default and can be switched off by name (`[policies] off = [...]` in
+//! `tagloop.toml`, `--policy-off NAME` on `run`, `eval`, `batch` and `serve`; docs/configuration.md),
+//! so that each can be measured against its absence (issue 43's ablation).
+//!
+//! | name | what it decides | where |
+//! |---|---|---|
+//! | `grounding` | serve declines a first call none of whose values the conversation gave | `serve/decide.rs`, `serve/grounded.rs` |
+//! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `serve/guess.rs`, `serve/ahead.rs` |
+//! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `serve/further.rs` |
+//! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `serve/choose.rs` |
+//! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `serve/runaway.rs` |
+//! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
+//! | `counting` | a constrained line that counts on without a word is cut | `llm/wordless.rs` |
+//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `llm/repeat.rs` |
+//! | `echo` | a constrained answer or call that says the runtime's own notes again is cut | `llm/own_words.rs` |
+//! | `given` | a constrained call's arguments repeating what the run was never given are cut | `llm/given.rs` |
+//! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `agent/first_call.rs` |
+//! | `named-files-notice` | after a result, the files the question names that no call has used are named | `agent/named.rs`, `agent/act.rs` |
+//! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `agent/decide.rs` |
+//! | `observation-header` | a result begins with the call and the number of lines it returned | `agent/observed.rs` |
+//! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `agent/observed.rs` |
+//! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `agent/loopguard/` |
+//!
+//! What is not here is the protocol itself (docs/protocol.md): reading a turn, binding arguments,
+//! the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules, which end a run
+//! that would otherwise never end.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One steering rule (see the module docs for the list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Policy {
+    /// Serve's grounding: a first call whose values the conversation never gave is declined.
+    Grounding,
+    /// Serve's guess: a call whose tool is not about the model's own function is declined.
+    Guess,
+    /// Serve's further calls: one that brings nothing the question asks for is dropped.
+    Further,
+    /// Serve's choice: a lone call is asked again for the tool the question's words name.
+    Choose,
+    /// Serve's runaway string: a call is kept without a last string that ran into tags.
+    Runaway,
+    /// Serve's thought mode: no thought before a call under `--thought none`.
+    NoThought,
+    /// The counting guard: a constrained line that counts on without a word is cut.
+    Counting,
+    /// The degeneration guard: a turn repeating itself is cut.
+    Repeat,
+    /// The echo guard: an answer or call saying the runtime's notes again is cut.
+    Echo,
+    /// The given guard: a call's arguments repeating what nobody gave are cut.
+    Given,
+    /// The agent's decision step before its first call.
+    Decide,
+    /// The notice naming the question's files no call has used.
+    NamedFilesNotice,
+    /// The refusal of an answer before every named file was used.
+    NamedFilesRefusal,
+    /// The header of a tool's result (the call, the number of lines).
+    ObservationHeader,
+    /// The closing line of a tool's result (the decision to make next).
+    ClosingLine,
+    /// The loop guard's notes on a call that returned the same as before, and the answer asked.
+    SameResult,
+}
+
+impl Policy {
+    /// Every policy, in the order of the module docs.
+    pub const ALL: [Policy; 16] = [
+        Policy::Grounding,
+        Policy::Guess,
+        Policy::Further,
+        Policy::Choose,
+        Policy::Runaway,
+        Policy::NoThought,
+        Policy::Counting,
+        Policy::Repeat,
+        Policy::Echo,
+        Policy::Given,
+        Policy::Decide,
+        Policy::NamedFilesNotice,
+        Policy::NamedFilesRefusal,
+        Policy::ObservationHeader,
+        Policy::ClosingLine,
+        Policy::SameResult,
+    ];
+
+    /// Its name, as the config and `--policy-off` write it.
+    pub fn name(self) -> &'static str {
+        self.about().0
+    }
+
+    /// What it decides, in one line.
+    pub fn description(self) -> &'static str {
+        self.about().1
+    }
+
+    fn about(self) -> (&'static str, &'static str) {
+        match self {
+            Policy::Grounding => (
+                "grounding",
+                "serve declines a first call none of whose values the conversation gave",
+            ),
+            Policy::Guess => (
+                "guess",
+                "serve declines a call whose tool shares no word with the function the model names for the question alone",
+            ),
+            Policy::Further => (
+                "further",
+                "serve drops a further call of a turn that brings nothing the question asks for",
+            ),
+            Policy::Choose => (
+                "choose",
+                "serve asks a lone call (or a text answer) again for the tool the question's words lead to",
+            ),
+            Policy::Runaway => (
+                "runaway",
+                "serve keeps a call whose last string ran into the protocol's tags, without that string",
+            ),
+            Policy::NoThought => (
+                "no-thought",
+                "serve's turns that may call have no thought under --thought none (off: a thought as in a run)",
+            ),
+            Policy::Counting => (
+                "counting",
+                "a constrained line that counts on without a word is cut",
+            ),
+            Policy::Repeat => (
+                "repeat",
+                "a turn that keeps repeating itself is cut (the degeneration guard)",
+            ),
+            Policy::Echo => (
+                "echo",
+                "a constrained answer or call that says the runtime's own notes again is cut",
+            ),
+            Policy::Given => (
+                "given",
+                "a constrained call whose arguments repeat what the run was never given is cut",
+            ),
+            Policy::Decide => (
+                "decide",
+                "a run's first call is declined when the question names no file and the model's own function is about something else",
+            ),
+            Policy::NamedFilesNotice => (
+                "named-files-notice",
+                "after a result, the files the question names that no call has used are named",
+            ),
+            Policy::NamedFilesRefusal => (
+                "named-files-refusal",
+                "an answer that comes before a call used every file the question names is refused",
+            ),
+            Policy::ObservationHeader => (
+                "observation-header",
+                "a result begins with the call and the number of lines it returned",
+            ),
+            Policy::ClosingLine => (
+                "closing-line",
+                "a result ends with the decision to make next (answer now, or call another tool)",
+            ),
+            Policy::SameResult => (
+                "same-result",
+                "a call that returned what it returned before is said so, and the second such call asks for the answer",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no policy's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy '{name}': the policies are {}", known())]
+#[non_exhaustive]
+pub struct UnknownPolicy {
+    /// The name given.
+    pub name: String,
+}
+
+fn known() -> String {
+    Policy::ALL.map(Policy::name).join(", ")
+}
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim().to_ascii_lowercase().replace('_', "-");
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| UnknownPolicy { name: s.into() })
+    }
+}
+
+/// Which policies are on: all of them unless switched off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Policies {
+    /// One bit per policy of [`Policy::ALL`], set when it is off.
+    off: u32,
+}
+
+impl Policies {
+    /// Every policy on (the default).
+    pub fn all() -> Self {
+        Policies::default()
+    }
+
+    /// Whether `policy` is on.
+    pub fn on(self, policy: Policy) -> bool {
+        self.off & bit(policy) == 0
+    }
+
+    /// These policies with `policy` switched off.
+    pub fn without(self, policy: Policy) -> Self {
+        Policies {
+            off: self.off | bit(policy),
+        }
+    }
+
+    /// Every policy on but the ones `names` gives (an unknown name is an error naming the
+    /// known ones).
+    pub fn off<S: AsRef<str>>(names: &[S]) -> Result<Self, UnknownPolicy> {
+        names.iter().try_fold(Policies::all(), |set, name| {
+            Ok(set.without(name.as_ref().parse()?))
+        })
+    }
+
+    /// The names of the policies switched off.
+    pub fn off_names(self) -> Vec<&'static str> {
+        Policy::ALL
+            .into_iter()
+            .filter(|p| !self.on(*p))
+            .map(Policy::name)
+            .collect()
+    }
+}
+
+fn bit(policy: Policy) -> u32 {
+    let i = Policy::ALL.iter().position(|p| *p == policy).unwrap_or(0);
+    1 << i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_policy_is_named_once_and_read_back_by_its_name() {
+        for p in Policy::ALL {
+            assert_eq!(p.name().parse::<Policy>(), Ok(p));
+            assert!(!p.description().is_empty());
+        }
+        let mut names = Policy::ALL.map(Policy::name).to_vec();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Policy::ALL.len());
+        assert_eq!(
+            "Named_Files_Refusal".parse::<Policy>(),
+            Ok(Policy::NamedFilesRefusal)
+        );
+    }
+
+    #[test]
+    fn all_are_on_until_switched_off_by_name() {
+        let all = Policies::all();
+        assert!(Policy::ALL.into_iter().all(|p| all.on(p)));
+        let some = Policies::off(&["grounding", "repeat"]).unwrap();
+        assert!(!some.on(Policy::Grounding) && !some.on(Policy::Repeat));
+        assert!(some.on(Policy::Guess));
+        assert_eq!(some.off_names(), ["grounding", "repeat"]);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_known_ones() {
+        let e = Policies::off(&["grounding", "grondingg"]).unwrap_err();
+        let said = e.to_string();
+        assert!(said.starts_with("unknown policy 'grondingg'"), "{said}");
+        assert!(said.contains("named-files-refusal") && said.contains("same-result"));
+    }
+}

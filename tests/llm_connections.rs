@@ -161,10 +161,10 @@ async fn only_a_turn_that_must_be_cut_drops_its_stream() {
 /// what happened.
 #[tokio::test]
 async fn a_server_that_refuses_to_stream_gets_whole_requests() {
-    let mut fake = FakeConfig::turns([
-        "<thought>t</thought><action>population(city=\"Paris\")</action><observation>made up</observation>";
-        2
-    ]);
+    let mut fake = FakeConfig::turns(
+        ["<thought>t</thought><action>population(city=\"Paris\")</action><observation>made up</observation>";
+            2],
+    );
     fake.reject_stream = true;
     fake.stop_mode = StopMode::Ignore;
     let server = FakeServer::start(fake).await;
@@ -297,4 +297,34 @@ async fn a_server_that_closes_silently_after_each_answer_still_works() {
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 4);
     server.abort();
+}
+
+/// No turn asks for its connection to be closed, streamed or whole, and three turns take one
+/// connection either way. (Over plain HTTP a streamed turn used to ask for the close, for
+/// llama-server's silent close after a stream: that server is the test above.)
+#[tokio::test]
+async fn no_turn_asks_for_the_connection_to_close() {
+    for stream in [true, false] {
+        let mut fake = FakeConfig::turns(["<final_answer>a</final_answer>"; 3]);
+        fake.done_delay = DONE_DELAY;
+        let server = FakeServer::start(fake).await;
+        let model = OpenAiModel::new(config(&server, Api::Chat, stream)).expect("model");
+        for _ in 0..3 {
+            let mut deltas = String::new();
+            let r = model
+                .turn(&request(Api::Chat), &mut |d: &str| deltas.push_str(d))
+                .await;
+            ok(r, &deltas, "turn");
+        }
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 3, "no retry");
+        for r in &reqs {
+            assert!(
+                !r.header_names.iter().any(|h| h == "connection"),
+                "stream={stream}: {:?}",
+                r.header_names
+            );
+        }
+        assert_eq!(server.connections(), 1, "stream={stream}");
+    }
 }

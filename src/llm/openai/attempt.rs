@@ -36,7 +36,9 @@ impl OpenAiModel {
         let response = self.send(body).await?;
         if stream {
             let sent = send_stops.then_some(req.stop.as_slice());
-            let ending = self.stream(response, &mut state, &mut *on_delta, sent).await?;
+            let ending = self
+                .stream(response, &mut state, &mut *on_delta, sent)
+                .await?;
             if let Ending::Cut(why) = ending {
                 req.notify(Notice::new(
                     NoticeKind::StreamCut,

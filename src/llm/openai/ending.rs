@@ -38,7 +38,7 @@ const STOP_WAIT: Duration = Duration::from_millis(250);
 /// The most bytes read after the turn is over, waiting for the answer's end.
 const MAX_TAIL: usize = 64 << 10;
 
-/// Turns given to the runtime's other tasks after an answer's end (see [`Reading::to_end`]).
+/// Turns given to the runtime's other tasks after an answer's end (see [`Reading::read_to_end`]).
 const POOL_YIELDS: usize = 4;
 
 /// How a streamed answer ended.
@@ -68,7 +68,7 @@ where
 
     /// Read the rest of the body within `wait` and [`MAX_TAIL`] bytes, taking only the usage
     /// count into `state`: whether the body's end was reached.
-    async fn to_end(mut self, wait: Duration, state: &mut TurnState) -> bool {
+    async fn read_to_end(mut self, wait: Duration, state: &mut TurnState) -> bool {
         let start = self.total.load(Ordering::Relaxed);
         let read = async {
             while let Some(event) = self.events.next().await {
@@ -96,11 +96,15 @@ where
 
 impl OpenAiModel {
     /// The server sent `[DONE]`: read the closing chunk, so the connection is kept.
-    pub(super) async fn end_finished<S>(&self, rest: Reading<'_, S>, state: &mut TurnState) -> Ending
+    pub(super) async fn end_finished<S>(
+        &self,
+        rest: Reading<'_, S>,
+        state: &mut TurnState,
+    ) -> Ending
     where
         S: Stream<Item = Result<Event, EventStreamError<Fault>>>,
     {
-        if !self.slow_to_end.load(Ordering::Relaxed) && !rest.to_end(END_WAIT, state).await {
+        if !self.slow_to_end.load(Ordering::Relaxed) && !rest.read_to_end(END_WAIT, state).await {
             tracing::debug!(
                 "the server kept its stream open after [DONE]: its streams are dropped there from now on"
             );
@@ -128,7 +132,7 @@ impl OpenAiModel {
         if !at_sent_stop || self.runs_past_stops.load(Ordering::Relaxed) {
             return Ending::Cut(why);
         }
-        if rest.to_end(STOP_WAIT, state).await {
+        if rest.read_to_end(STOP_WAIT, state).await {
             return Ending::Read;
         }
         tracing::debug!("the server went on past a stop it was sent: cut at stops from now on");

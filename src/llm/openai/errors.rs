@@ -29,9 +29,16 @@ pub(super) fn names_stop(body: &str) -> bool {
 /// answers whole.
 pub(super) fn names_stream(body: &str) -> bool {
     let lower = body.to_ascii_lowercase();
-    ["\"stream\"", "'stream'", "`stream`", "streaming", "stream is not", "stream not"]
-        .iter()
-        .any(|w| lower.contains(w))
+    [
+        "\"stream\"",
+        "'stream'",
+        "`stream`",
+        "streaming",
+        "stream is not",
+        "stream not",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 /// The message in an error body: `error.message`, `error` (string), `message`, `detail`, or the
@@ -171,7 +178,9 @@ pub(super) fn closed_before_answer(e: &reqwest::Error) -> bool {
             return true;
         }
         // hyper's own words for it (`hyper::Error::is_incomplete_message`).
-        if s.to_string().contains("connection closed before message completed") {
+        if s.to_string()
+            .contains("connection closed before message completed")
+        {
             return true;
         }
         src = s.source();

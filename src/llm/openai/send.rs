@@ -11,10 +11,7 @@ use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
 
 impl OpenAiModel {
     /// `POST` the body to the API's endpoint: the answer when it is a success, else its error.
-    pub(super) async fn send(
-        &self,
-        body: Vec<u8>,
-    ) -> Result<reqwest::Response, AttemptError> {
+    pub(super) async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, AttemptError> {
         let path = match self.cfg.api {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",

@@ -13,7 +13,7 @@ use common::cli::{Env, outcome};
 use common::fake_server::{FakeConfig, FakeServer, StopMode};
 use common::openai::{config, ok, request};
 use tagloop::llm::openai::OpenAiModel;
-use tagloop::llm::{Api, Finish, Model, NoticeKind, NoticeSink, TurnRequest};
+use tagloop::llm::{Api, Finish, Model, NoticeKind, NoticeSink, TurnResult};
 
 /// How long after `[DONE]` the fake ends its bodies.
 const DONE_DELAY: Duration = Duration::from_millis(40);
@@ -89,8 +89,9 @@ fn a_server_that_closes_after_each_answer_gets_a_new_connection_each_time() {
     );
 }
 
-/// The turn's notices, kept.
-fn noticed(req: &mut TurnRequest) -> Arc<Mutex<Vec<NoticeKind>>> {
+/// One turn of the usual request, checked (`ok`), and the notices it gave.
+async fn noticed_turn(model: &OpenAiModel, label: &str) -> (TurnResult, Vec<NoticeKind>) {
+    let mut req = request(Api::Chat);
     let kinds = Arc::new(Mutex::new(Vec::new()));
     let keep = kinds.clone();
     req.notices = Some(NoticeSink::new(move |n| {
@@ -98,7 +99,11 @@ fn noticed(req: &mut TurnRequest) -> Arc<Mutex<Vec<NoticeKind>>> {
             k.push(n.kind);
         }
     }));
-    kinds
+    let mut deltas = String::new();
+    let r = model.turn(&req, &mut |d: &str| deltas.push_str(d)).await;
+    let r = ok(r, &deltas, label);
+    let kinds = kinds.lock().map(|k| k.clone()).unwrap_or_default();
+    (r, kinds)
 }
 
 /// Turns the server finishes are read to their end (none aborted) over one connection, and
@@ -127,13 +132,8 @@ async fn only_a_turn_that_must_be_cut_drops_its_stream() {
         cfg.send_stop = send_stop;
         let model = OpenAiModel::new(cfg).expect("model");
         for _ in 0..3 {
-            let mut req = request(Api::Chat);
-            let kinds = noticed(&mut req);
-            let mut deltas = String::new();
-            let r = model.turn(&req, &mut |d: &str| deltas.push_str(d)).await;
-            let r = ok(r, &deltas, &format!("{mode:?}"));
+            let (r, kinds) = noticed_turn(&model, &format!("{mode:?}")).await;
             assert_eq!(r.finish, Finish::Stop("</action>".into()), "{mode:?}");
-            let kinds = kinds.lock().map(|k| k.clone()).unwrap_or_default();
             assert_eq!(
                 kinds.contains(&NoticeKind::StreamCut),
                 cut,
@@ -170,14 +170,9 @@ async fn a_server_that_refuses_to_stream_gets_whole_requests() {
     let server = FakeServer::start(fake).await;
     let model = OpenAiModel::new(config(&server, Api::Chat, true)).expect("model");
     for turn in 0..2 {
-        let mut req = request(Api::Chat);
-        let kinds = noticed(&mut req);
-        let mut deltas = String::new();
-        let r = model.turn(&req, &mut |d: &str| deltas.push_str(d)).await;
-        let r = ok(r, &deltas, "turn");
+        let (r, kinds) = noticed_turn(&model, "turn").await;
         assert_eq!(r.finish, Finish::Stop("</action>".into()));
         assert!(!r.text.contains("made up"), "{}", r.text);
-        let kinds = kinds.lock().map(|k| k.clone()).unwrap_or_default();
         assert_eq!(
             kinds.contains(&NoticeKind::StreamRejected),
             turn == 0,
@@ -285,12 +280,7 @@ async fn a_server_that_closes_silently_after_each_answer_still_works() {
     cfg.max_retries = 0;
     let model = OpenAiModel::new(cfg).expect("model");
     for _ in 0..4 {
-        let mut req = request(Api::Chat);
-        let kinds = noticed(&mut req);
-        let mut deltas = String::new();
-        let r = model.turn(&req, &mut |d: &str| deltas.push_str(d)).await;
-        ok(r, &deltas, "turn");
-        let kinds = kinds.lock().map(|k| k.clone()).unwrap_or_default();
+        let (_, kinds) = noticed_turn(&model, "turn").await;
         assert!(kinds.is_empty(), "{kinds:?}");
         // The tool's step between two turns.
         tokio::time::sleep(Duration::from_millis(5)).await;

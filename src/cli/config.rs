@@ -18,6 +18,7 @@
 //! base_url = "http://127.0.0.1:11434/v1"
 //! api = "chat"                       # or "completions"
 //! context = 8192                     # the context window in tokens, instead of asking the server
+//! # stream = false                   # whole answers only (a server behind a buffering proxy)
 //! # api_key = "…"  or  api_key_env = "OLLAMA_API_KEY"
 //!
 //! [models.local]
@@ -55,6 +56,9 @@ pub struct Provider {
     /// The context window of the provider's models in tokens, instead of learning it from the
     /// server (`--context-window` wins); 0 or a non-number is an error when the file is read.
     pub context: Option<std::num::NonZeroU64>,
+    /// `false`: ask the provider's server for whole answers, never streamed (a server behind a
+    /// proxy that buffers or refuses streams; `--no-stream` does the same).
+    pub stream: Option<bool>,
 }
 
 /// A `[models.NAME]` entry of `tagloop.toml`: the model name `NAME` (from `--model`,

@@ -143,6 +143,10 @@ pub struct RunOpts {
     /// Do not ask for usage in the stream (some proxies reject stream_options)
     #[arg(long)]
     pub no_usage: bool,
+    /// Ask for whole answers, never streamed (a server behind a proxy that buffers or refuses
+    /// streams; stop strings stay enforced on tagloop's side)
+    #[arg(long)]
+    pub no_stream: bool,
     /// Extra vendor fields for every request body, as a JSON object,
     /// e.g. '{"continue_final_message": true, "add_generation_prompt": false}' for vLLM prefill
     #[arg(long, value_name = "JSON")]
@@ -276,6 +280,7 @@ impl RunOpts {
         self.confirm |= saved.confirm;
         self.no_builtin_tools |= saved.no_builtin_tools;
         self.no_usage |= saved.no_usage;
+        self.no_stream |= saved.no_stream;
         self.prefill |= saved.prefill;
         self.no_server_stop |= saved.no_server_stop;
         self.keep_repetitions |= saved.keep_repetitions;

@@ -150,6 +150,10 @@ pub struct ServeArgs {
     /// route, which by default passes through to the upstream (embeddings, uploads, /tokenize)
     #[arg(long, help_heading = "Clients")]
     no_passthrough: bool,
+    /// Ask the upstream for whole answers, never streamed (an upstream behind a proxy that
+    /// buffers or refuses streams); clients may still ask serve for streams
+    #[arg(long, help_heading = "Upstream", hide_short_help = true)]
+    no_stream: bool,
     /// Where serve keeps its data: the stored Responses (`store`, `previous_response_id`)
     /// [default: tagloop/serve in the user's data directory]
     #[arg(long, value_name = "DIR", help_heading = "Clients")]
@@ -260,6 +264,7 @@ fn args_knobs(args: &ServeArgs) -> Knobs {
         concurrency: args.concurrency,
         max_connections: args.max_connections,
         no_passthrough: args.no_passthrough,
+        no_stream: args.no_stream,
     }
 }
 
@@ -278,6 +283,8 @@ struct Knobs {
     max_connections: Option<usize>,
     /// `--no-passthrough` (a switch: given, it wins; absent, the file decides).
     no_passthrough: bool,
+    /// `--no-stream` (a switch, as `--no-passthrough`).
+    no_stream: bool,
 }
 
 /// Set `cfg`'s knobs: each flag, else the `[serve]` section's value, else the default.
@@ -325,6 +332,7 @@ fn knobs(cfg: &mut ServeConfig, flags: Knobs, file: &ServeSection) -> Result<(),
         .unwrap_or(512)
         .max(1);
     cfg.passthrough = !flags.no_passthrough && file.passthrough.unwrap_or(true);
+    cfg.upstream_stream = !flags.no_stream && file.stream.unwrap_or(true);
     Ok(())
 }
 

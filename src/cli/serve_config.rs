@@ -15,6 +15,7 @@
 //! concurrency = 16
 //! max_connections = 512
 //! passthrough = true        # false: 404 for what serve does not answer (--no-passthrough)
+//! stream = true             # false: whole answers from the upstream (--no-stream)
 //! ```
 //!
 //! A flag wins over the file, the file over the default. The section names no upstream and no key:
@@ -42,6 +43,7 @@ pub struct ServeSection {
     pub concurrency: Option<usize>,
     pub max_connections: Option<usize>,
     pub passthrough: Option<bool>,
+    pub stream: Option<bool>,
 }
 
 /// The value of a knob written as a word (`grammar = "auto"`): the flag's, else the file's (parsed,

@@ -486,6 +486,7 @@ fn model_config(
         cfg.token_field = f.clone();
     }
     cfg.include_usage = !opts.no_usage;
+    cfg.stream = !opts.no_stream && target.stream != Some(false);
     cfg.context_window = opts.context_window.or(target.context);
     if let Some(mode) = opts.grammar.as_ref().or(target.grammar.as_ref()) {
         cfg.grammar = mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;

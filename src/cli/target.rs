@@ -30,6 +30,8 @@ pub struct ModelTarget {
     pub reasoning: Option<bool>,
     /// See [`Provider::context`].
     pub context: Option<u64>,
+    /// See [`Provider::stream`].
+    pub stream: Option<bool>,
     /// Every key the sources hold, sent or not, so they can all be redacted.
     pub known_keys: Vec<String>,
     /// Why a key that was configured is not sent (the base URL comes from a project file), with
@@ -82,6 +84,7 @@ pub fn resolve_model(
         server: provider.server,
         reasoning: provider.reasoning,
         context: provider.context.map(std::num::NonZeroU64::get),
+        stream: provider.stream,
         known_keys,
         withheld: choice.withheld,
     })

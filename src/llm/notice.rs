@@ -51,6 +51,13 @@ pub enum NoticeKind {
     /// The server refused to continue the assistant's own turn (prefill): that turn ends where
     /// it was, and no turn is continued over chat from then on.
     PrefillRejected,
+    /// The server refused to stream (a 400 to `stream: true`); the turn is asked again for a
+    /// whole answer, and no later turn streams (stops stay enforced on the client's side).
+    StreamRejected,
+    /// The turn was over while the server was still writing it (a stop it was not sent or
+    /// went past, a repetition, the turn's byte cap): its stream was dropped, which closes the
+    /// connection and stops the generation.
+    StreamCut,
 }
 
 impl NoticeKind {
@@ -64,6 +71,8 @@ impl NoticeKind {
             NoticeKind::TranscriptFailed => "transcript_failed",
             NoticeKind::ThoughtCut => "thought_cut",
             NoticeKind::PrefillRejected => "prefill_rejected",
+            NoticeKind::StreamRejected => "stream_rejected",
+            NoticeKind::StreamCut => "stream_cut",
         }
     }
 }

@@ -72,6 +72,9 @@ impl Clients {
         // cut such a turn, then send the same prompt again.
         client.read_timeout = cfg.timeout;
         client.max_retries = 1;
+        // A kept connection for every request answered at once.
+        client.pool_idle_per_host = cfg.concurrency;
+        client.stream = cfg.upstream_stream;
         let model =
             Arc::new(OpenAiModel::new(client).map_err(|e| ServeError::Config(e.to_string()))?);
         cache.put(key, model.clone());

@@ -74,6 +74,10 @@ pub struct ServeConfig {
     /// upstream server's own routes) passes through to the upstream (default `true`);
     /// `false`: 404 for it (docs/serve.md, *Pass-through*).
     pub passthrough: bool,
+    /// Whether serve's own turns ask the upstream for streamed answers (default `true`);
+    /// `false`: whole answers (an upstream behind a proxy that buffers or refuses streams). An
+    /// upstream that refuses `stream` gets whole answers from then on anyway.
+    pub upstream_stream: bool,
     /// Where serve keeps its data: the stored Responses (`responses.redb`, for `store` and
     /// `previous_response_id`). `None` (the library's default): kept in memory, lost when the
     /// process ends; `tagloop serve` passes `--data-dir`, by default a folder in the user's
@@ -117,6 +121,7 @@ impl ServeConfig {
             thought: ThoughtMode::default(),
             guess_timeout: None,
             passthrough: true,
+            upstream_stream: true,
             data_dir: None,
             store_max_bytes: 256 * 1024 * 1024,
             store_max_age: Duration::from_secs(30 * 24 * 3600),

@@ -60,7 +60,16 @@ impl Shared {
     pub(crate) fn new(cfg: ServeConfig) -> Result<Arc<Shared>, ServeError> {
         crate::llm::openai::normalize_base_url(&cfg.upstream)
             .map_err(|e| ServeError::Config(e.to_string()))?;
-        let upstream = Upstream::new(&cfg.upstream, cfg.upstream_key.clone(), cfg.model.clone())?;
+        let limits = super::upstream::UpstreamLimits {
+            pool_idle_per_host: cfg.concurrency,
+            ..Default::default()
+        };
+        let upstream = Upstream::with_limits(
+            &cfg.upstream,
+            cfg.upstream_key.clone(),
+            cfg.model.clone(),
+            limits,
+        )?;
         let responses = super::responses::open_store(&cfg)?;
         Ok(Arc::new(Shared {
             slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),

@@ -40,7 +40,7 @@ use crate::llm::openai::normalize_base_url;
 use crate::secret::{ByteStreamRedactor, Redactor, Secret};
 use crate::shown::Outside;
 use crate::text::byte_size;
-use crate::upstream::read_up_to;
+use crate::upstream::{pooled, read_up_to};
 
 /// Time and size limits of the pass-through.
 #[derive(Debug, Clone)]
@@ -59,6 +59,9 @@ pub struct UpstreamLimits {
     /// The largest model list (`GET /models`) that is read and parsed (default 1 MiB, as the
     /// model client's probes): a larger one is refused with 502.
     pub max_models: usize,
+    /// Idle connections kept to the upstream for the next request (default 16; serve sets its
+    /// concurrency): see `crate::upstream::pooled`.
+    pub pool_idle_per_host: usize,
 }
 
 impl Default for UpstreamLimits {
@@ -70,6 +73,7 @@ impl Default for UpstreamLimits {
             max_answer: 16 << 20,
             max_error: 1 << 20,
             max_models: 1 << 20,
+            pool_idle_per_host: 16,
         }
     }
 }
@@ -122,7 +126,7 @@ impl Upstream {
     ) -> Result<Upstream, ServeError> {
         let base_url =
             normalize_base_url(base_url).map_err(|e| ServeError::Config(e.to_string()))?;
-        let http = reqwest::Client::builder()
+        let http = pooled(reqwest::Client::builder(), limits.pool_idle_per_host)
             .connect_timeout(limits.connect)
             .read_timeout(limits.idle)
             // Following a redirect would send the upstream key wherever the upstream points.

@@ -25,6 +25,29 @@ pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest whole (non-streamed) answer that is read.
 pub const MAX_ANSWER_BODY: usize = 16 << 20;
 
+/// How long a kept connection to a model server may sit idle in the pool before it is closed.
+/// Servers close theirs sooner or later (uvicorn, under vLLM, and llama-server after 5 s; nginx
+/// after 75 s): a connection they closed is dropped from the pool when the close arrives.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The interval of TCP keep-alive probes on connections to a model server: a long turn's silent
+/// connection (a server reading a long prompt sends nothing for minutes) is not taken for dead
+/// by a NAT or a firewall on the way, and a peer that vanished is found.
+pub const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// The connection pool of a client to a model server (the model client's, serve's
+/// pass-through): connections kept between requests (no TCP and TLS handshake per turn), at most
+/// `idle_per_host` idle ones per server (serve keeps one per request it answers at once), idle
+/// ones closed after [`POOL_IDLE_TIMEOUT`]; no Nagle delay on small requests, and TCP keep-alive
+/// probes every [`TCP_KEEPALIVE`].
+pub fn pooled(builder: reqwest::ClientBuilder, idle_per_host: usize) -> reqwest::ClientBuilder {
+    builder
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(idle_per_host.max(1))
+        .tcp_nodelay(true)
+        .tcp_keepalive(TCP_KEEPALIVE)
+}
+
 /// A non-2xx HTTP answer: its status and what the error mapper reads of it.
 #[derive(Debug)]
 pub struct HttpFailure {

@@ -25,7 +25,7 @@ mod tokens;
 mod window;
 
 pub use error::UpstreamError;
-pub use http::{Fault, HttpFailure, MAX_ANSWER_BODY, read_capped, read_failure};
+pub use http::{Fault, HttpFailure, MAX_ANSWER_BODY, pooled, read_capped, read_failure};
 // The serve proxy reads its upstream's bodies with the same capped reader.
 #[cfg(feature = "serve")]
 pub use http::read_up_to;

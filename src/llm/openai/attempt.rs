@@ -1,13 +1,15 @@
 //! One attempt at a turn: the body built, the request sent on the one HTTP client (`send.rs`),
 //! the answer (whole, or streamed through `stream.rs`) taken into the turn's state.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::OpenAiModel;
 use super::attempt_error::AttemptError;
+use super::ending::Ending;
 use super::state::TurnState;
 use crate::llm::repeat::RepeatGuard;
-use crate::llm::{Constraint, DeltaSink, Prompt, TurnRequest, TurnResult};
+use crate::llm::{Constraint, DeltaSink, Notice, NoticeKind, Prompt, TurnRequest, TurnResult};
 use crate::scan::BlockWatch;
 
 impl OpenAiModel {
@@ -19,7 +21,7 @@ impl OpenAiModel {
         on_delta: DeltaSink<'_>,
         started: Instant,
     ) -> Result<TurnResult, AttemptError> {
-        let stream = self.cfg.stream;
+        let stream = self.streams();
         let mut fields = self.request_fields(req, send_stops, stream)?;
         if let Some(grammar) = req.grammar.as_deref() {
             self.add_grammar(&mut fields, grammar, constraint).await;
@@ -31,9 +33,18 @@ impl OpenAiModel {
         let mut state = TurnState::new(&req.stop, started, guard, cap);
         state.blocks = req.end_at_repeated_block.as_ref().and_then(BlockWatch::new);
         let body = self.body_bytes(req, &fields)?;
-        let response = self.send(body, stream).await?;
+        let response = self.send(body).await?;
         if stream {
-            self.stream(response, &mut state, &mut *on_delta).await?;
+            let sent = send_stops.then_some(req.stop.as_slice());
+            let ending = self
+                .stream(response, &mut state, &mut *on_delta, sent)
+                .await?;
+            if let Ending::Cut(why) = ending {
+                req.notify(Notice::new(
+                    NoticeKind::StreamCut,
+                    format!("the server was still writing the answer: the stream was dropped at {why}, which closes its connection and stops the generation"),
+                ));
+            }
         } else {
             let chunk = self.whole(response).await?;
             state
@@ -48,6 +59,11 @@ impl OpenAiModel {
             result.usage.prompt_tokens = self.prompt_tokens(&req.prompt).await;
         }
         Ok(result)
+    }
+
+    /// Whether turns are streamed: as configured, until the server refused it once.
+    pub(super) fn streams(&self) -> bool {
+        self.cfg.stream && !self.stream_rejected.load(Ordering::Relaxed)
     }
 
     /// The prompt's tokens when the server did not say: its count comes in its last chunk, which

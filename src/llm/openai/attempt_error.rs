@@ -11,6 +11,11 @@ pub(super) struct AttemptError {
     pub(super) stop_rejected: bool,
     /// A 400 naming the grammar field.
     pub(super) grammar_rejected: bool,
+    /// A 400 refusing `stream: true`.
+    pub(super) stream_rejected: bool,
+    /// The connection closed before any answer came (a kept connection the server had just
+    /// closed): sent again at once, once.
+    pub(super) closed_early: bool,
 }
 
 impl From<LlmError> for AttemptError {
@@ -20,6 +25,8 @@ impl From<LlmError> for AttemptError {
             emitted: false,
             stop_rejected: false,
             grammar_rejected: false,
+            stream_rejected: false,
+            closed_early: false,
         }
     }
 }

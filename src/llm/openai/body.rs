@@ -10,6 +10,14 @@ use crate::llm::{Api, LlmError, Message, Prompt, TurnRequest};
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 const MAX_SERVER_STOPS: usize = 4;
 
+/// The stop strings a request sends the server, of the turn's `stops` (when it sends any).
+pub(super) fn server_stops(stops: &[String]) -> impl Iterator<Item = &String> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .take(MAX_SERVER_STOPS)
+}
+
 /// The body as serde writes it straight from the request (a turn late in a run carries the
 /// whole history: copying it into a JSON value first would double the work).
 #[derive(Serialize)]
@@ -79,11 +87,7 @@ impl OpenAiModel {
         }
         let mut body = Map::new();
         if send_stops {
-            let stops: Vec<Value> = req
-                .stop
-                .iter()
-                .filter(|s| !s.is_empty())
-                .take(MAX_SERVER_STOPS)
+            let stops: Vec<Value> = server_stops(&req.stop)
                 .map(|s| Value::String(s.clone()))
                 .collect();
             if !stops.is_empty() {

@@ -8,7 +8,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use super::{OpenAiConfig, OpenAiModel, normalize_base_url};
 use crate::llm::LlmError;
 use crate::secret::Redactor;
-use crate::upstream::{Endpoint, Upstream};
+use crate::upstream::{Endpoint, Upstream, pooled};
 
 impl OpenAiModel {
     /// Build a client (no request is made yet).
@@ -18,7 +18,8 @@ impl OpenAiModel {
     pub fn new(mut cfg: OpenAiConfig) -> Result<Self, LlmError> {
         let base_url = normalize_base_url(&cfg.base_url)?;
         cfg.base_url = base_url.clone();
-        let mut builder = reqwest::Client::builder()
+        let builder = pooled(reqwest::Client::builder(), cfg.pool_idle_per_host);
+        let mut builder = builder
             .connect_timeout(cfg.connect_timeout)
             .read_timeout(cfg.read_timeout)
             .redirect(reqwest::redirect::Policy::none());
@@ -53,6 +54,9 @@ impl OpenAiModel {
             grammar_rejected: AtomicBool::new(false),
             lark_rejected: AtomicBool::new(false),
             prefill_rejected: AtomicBool::new(false),
+            stream_rejected: AtomicBool::new(false),
+            slow_to_end: AtomicBool::new(false),
+            runs_past_stops: AtomicBool::new(false),
             upstream,
             redactor,
         })

@@ -25,6 +25,22 @@ pub(super) fn names_stop(body: &str) -> bool {
         || lower.contains("stop parameter")
 }
 
+/// Whether a 400 body refuses streaming (`stream: true`): a gateway or a proxy that only
+/// answers whole.
+pub(super) fn names_stream(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    [
+        "\"stream\"",
+        "'stream'",
+        "`stream`",
+        "streaming",
+        "stream is not",
+        "stream not",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
 /// The message in an error body: `error.message`, `error` (string), `message`, `detail`, or the
 /// raw text.
 pub(super) fn error_message(body: &str) -> String {
@@ -141,6 +157,37 @@ pub(super) fn reqwest_error(
     }
 }
 
+/// Whether a request failed because its connection closed before any answer came: a kept
+/// connection the server closed just as the request went out (its keep-alive ran out, or it
+/// closes after every answer without saying so). A refused connection or a timeout is not one.
+pub(super) fn closed_before_answer(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() || e.is_status() {
+        return false;
+    }
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        // hyper's own words for it (`hyper::Error::is_incomplete_message`).
+        if s.to_string()
+            .contains("connection closed before message completed")
+        {
+            return true;
+        }
+        src = s.source();
+    }
+    false
+}
+
 impl OpenAiModel {
     /// Anything the transport met, as our error. `received`: text bytes of the turn taken in
     /// before it (a stream cut midway says how far it got).
@@ -181,6 +228,8 @@ impl OpenAiModel {
             emitted: false,
             stop_rejected: refused_field && names_stop(&body),
             grammar_rejected: refused_field && names_grammar(&body),
+            stream_rejected: refused_field && names_stream(&body),
+            closed_early: false,
         }
     }
 }

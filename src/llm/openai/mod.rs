@@ -97,6 +97,7 @@ mod attempt;
 mod attempt_error;
 mod body;
 mod client;
+mod ending;
 mod errors;
 mod grammar;
 mod retry;
@@ -136,8 +137,12 @@ pub struct OpenAiConfig {
     pub retry_max_delay: Duration,
     /// Largest `Retry-After` honoured.
     pub retry_after_cap: Duration,
-    /// Stream the answer (SSE).
+    /// Stream the answer (SSE). Off: whole answers (a server behind a buffering proxy); a
+    /// server that refuses `stream` turns it off for the client's life anyway.
     pub stream: bool,
+    /// Idle connections kept per server for the next request (default 8); serve keeps one per
+    /// request it answers at once. See `crate::upstream::pooled`.
+    pub pool_idle_per_host: usize,
     /// Send the stop strings to the server (they are enforced on our side anyway).
     pub send_stop: bool,
     /// Ask for usage in the stream (`stream_options.include_usage`); some proxies reject it.
@@ -181,6 +186,7 @@ impl OpenAiConfig {
             retry_max_delay: Duration::from_secs(8),
             retry_after_cap: Duration::from_secs(30),
             stream: true,
+            pool_idle_per_host: 8,
             send_stop: true,
             include_usage: true,
             prefill: false,
@@ -232,6 +238,12 @@ pub struct OpenAiModel {
     /// The server answered 400 to a chat that ends in the assistant's message: no prefill from
     /// then on.
     prefill_rejected: AtomicBool,
+    /// The server answered 400 to `stream: true`: whole answers from then on.
+    stream_rejected: AtomicBool,
+    /// The server kept a stream open after its `[DONE]` (`ending.rs`): dropped there from then on.
+    slow_to_end: AtomicBool,
+    /// The server went on past a stop it was sent (`ending.rs`): cut at once at stops from then on.
+    runs_past_stops: AtomicBool,
     /// The server behind the base URL, and what was learnt of it (its kind, its window,
     /// whether it has a tokenizer).
     upstream: Upstream,

@@ -25,6 +25,8 @@ enum Refused {
     Grammar,
     /// The stop strings: asked again without them.
     Stop,
+    /// Streaming: asked again for a whole answer.
+    Stream,
 }
 
 impl Refused {
@@ -43,6 +45,10 @@ impl Refused {
                 "the server rejected `stop`",
                 "asking again without it (stops stay enforced on our side)",
             ),
+            Refused::Stream => (
+                "the server refused to stream",
+                "asking again for whole answers, from now on (stops stay enforced on our side)",
+            ),
         }
     }
 }
@@ -56,6 +62,7 @@ impl OpenAiModel {
             Refused::Lark => (NoticeKind::GrammarRejected, &self.lark_rejected),
             Refused::Grammar => (NoticeKind::GrammarRejected, &self.grammar_rejected),
             Refused::Stop => (NoticeKind::StopRejected, &self.stop_rejected),
+            Refused::Stream => (NoticeKind::StreamRejected, &self.stream_rejected),
         };
         req.notify(Notice::new(kind, format!("{what} ({}); {now}", quote(err))));
         flag.store(true, Ordering::Relaxed);
@@ -95,6 +102,8 @@ impl OpenAiModel {
             .with_jitter()
             .build();
         let mut attempts: u32 = 0;
+        // A kept connection found closed is asked again at once, once a turn.
+        let mut resent = false;
         loop {
             attempts += 1;
             let send_stops = self.cfg.send_stop
@@ -105,6 +114,7 @@ impl OpenAiModel {
                 Some(g) => self.sends_lark(g, constraint).await,
                 None => false,
             };
+            let streamed = self.streams();
             match self
                 .attempt(req, send_stops, constraint, &mut *on_delta, started)
                 .await
@@ -115,8 +125,18 @@ impl OpenAiModel {
                     emitted,
                     stop_rejected,
                     grammar_rejected,
+                    stream_rejected,
+                    closed_early,
                 }) => {
-                    let refused = if grammar_rejected && lark {
+                    if closed_early && !resent && !emitted {
+                        tracing::debug!(error = %Outside(&err), "a kept connection was closed: sending again on a new one");
+                        resent = true;
+                        attempts -= 1;
+                        continue;
+                    }
+                    let refused = if stream_rejected && streamed {
+                        Some(Refused::Stream)
+                    } else if grammar_rejected && lark {
                         Some(Refused::Lark)
                     } else if grammar_rejected && constraint.is_constrained() {
                         Some(Refused::Grammar)

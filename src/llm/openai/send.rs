@@ -1,10 +1,9 @@
 //! Sending a turn's request: one `POST` on the one HTTP client, for whole and streamed answers
 //! alike, with the key and the configured headers; a whole answer read up to its cap and by serde.
 
-use reqwest::header::CONNECTION;
-
 use super::OpenAiModel;
 use super::attempt_error::AttemptError;
+use super::errors::closed_before_answer;
 use super::wire::WireChunk;
 use crate::llm::{Api, LlmError};
 use crate::text::clip_bytes;
@@ -12,31 +11,29 @@ use crate::upstream::{Fault, MAX_ANSWER_BODY, read_capped, read_failure};
 
 impl OpenAiModel {
     /// `POST` the body to the API's endpoint: the answer when it is a success, else its error.
-    pub(super) async fn send(
-        &self,
-        body: Vec<u8>,
-        stream: bool,
-    ) -> Result<reqwest::Response, AttemptError> {
+    pub(super) async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, AttemptError> {
         let path = match self.cfg.api {
             Api::Chat => "/chat/completions",
             Api::Completions => "/completions",
         };
-        let mut request = self
+        // The connection is kept for the next turn (`ending.rs` reads a finished answer to its
+        // end). One the server closed in the meantime is not reused: reqwest's pool drops it
+        // when the close arrives, and a request sent just as it closed is sent again at once
+        // (`retry.rs`).
+        let response = self
             .http
             .post(format!("{}{path}", self.base_url))
-            .headers(self.headers.clone());
-        // llama-server closes a connection after a streamed answer without saying so, and the
-        // next request sent on it fails and waits for a retry (a third of the lab's turns did).
-        // Over plain HTTP (a local server) a new connection costs next to nothing: ask for the
-        // close, so the connection is never reused. Over TLS the connection is kept.
-        if stream && self.base_url.starts_with("http://") {
-            request = request.header(CONNECTION, "close");
-        }
-        let response = request
+            .headers(self.headers.clone())
             .body(body)
             .send()
             .await
-            .map_err(|e| self.fault(Fault::Io(e), 0))?;
+            .map_err(|e| {
+                let closed_early = closed_before_answer(&e);
+                AttemptError {
+                    closed_early,
+                    ..self.fault(Fault::Io(e), 0)
+                }
+            })?;
         if !response.status().is_success() {
             return Err(self.fault(Fault::Status(read_failure(response).await), 0));
         }

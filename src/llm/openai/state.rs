@@ -162,6 +162,37 @@ impl TurnState {
             || self.capped
     }
 
+    /// What ended the turn before the server did, for the notice of a cut stream.
+    pub(super) fn over_why(&self) -> &'static str {
+        if self.capped {
+            "the turn's byte cap"
+        } else if self.repeated.is_some() {
+            "a repetition"
+        } else if self.block_cut.is_some() {
+            "a repeated block"
+        } else {
+            "a stop string"
+        }
+    }
+
+    /// The stop string that ended the turn, when nothing else did.
+    pub(super) fn over_at_stop(&self) -> Option<&str> {
+        if self.capped || self.repeated.is_some() || self.block_cut.is_some() {
+            return None;
+        }
+        self.scanner.stopped()
+    }
+
+    /// Take the usage count of an event read after the turn was over (the rest is not kept).
+    pub(super) fn take_usage(&mut self, data: &str) {
+        if let Ok(WireChunk { usage: Some(u), .. }) = serde_json::from_str::<WireChunk>(data) {
+            self.usage = Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            };
+        }
+    }
+
     /// The part of `text` that fits under the cap (whole characters), counted as kept.
     fn within_cap<'t>(&mut self, text: &'t str) -> &'t str {
         let room = self.cap - self.kept;

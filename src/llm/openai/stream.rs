@@ -1,7 +1,7 @@
 //! A streamed turn: the answer (sent by `send.rs`) read as reqwest's byte stream, its
-//! server-sent events framed by `eventsource-stream`, each event's chunk read by serde and taken into the turn's state. Returning early (a stop string seen, a repetition,
-//! the turn's byte cap) drops the response, which closes the connection: the server stops
-//! generating.
+//! server-sent events framed by `eventsource-stream`, each event's chunk read by serde and taken
+//! into the turn's state. How the stream ends, read to its end so that the connection goes back
+//! to the pool, or dropped to cut the generation short, is `ending.rs`'s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +12,7 @@ use futures::StreamExt;
 
 use super::OpenAiModel;
 use super::attempt_error::AttemptError;
+use super::ending::{Ending, Reading};
 use super::state::TurnState;
 use super::wire::WireChunk;
 use crate::llm::{DeltaSink, LlmError};
@@ -34,21 +35,26 @@ const PARSE_PIECE: usize = 4 * 1024;
 
 impl OpenAiModel {
     /// Read a streamed answer's events into `state` until the end, `[DONE]`, or the state says
-    /// the turn is over.
+    /// the turn is over; then end the stream (`ending.rs`): how it ended.
     pub(super) async fn stream(
         &self,
         response: reqwest::Response,
         state: &mut TurnState,
         on_delta: DeltaSink<'_>,
-    ) -> Result<(), AttemptError> {
+        sent_stops: Option<&[String]>,
+    ) -> Result<Ending, AttemptError> {
         // Bytes read since the last whole event: the parser's pending text is at most this
         // (plus the rest of the read that ended that event).
         let pending = Arc::new(AtomicUsize::new(0));
         let counted = pending.clone();
+        // Bytes read in all, for the bound on what is read after the turn is over.
+        let total = Arc::new(AtomicUsize::new(0));
+        let read_in_all = total.clone();
         let bytes = response
             .bytes_stream()
             .map(move |read| {
                 let read = read.map_err(Fault::Io)?;
+                read_in_all.fetch_add(read.len(), Ordering::Relaxed);
                 if counted.fetch_add(read.len(), Ordering::Relaxed) + read.len() > MAX_EVENT {
                     return Err(Fault::TooLarge {
                         what: "one server-sent event",
@@ -73,10 +79,8 @@ impl OpenAiModel {
             }));
         let mut events = std::pin::pin!(bytes.eventsource());
         let fail = |err: LlmError, state: &TurnState| AttemptError {
-            err: err.redacted(&self.redactor),
             emitted: state.emitted,
-            stop_rejected: false,
-            grammar_rejected: false,
+            ..AttemptError::from(err.redacted(&self.redactor))
         };
         while let Some(event) = events.next().await {
             // Events already read come without a wait: each takes a unit of the task's budget,
@@ -103,7 +107,8 @@ impl OpenAiModel {
                 continue;
             }
             if event.data == "[DONE]" {
-                return Ok(());
+                let reading = Reading::new(events.as_mut(), &total);
+                return Ok(self.end_finished(reading, state).await);
             }
             let chunk = serde_json::from_str::<WireChunk>(&event.data).map_err(|e| {
                 let err = LlmError::Malformed {
@@ -117,9 +122,10 @@ impl OpenAiModel {
                 .absorb(chunk, &self.base_url, &mut *on_delta)
                 .map_err(|e| fail(e, state))?;
             if state.is_over() {
-                return Ok(());
+                let reading = Reading::new(events.as_mut(), &total);
+                return Ok(self.end_over(reading, state, sent_stops).await);
             }
         }
-        Ok(())
+        Ok(Ending::Read)
     }
 }

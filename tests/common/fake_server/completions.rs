@@ -123,6 +123,12 @@ pub(super) async fn handle(
             json!({"error": {"code": 400, "message": "Assistant response prefill is incompatible with enable_thinking.", "type": "invalid_request_error"}}).to_string(),
         );
     }
+    if cfg.reject_stream && body["stream"].as_bool() == Some(true) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": "Streaming is not supported by this deployment: `stream` must be false.", "type": "invalid_request_error", "param": "stream"}}).to_string(),
+        );
+    }
     if cfg.stop_mode == StopMode::Reject && !stops.is_empty() {
         return json_response(
             StatusCode::BAD_REQUEST,
@@ -215,7 +221,14 @@ pub(super) async fn handle(
         };
         let mut out = json!({"choices": choices, "usage": usage});
         add_ids(&mut out, cfg, chat, &model);
-        return json_response(StatusCode::OK, out.to_string());
+        let mut response = json_response(StatusCode::OK, out.to_string());
+        if cfg.close_after_answer {
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        return response;
     }
 
     // Streaming: build the whole SSE text, then write it in small byte chunks.
@@ -296,6 +309,7 @@ pub(super) async fn handle(
     };
     let first_delay = cfg.first_byte_delay;
     let chunk_delay = cfg.chunk_delay;
+    let done_delay = cfg.done_delay;
     let body_stream = async_stream::stream! {
         let mut guard = guard;
         tokio::time::sleep(first_delay).await;
@@ -314,11 +328,18 @@ pub(super) async fn handle(
                 return;
             }
         }
+        if !done_delay.is_zero() {
+            tokio::time::sleep(done_delay).await;
+        }
     };
-    Response::builder()
+    let mut response = Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
+        .header("cache-control", "no-cache");
+    if cfg.close_after_answer {
+        response = response.header("connection", "close");
+    }
+    response
         .body(Body::from_stream(body_stream))
         .unwrap_or_default()
 }

@@ -155,6 +155,12 @@ pub struct FakeConfig {
     pub tokenize_percent: u64,
     /// Serve's guess at a question's function, answered apart from the turns.
     pub guess: super::FakeGuess,
+    /// End a streamed body this long after its last event (`[DONE]`).
+    pub done_delay: Duration,
+    /// `Connection: close` on every answer: a new connection for each request.
+    pub close_after_answer: bool,
+    /// `400` to `stream: true`.
+    pub reject_stream: bool,
 }
 
 impl Default for FakeConfig {
@@ -198,6 +204,9 @@ impl Default for FakeConfig {
             enforce_window: false,
             tokenize_percent: 100,
             guess: super::FakeGuess::default(),
+            done_delay: Duration::ZERO,
+            close_after_answer: false,
+            reject_stream: false,
         }
     }
 }

@@ -46,6 +46,9 @@
 //! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
 //! | `enforce_window` | refuse, with llama.cpp's 400 (`exceed_context_size_error`), a completion request whose prompt ([`FakeServer::prompt_tokens`]: the fake tokenizer's count of the chat template or the completions text) plus `max_tokens` exceeds `props_n_ctx`; answers report that count as `prompt_tokens` |
 //! | `guess` | how serve's guess at a question's function is answered, apart from the turns ([`FakeGuess`]; default: an empty answer, which keeps the call) |
+//! | `done_delay` | end a streamed body this long after its `data: [DONE]` (the closing chunk comes a moment later, as vLLM's and OpenAI's do) |
+//! | `close_after_answer` | answer with `Connection: close`, and close the connection after each answer |
+//! | `reject_stream` | `400` to a request with `stream: true` (a gateway that only answers whole) |
 //! | `tokenize_percent` | `/tokenize` answers this percentage of the true count (default 100; below: a tokenizer, and so an estimate, that is off) |
 //!
 //! `max_tokens` / `max_completion_tokens` are honoured roughly (4 bytes per token, then
@@ -135,6 +138,8 @@ struct Inner {
     guesses: Mutex<Vec<Value>>,
     /// Requests to the pass-through routes (`passthrough.rs`), raw.
     passed: Mutex<Vec<PassedRequest>>,
+    /// TCP connections accepted.
+    connections: AtomicUsize,
 }
 
 /// A running fake server; stops when dropped.
@@ -167,6 +172,7 @@ impl FakeServer {
             refused: AtomicUsize::new(0),
             guesses: Mutex::new(Vec::new()),
             passed: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
         });
         let app = passthrough::routes(Router::new())
             .route("/v1/chat/completions", post(handle))
@@ -183,7 +189,9 @@ impl FakeServer {
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         // TCP_NODELAY: small SSE writes must not wait for delayed ACKs (40 ms stalls).
-        let listener = listener.tap_io(|tcp| {
+        let accepted = inner.clone();
+        let listener = listener.tap_io(move |tcp| {
+            accepted.connections.fetch_add(1, Ordering::SeqCst);
             let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
@@ -208,6 +216,11 @@ impl FakeServer {
     /// Number of requests received.
     pub fn request_count(&self) -> usize {
         self.inner.requests.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// TCP connections accepted so far (a client that keeps its connections opens one).
+    pub fn connections(&self) -> usize {
+        self.inner.connections.load(Ordering::SeqCst)
     }
 
     /// Turns served so far.

@@ -1,5 +1,5 @@
 //! What the run has been told, split by who said it, for the guards of a constrained turn
-//! (`llm::RepeatGuard`):
+//! (`policy::RepeatGuard`):
 //!
 //! - what the run was *given* — the task, a follow-up question, the tools' own text — which a
 //!   call may rightly write out again and again (`TurnRequest::strict_arguments`);
@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::llm::OwnWords;
+use crate::policy::OwnWords;
 use crate::protocol;
 
 /// What one run was given and the runtime's notes so far.

@@ -27,8 +27,17 @@
 //! the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules, which end a run
 //! that would otherwise never end.
 
+mod given;
+mod own_words;
+mod repeat;
+mod wordless;
+
 use std::fmt;
 use std::str::FromStr;
+
+pub use own_words::OwnWords;
+pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
+pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
 /// One steering rule (see the module docs for the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,8 +6,8 @@ use std::time::Instant;
 use super::OpenAiModel;
 use super::attempt_error::AttemptError;
 use super::state::TurnState;
-use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Constraint, DeltaSink, Prompt, TurnRequest, TurnResult};
+use crate::policy::RepeatGuard;
 use crate::scan::BlockWatch;
 
 impl OpenAiModel {

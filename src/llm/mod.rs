@@ -200,6 +200,14 @@ pub enum Finish {
     Repeated,
 }
 
+impl Finish {
+    /// Whether the turn was cut short (the degeneration guard's repetition, or the token
+    /// limit), rather than ended by a stop string or by the model.
+    pub(crate) fn was_cut(&self) -> bool {
+        matches!(self, Finish::Repeated | Finish::Length)
+    }
+}
+
 /// Who cut the text at the stop string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -28,15 +28,27 @@
 //! that would otherwise never end.
 
 mod given;
+mod named;
+mod observed;
 mod own_words;
+mod path_words;
 mod repeat;
+mod runaway;
+mod said;
+mod thought_cut;
 mod wordless;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub(crate) use named::QuestionNames;
+pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
 pub use own_words::OwnWords;
+pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
+pub(crate) use runaway::without_runaway_string;
+pub(crate) use said::Said;
+pub(crate) use thought_cut::thought_end;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
 /// One steering rule (see the module docs for the list).

@@ -100,7 +100,6 @@ mod request;
 mod response;
 mod responses;
 mod routes;
-mod runaway;
 mod thought;
 mod tool_format;
 mod transcript;

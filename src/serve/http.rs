@@ -121,14 +121,12 @@ pub(crate) async fn answer_route(
     body: Body,
     face: &super::face::Face,
 ) -> Response {
-    let started = Instant::now();
-    let mut trace = Trace::default();
-    let response = match handle(shared, headers, body, &mut trace, started, face).await {
+    let mut log = Logged::start();
+    let response = match handle(shared, headers, body, &mut log.trace, log.started, face).await {
         Ok(r) => r,
         Err(e) => (face.error)(e),
     };
-    log_line("POST", face.path, &response, started, &trace);
-    response
+    log.end("POST", face.path, response)
 }
 
 /// `POST /v1/completions`: passed through to the upstream unchanged (no tools to answer), under
@@ -138,14 +136,12 @@ pub(crate) async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    let mut trace = Trace::default();
-    let response = match relay_completions(&shared, &headers, body, &mut trace).await {
+    let mut log = Logged::start();
+    let response = match relay_completions(&shared, &headers, body, &mut log.trace).await {
         Ok(r) => r,
         Err(e) => e.into_openai(),
     };
-    log_line("POST", "/v1/completions", &response, started, &trace);
-    response
+    log.end("POST", "/v1/completions", response)
 }
 
 async fn relay_completions(
@@ -243,6 +239,31 @@ pub(crate) fn log_line(
 ) {
     if !trace.logged {
         log_status(method, path, response.status().as_u16(), started, trace);
+    }
+}
+
+/// A request's log line in the making: when the request started and what it cost upstream,
+/// written by [`Logged::end`] with the response's status (see [`log_line`]).
+pub(crate) struct Logged {
+    /// When the request arrived.
+    pub started: Instant,
+    /// What answering it cost (filled in by the handler).
+    pub trace: Trace,
+}
+
+impl Logged {
+    /// A request that arrives now.
+    pub(crate) fn start() -> Self {
+        Logged {
+            started: Instant::now(),
+            trace: Trace::default(),
+        }
+    }
+
+    /// Write the request's log line for `response`, and hand the response on.
+    pub(crate) fn end(self, method: &str, path: &str, response: Response) -> Response {
+        log_line(method, path, &response, self.started, &self.trace);
+        response
     }
 }
 
@@ -370,6 +391,26 @@ fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
     }
 }
 
+/// What the core needs besides the request: the upstream `model`, its `native` tool format when
+/// serve asks in it, and the rest from the server's settings.
+fn core_for<'a>(
+    shared: &'a Shared,
+    model: &'a dyn Model,
+    native: Option<Arc<NativeFormat>>,
+) -> Core<'a> {
+    Core {
+        model,
+        api: shared.cfg.api,
+        templates: &shared.templates,
+        repairs: shared.cfg.repairs,
+        redactor: shared.upstream.redactor(),
+        native,
+        guess_timeout: shared.cfg.guess_timeout,
+        thought: shared.cfg.thought,
+        policies: shared.cfg.policies,
+    }
+}
+
 /// A request for the core: the whole answer (events collected), or the streamed one.
 pub(crate) async fn core_answer(
     shared: &Arc<Shared>,
@@ -393,17 +434,7 @@ pub(crate) async fn core_answer(
         };
         return stream_answer(shared.clone(), answer, trace, live).await;
     }
-    let core = Core {
-        model: model.as_ref() as &dyn Model,
-        api: shared.cfg.api,
-        templates: &shared.templates,
-        repairs: shared.cfg.repairs,
-        redactor: shared.upstream.redactor(),
-        native,
-        guess_timeout: shared.cfg.guess_timeout,
-        thought: shared.cfg.thought,
-        policies: shared.cfg.policies,
-    };
+    let core = core_for(shared, model.as_ref(), native);
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
     let mut redact = EventRedactor::new(redactor);
@@ -482,14 +513,15 @@ async fn stream_answer(
     trace: &mut Trace,
     live: Live,
 ) -> Result<Response, ServeError> {
+    // What the task takes over, and what the response keeps.
     let Answering {
         model,
         native,
         ask,
         mode,
-        render,
-        path,
+        ..
     } = answering;
+    let (render, path) = (answering.render, answering.path);
     let meta = answer_meta(&shared, &ask, render.as_ref());
     let stream_meta = meta.clone();
     let task_render = render.clone();
@@ -503,17 +535,7 @@ async fn stream_answer(
             started,
         } = live;
         let _slot = slot;
-        let core = Core {
-            model: model.as_ref() as &dyn Model,
-            api: shared.cfg.api,
-            templates: &shared.templates,
-            repairs: shared.cfg.repairs,
-            redactor: shared.upstream.redactor(),
-            native,
-            guess_timeout: shared.cfg.guess_timeout,
-            thought: shared.cfg.thought,
-            policies: shared.cfg.policies,
-        };
+        let core = core_for(&shared, model.as_ref(), native);
         let keep_all = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();
         let mut sent = 0usize;

@@ -47,6 +47,7 @@ mod observed;
 mod own_words;
 mod path_words;
 mod repeat;
+#[cfg(feature = "serve")]
 mod runaway;
 mod said;
 mod thought_cut;
@@ -60,6 +61,7 @@ pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
 pub use own_words::OwnWords;
 pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
+#[cfg(feature = "serve")]
 pub(crate) use runaway::without_runaway_string;
 pub(crate) use said::Said;
 pub(crate) use thought_cut::thought_end;

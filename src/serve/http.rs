@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tracing::info;
 
 use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
@@ -22,6 +21,7 @@ use super::native::{Formats, NativeFormat};
 use super::outbox::{self, Outbox};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
+use super::request_log::{RequestLog, log_line, log_status};
 use super::response::AnswerMeta;
 use super::transcript::write_transcript;
 use super::upstream::Upstream;
@@ -121,7 +121,7 @@ pub(crate) async fn answer_route(
     body: Body,
     face: &super::face::Face,
 ) -> Response {
-    let mut log = Logged::start();
+    let mut log = RequestLog::start();
     let response = match handle(shared, headers, body, &mut log.trace, log.started, face).await {
         Ok(r) => r,
         Err(e) => (face.error)(e),
@@ -136,7 +136,7 @@ pub(crate) async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut log = Logged::start();
+    let mut log = RequestLog::start();
     let response = match relay_completions(&shared, &headers, body, &mut log.trace).await {
         Ok(r) => r,
         Err(e) => e.into_openai(),
@@ -227,58 +227,6 @@ async fn read_body(
             secs: within.as_secs(),
         }),
     }
-}
-
-/// The one log line of a request: never a key, never a prompt.
-pub(crate) fn log_line(
-    method: &str,
-    path: &str,
-    response: &Response,
-    started: Instant,
-    trace: &Trace,
-) {
-    if !trace.logged {
-        log_status(method, path, response.status().as_u16(), started, trace);
-    }
-}
-
-/// A request's log line in the making: when the request started and what it cost upstream,
-/// written by [`Logged::end`] with the response's status (see [`log_line`]).
-pub(crate) struct Logged {
-    /// When the request arrived.
-    pub started: Instant,
-    /// What answering it cost (filled in by the handler).
-    pub trace: Trace,
-}
-
-impl Logged {
-    /// A request that arrives now.
-    pub(crate) fn start() -> Self {
-        Logged {
-            started: Instant::now(),
-            trace: Trace::default(),
-        }
-    }
-
-    /// Write the request's log line for `response`, and hand the response on.
-    pub(crate) fn end(self, method: &str, path: &str, response: Response) -> Response {
-        log_line(method, path, &response, self.started, &self.trace);
-        response
-    }
-}
-
-/// [`log_line`] for a status known without the response (a streamed answer's, at its end).
-fn log_status(method: &str, path: &str, status: u16, started: Instant, trace: &Trace) {
-    info!(
-        method,
-        path,
-        status,
-        ms = started.elapsed().as_millis() as u64,
-        upstream_requests = trace.requests,
-        prompt_tokens = trace.usage.prompt_tokens,
-        completion_tokens = trace.usage.completion_tokens,
-        "request"
-    );
 }
 
 async fn handle(

@@ -97,6 +97,7 @@ mod plain;
 mod read;
 mod redact;
 mod request;
+mod request_log;
 mod response;
 mod responses;
 mod routes;

@@ -41,10 +41,9 @@ use serde_json::{Value, json};
 use super::ServeError;
 use super::answer::Trace;
 use super::face::Mode;
-use super::http::{
-    Live, Logged, Shared, admit, authorised, core_answer, log_line, take_slot, within,
-};
+use super::http::{Live, Shared, admit, authorised, core_answer, take_slot, within};
 use super::request::parse_json;
+use super::request_log::{RequestLog, log_line};
 use crate::llm::Api;
 use crate::shown::Outside;
 use render::{ResponsesRender, Saver};
@@ -72,7 +71,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let mut log = Logged::start();
+    let mut log = RequestLog::start();
     let answered = answer(&shared, &headers, body, &mut log.trace, log.started).await;
     log.end("POST", PATH, answered.unwrap_or_else(error::response))
 }

@@ -21,8 +21,8 @@ use super::correction::Correction;
 use super::events::Event;
 use super::loopguard::Check;
 use super::next::{Ending, Next};
-use super::observed;
 use super::run::Run;
+use crate::policy::{DECIDE_NOTE, tool_result};
 
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool: the step's observation (a correction when
@@ -112,7 +112,7 @@ impl Run<'_> {
                 _ if !ok => String::new(),
                 _ => notice.unwrap_or_else(|| {
                     let on = policies.on(Policy::ClosingLine);
-                    if on { observed::DECIDE_NOTE } else { "" }.to_string()
+                    if on { DECIDE_NOTE } else { "" }.to_string()
                 }),
             };
             if !closing.is_empty() {
@@ -159,7 +159,7 @@ impl Run<'_> {
             Ok(Ok(out)) => {
                 let out = protocol::truncate(&out, config.observation_limit);
                 let text = if config.policies.on(Policy::ObservationHeader) {
-                    observed::tool_result(name, &shown, &out)
+                    tool_result(name, &shown, &out)
                 } else {
                     out.trim_end().to_string()
                 };

@@ -45,8 +45,8 @@ use crate::tools::{Tool, list_paths};
 
 use super::events::Event;
 use super::guess::{Reading, content_words, name_of, reading, request, tool_words};
-use super::path_words::path_words;
 use super::run::Run;
+use crate::policy::path_words;
 
 /// Words that name the workspace or a part of it.
 const WORKSPACE_WORDS: &[&str] = &[

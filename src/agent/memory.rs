@@ -20,8 +20,8 @@ use crate::policy::{Policies, Policy};
 
 use super::events::Event;
 use super::loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
-use super::named::QuestionNames;
-use super::said::Said;
+use crate::policy::QuestionNames;
+use crate::policy::Said;
 
 /// The correction kind of an answer refused for the files the question names (`decide.rs`).
 pub(crate) const NAMED_FILES_KIND: &str = "named_files";

@@ -15,7 +15,7 @@ use super::context::PreparedRequest;
 use super::grammars::Grammars;
 use super::history::History;
 use super::plan::TurnPlan;
-use super::thought_cut::thought_end;
+use crate::policy::thought_end;
 
 /// What one model turn gave, continuations joined.
 pub(crate) struct ModelTurn {
@@ -186,7 +186,7 @@ impl TurnInProgress {
         if result.constraint.is_constrained()
             && !self.thought_closed
             && self.can_continue
-            && let Some(ending) = thought_end(&text, &result.finish)
+            && let Some(ending) = thought_end(&text, result.finish.was_cut())
         {
             self.keep_before(result.finish);
             let kept = self.generated.trim_end().len();

@@ -4,15 +4,10 @@
 //! Every client enforces the stop strings on its own side ([`StopScanner`]), whatever the server does.
 
 mod error;
-mod given;
 mod grammar;
 mod notice;
 pub mod openai;
-mod own_words;
-mod repeat;
 mod scripted;
-mod wordless;
-pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,10 +19,10 @@ use serde_json::{Map, Value};
 pub use error::LlmError;
 pub use grammar::{Constraint, GrammarMode, GrammarSyntax, LazyGrammar, TurnGrammar};
 pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink};
-pub use own_words::OwnWords;
-pub use repeat::{RepeatGuard, Repetition, RepetitionKind};
 pub use scripted::{Script, ScriptTurn, ScriptedModel};
 
+use crate::policy::Watch;
+pub use crate::policy::{OwnWords, RepeatGuard, Repetition, RepetitionKind};
 pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
 pub use crate::upstream::{ContextOverflow, ServerKind};
 
@@ -161,6 +156,29 @@ impl TurnRequest {
     }
 }
 
+impl RepeatGuard {
+    /// The guard a request asks for: none with `keep_repetitions`, else the default one —
+    /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
+    /// one line), strict until one of the request's `strict_repeats_until` strings appears,
+    /// strict in an action's arguments for what the request's `strict_arguments` does not hold,
+    /// reading its answer and call for echoes of `own_words`, and watching for counting
+    /// runaways where the request's `cut_counting` asks (the guard itself is the decision
+    /// room's, `src/policy/repeat.rs`; this reads the request into its plain [`Watch`]).
+    pub fn for_request(req: &TurnRequest, constrained: bool) -> Option<Self> {
+        let watch = if constrained {
+            Watch {
+                strict_until: req.strict_repeats_until.clone(),
+                cut_counting: req.cut_counting,
+                given: req.strict_arguments.clone(),
+                own_words: req.own_words.clone(),
+            }
+        } else {
+            Watch::default()
+        };
+        (!req.keep_repetitions).then(|| RepeatGuard::watching(watch))
+    }
+}
+
 impl Default for Prompt {
     fn default() -> Self {
         Prompt::Text(String::new())
@@ -180,6 +198,14 @@ pub enum Finish {
     /// The degeneration guard cut the turn: its tail repeated one unit of text over and over
     /// (see [`RepeatGuard`]). The text keeps the first unit of the repetition.
     Repeated,
+}
+
+impl Finish {
+    /// Whether the turn was cut short (the degeneration guard's repetition, or the token
+    /// limit), rather than ended by a stop string or by the model.
+    pub(crate) fn was_cut(&self) -> bool {
+        matches!(self, Finish::Repeated | Finish::Length)
+    }
 }
 
 /// Who cut the text at the stop string.

@@ -44,11 +44,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::repeat::RepeatGuard;
 use super::{
     DeltaSink, Enforcer, Finish, LlmError, Model, Prompt, TurnFuture, TurnRequest, TurnResult,
     Usage,
 };
+use crate::policy::RepeatGuard;
 use crate::scan::StopScanner;
 
 /// Bytes per streamed delta.

@@ -33,8 +33,8 @@ use super::read::{Decision, Read, Refusal, read};
 use super::request::{Ask, Choice};
 use super::thought::ThoughtMode;
 use super::{choose, conversation, decide, further, grammar};
-use crate::agent::thought_cut::thought_end;
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
+use crate::policy::thought_end;
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;
@@ -350,8 +350,8 @@ pub(crate) async fn answer(
                 return Ok(());
             }
             Err(refusal) => {
-                if let Some(ending) =
-                    thought_end(&text, &result.finish).filter(|_| can_continue && !continued)
+                if let Some(ending) = thought_end(&text, result.finish.was_cut())
+                    .filter(|_| can_continue && !continued)
                 {
                     // Asked again, the model would write the same thought (the correction
                     // does not change what it writes at temperature 0); closed here, what

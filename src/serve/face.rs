@@ -64,7 +64,7 @@ impl Mode {
                 Some(native) => super::native::answer(core, native, ask, emit, trace).await,
                 None => answer(core, ask, emit, trace).await,
             },
-            Mode::Plain => plain::answer(core, ask, emit, trace).await,
+            Mode::Plain => plain::answer(core.model, ask, emit, trace).await,
         }
     }
 }

@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::request::{Ask, Entry};
-use crate::{llm, protocol};
+use crate::{policy, protocol};
 
 /// What the client's messages say: its user messages and tool results, one after another.
 fn said(ask: &Ask) -> String {
@@ -59,7 +59,7 @@ pub(crate) fn may_cut_counting(ask: &Ask) -> bool {
             }
         }
     }
-    !llm::holds_wordless_run(&given, llm::WORDLESS_LINE)
+    !policy::holds_wordless_run(&given, policy::WORDLESS_LINE)
 }
 
 /// Whether every string and number in `value` is in `said` (lower-cased).

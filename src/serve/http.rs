@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tracing::info;
 
 use super::answer::{Core, Trace, call_id};
 use super::clients::Clients;
@@ -22,6 +21,7 @@ use super::native::{Formats, NativeFormat};
 use super::outbox::{self, Outbox};
 use super::redact::EventRedactor;
 use super::request::{Ask, parse_json};
+use super::request_log::{RequestLog, log_line, log_status};
 use super::response::AnswerMeta;
 use super::transcript::write_transcript;
 use super::upstream::Upstream;
@@ -130,14 +130,12 @@ pub(crate) async fn answer_route(
     body: Body,
     face: &super::face::Face,
 ) -> Response {
-    let started = Instant::now();
-    let mut trace = Trace::default();
-    let response = match handle(shared, headers, body, &mut trace, started, face).await {
+    let mut log = RequestLog::start();
+    let response = match handle(shared, headers, body, &mut log.trace, log.started, face).await {
         Ok(r) => r,
         Err(e) => (face.error)(e),
     };
-    log_line("POST", face.path, &response, started, &trace);
-    response
+    log.end("POST", face.path, response)
 }
 
 /// `POST /v1/completions`: passed through to the upstream unchanged (no tools to answer), under
@@ -147,14 +145,12 @@ pub(crate) async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    let mut trace = Trace::default();
-    let response = match relay_completions(&shared, &headers, body, &mut trace).await {
+    let mut log = RequestLog::start();
+    let response = match relay_completions(&shared, &headers, body, &mut log.trace).await {
         Ok(r) => r,
         Err(e) => e.into_openai(),
     };
-    log_line("POST", "/v1/completions", &response, started, &trace);
-    response
+    log.end("POST", "/v1/completions", response)
 }
 
 async fn relay_completions(
@@ -240,33 +236,6 @@ async fn read_body(
             secs: within.as_secs(),
         }),
     }
-}
-
-/// The one log line of a request: never a key, never a prompt.
-pub(crate) fn log_line(
-    method: &str,
-    path: &str,
-    response: &Response,
-    started: Instant,
-    trace: &Trace,
-) {
-    if !trace.logged {
-        log_status(method, path, response.status().as_u16(), started, trace);
-    }
-}
-
-/// [`log_line`] for a status known without the response (a streamed answer's, at its end).
-fn log_status(method: &str, path: &str, status: u16, started: Instant, trace: &Trace) {
-    info!(
-        method,
-        path,
-        status,
-        ms = started.elapsed().as_millis() as u64,
-        upstream_requests = trace.requests,
-        prompt_tokens = trace.usage.prompt_tokens,
-        completion_tokens = trace.usage.completion_tokens,
-        "request"
-    );
 }
 
 async fn handle(
@@ -379,6 +348,26 @@ fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
     }
 }
 
+/// What the core needs besides the request: the upstream `model`, its `native` tool format when
+/// serve asks in it, and the rest from the server's settings.
+fn core_for<'a>(
+    shared: &'a Shared,
+    model: &'a dyn Model,
+    native: Option<Arc<NativeFormat>>,
+) -> Core<'a> {
+    Core {
+        model,
+        api: shared.cfg.api,
+        templates: &shared.templates,
+        repairs: shared.cfg.repairs,
+        redactor: shared.upstream.redactor(),
+        native,
+        guess_timeout: shared.cfg.guess_timeout,
+        thought: shared.cfg.thought,
+        policies: shared.cfg.policies,
+    }
+}
+
 /// A request for the core: the whole answer (events collected), or the streamed one.
 pub(crate) async fn core_answer(
     shared: &Arc<Shared>,
@@ -402,17 +391,7 @@ pub(crate) async fn core_answer(
         };
         return stream_answer(shared.clone(), answer, trace, live).await;
     }
-    let core = Core {
-        model: model.as_ref() as &dyn Model,
-        api: shared.cfg.api,
-        templates: &shared.templates,
-        repairs: shared.cfg.repairs,
-        redactor: shared.upstream.redactor(),
-        native,
-        guess_timeout: shared.cfg.guess_timeout,
-        thought: shared.cfg.thought,
-        policies: shared.cfg.policies,
-    };
+    let core = core_for(shared, model.as_ref(), native);
     let mut events: Vec<ServeEvent> = Vec::new();
     let redactor = shared.upstream.redactor();
     let mut redact = EventRedactor::new(redactor);
@@ -491,14 +470,15 @@ async fn stream_answer(
     trace: &mut Trace,
     live: Live,
 ) -> Result<Response, ServeError> {
+    // What the task takes over, and what the response keeps.
     let Answering {
         model,
         native,
         ask,
         mode,
-        render,
-        path,
+        ..
     } = answering;
+    let (render, path) = (answering.render, answering.path);
     let meta = answer_meta(&shared, &ask, render.as_ref());
     let stream_meta = meta.clone();
     let task_render = render.clone();
@@ -512,17 +492,7 @@ async fn stream_answer(
             started,
         } = live;
         let _slot = slot;
-        let core = Core {
-            model: model.as_ref() as &dyn Model,
-            api: shared.cfg.api,
-            templates: &shared.templates,
-            repairs: shared.cfg.repairs,
-            redactor: shared.upstream.redactor(),
-            native,
-            guess_timeout: shared.cfg.guess_timeout,
-            thought: shared.cfg.thought,
-            policies: shared.cfg.policies,
-        };
+        let core = core_for(&shared, model.as_ref(), native);
         let keep_all = shared.cfg.session_dir.is_some();
         let mut kept: Vec<ServeEvent> = Vec::new();
         let mut sent = 0usize;

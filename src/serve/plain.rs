@@ -7,11 +7,11 @@
 //! (`messages/stops.rs`); the upstream then writes on to its own end or to `max_tokens`.
 
 use super::ServeError;
-use super::answer::{Core, Trace, client_reason};
+use super::answer::{Trace, client_reason};
 use super::conversation::render_call;
 use super::event::{FinishReason, ServeEvent};
 use super::request::{Ask, Entry};
-use crate::llm::{Finish, Message, Prompt, Role, TurnRequest};
+use crate::llm::{Finish, Message, Model, Prompt, Role, TurnRequest};
 use crate::shown::Outside;
 
 /// The turn budget when the client sets none.
@@ -45,9 +45,10 @@ pub(crate) fn prompt(ask: &Ask) -> Prompt {
     Prompt::Chat(messages)
 }
 
-/// Answer `ask` as a plain chat: each delta of the upstream's text goes out as it comes.
+/// Answer `ask` as a plain chat: each delta of `model`'s text goes out as it comes (a plain
+/// chat needs nothing else of the core: no template, grammar, repair or policy).
 pub(crate) async fn answer(
-    core: &Core<'_>,
+    model: &dyn Model,
     ask: &Ask,
     emit: &mut (dyn FnMut(ServeEvent) + Send),
     trace: &mut Trace,
@@ -60,8 +61,7 @@ pub(crate) async fn answer(
         ..TurnRequest::default()
     };
     trace.requests += 1;
-    let result = core
-        .model
+    let result = model
         .turn(&request, &mut |delta| {
             if !delta.is_empty() {
                 emit(ServeEvent::Content(delta.to_string()));

@@ -18,12 +18,12 @@ use crate::policy::{Policies, Policy};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
-use super::runaway;
 use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
+use crate::policy::without_runaway_string;
 use crate::protocol::{self, Call, Turn, TurnKind};
 use crate::shown::Outside;
 
@@ -85,7 +85,7 @@ pub(crate) fn read(
     // the call without it may still be whole (runaway.rs), and is used when it validates.
     let runaway =
         (turn.kind == TurnKind::Action && turn.dialect.is_none() && policies.on(Policy::Runaway))
-            .then(|| runaway::without_runaway_string(turn.action.as_deref().unwrap_or_default()))
+            .then(|| without_runaway_string(turn.action.as_deref().unwrap_or_default()))
             .flatten()
             .and_then(|action| one_call_of(&action, finish, ask).ok());
     if *finish == Finish::Repeated && runaway.is_none() {

@@ -160,15 +160,18 @@ mod tests {
         format!(r#"{{"type":"run_started","task":"t","started":"{at}"}}"#)
     }
 
+    /// A session folder holding one session, `20260105-000000-00001-0`, started on 5 January.
+    fn with_first_session() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let at = started("2026-01-05T00:00:00Z");
+        write(d.path(), "20260105-000000-00001-0", &at);
+        d
+    }
+
     #[test]
     fn ids_prefixes_last_and_paths_resolve() {
-        let d = tempfile::tempdir().unwrap();
+        let d = with_first_session();
         let dir = d.path();
-        write(
-            dir,
-            "20260105-000000-00001-0",
-            &started("2026-01-05T00:00:00Z"),
-        );
         write(
             dir,
             "20260110-000000-00002-0",
@@ -211,13 +214,8 @@ mod tests {
 
     #[test]
     fn last_falls_back_to_the_time_in_the_id_and_skips_what_is_not_a_file() {
-        let d = tempfile::tempdir().unwrap();
+        let d = with_first_session();
         let dir = d.path();
-        write(
-            dir,
-            "20260105-000000-00001-0",
-            &started("2026-01-05T00:00:00Z"),
-        );
         // No readable first record (a crash before it was written): the id's time counts.
         write(dir, "20260301-000000-00003-0", "");
         std::fs::create_dir(dir.join("20270101-000000-00009-0.jsonl")).unwrap();

@@ -8,8 +8,8 @@ use super::OpenAiModel;
 use super::attempt_error::AttemptError;
 use super::ending::Ending;
 use super::state::TurnState;
-use crate::llm::repeat::RepeatGuard;
 use crate::llm::{Constraint, DeltaSink, Notice, NoticeKind, Prompt, TurnRequest, TurnResult};
+use crate::policy::RepeatGuard;
 use crate::scan::BlockWatch;
 
 impl OpenAiModel {

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::llm::repeat::{RepeatGuard, Repetition, RepetitionKind};
 use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
+use crate::policy::{RepeatGuard, Repetition, RepetitionKind};
 use crate::scan::BlockWatch;
 use crate::scan::StopScanner;
 

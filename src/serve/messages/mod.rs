@@ -36,7 +36,8 @@ use serde_json::Value;
 use super::ServeError;
 use super::answer::Trace;
 use super::face::{Face, Mode, Reading};
-use super::http::{Shared, answer_route, log_line};
+use super::http::{Shared, answer_route};
+use super::request_log::log_line;
 use crate::llm::Api;
 
 /// The Anthropic face.

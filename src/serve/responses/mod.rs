@@ -41,8 +41,9 @@ use serde_json::{Value, json};
 use super::ServeError;
 use super::answer::Trace;
 use super::face::Mode;
-use super::http::{Live, Shared, admit, authorised, core_answer, log_line, take_slot, within};
+use super::http::{Live, Shared, admit, authorised, core_answer, take_slot, within};
 use super::request::parse_json;
+use super::request_log::{RequestLog, log_line};
 use crate::llm::Api;
 use crate::shown::Outside;
 use render::{ResponsesRender, Saver};
@@ -70,12 +71,9 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    let mut trace = Trace::default();
-    let answered = answer(&shared, &headers, body, &mut trace, started).await;
-    let response = answered.unwrap_or_else(error::response);
-    log_line("POST", PATH, &response, started, &trace);
-    response
+    let mut log = RequestLog::start();
+    let answered = answer(&shared, &headers, body, &mut log.trace, log.started).await;
+    log.end("POST", PATH, answered.unwrap_or_else(error::response))
 }
 
 async fn answer(

@@ -20,8 +20,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::observed;
 use crate::llm::{Message, Role};
+use crate::policy::output_lines;
 
 use super::marker::{self, StepCall};
 
@@ -255,7 +255,7 @@ fn shorten(content: &str, call: &StepCall, head_bytes: usize, tail_bytes: usize)
 /// the runtime writes above a tool's result and the notes below it are not the tool's lines.
 /// `None` when no line of the tool's was cut. A body without a header is the tool's text alone.
 fn tool_lines(body: &str, first: usize, last: usize) -> Option<(usize, usize)> {
-    let (skip, count) = observed::output_lines(body).unwrap_or((0, usize::MAX));
+    let (skip, count) = output_lines(body).unwrap_or((0, usize::MAX));
     let first = first.saturating_sub(skip).max(1);
     let last = last.saturating_sub(skip).min(count);
     (first <= last).then_some((first, last))

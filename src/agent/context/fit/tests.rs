@@ -257,12 +257,12 @@ fn a_cut_under_the_observations_header_names_the_files_lines() {
     let args = serde_json::json!({"path": "app.log"});
     let result = format!(
         "{}\n\n{}",
-        crate::agent::observed::tool_result(
+        crate::policy::tool_result(
             "read_file",
             args.as_object().expect("an object"),
             &lines(100),
         ),
-        crate::agent::observed::DECIDE_NOTE
+        crate::policy::DECIDE_NOTE
     );
     let notice = "This is the third time in a row you make exactly this call; it was not run again. \
                   Its result was:";

@@ -1,5 +1,5 @@
 //! What the run has been told, split by who said it, for the guards of a constrained turn
-//! (`llm::RepeatGuard`):
+//! (`repeat.rs`):
 //!
 //! - what the run was *given* — the task, a follow-up question, the tools' own text — which a
 //!   call may rightly write out again and again (`TurnRequest::strict_arguments`);
@@ -10,12 +10,12 @@
 //! Every observation mixes the two, so the lines of each tool's part (the header that names the
 //! call, then its output or error) are remembered as they come, and the lines of each
 //! observation that are not among them are the runtime's. A run continued from a transcript
-//! tells them apart the same way, from the recorded events (`memory.rs`).
+//! tells them apart the same way, from the recorded events (`agent/memory.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::llm::OwnWords;
+use super::own_words::OwnWords;
 use crate::protocol;
 
 /// What one run was given and the runtime's notes so far.

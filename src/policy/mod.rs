@@ -10,25 +10,62 @@
 //! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `serve/guess.rs`, `serve/ahead.rs` |
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `serve/further.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `serve/choose.rs` |
-//! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `serve/runaway.rs` |
+//! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
-//! | `counting` | a constrained line that counts on without a word is cut | `llm/wordless.rs` |
-//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `llm/repeat.rs` |
-//! | `echo` | a constrained answer or call that says the runtime's own notes again is cut | `llm/own_words.rs` |
-//! | `given` | a constrained call's arguments repeating what the run was never given are cut | `llm/given.rs` |
+//! | `counting` | a constrained line that counts on without a word is cut | `policy/wordless.rs` |
+//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `policy/repeat.rs` |
+//! | `echo` | a constrained answer or call that says the runtime's own notes again is cut | `policy/own_words.rs`, `policy/said.rs` |
+//! | `given` | a constrained call's arguments repeating what the run was never given are cut | `policy/given.rs`, `policy/said.rs` |
 //! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `agent/first_call.rs` |
-//! | `named-files-notice` | after a result, the files the question names that no call has used are named | `agent/named.rs`, `agent/act.rs` |
+//! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
 //! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `agent/decide.rs` |
-//! | `observation-header` | a result begins with the call and the number of lines it returned | `agent/observed.rs` |
-//! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `agent/observed.rs` |
+//! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
+//! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `policy/observed.rs` |
 //! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `agent/loopguard/` |
+//!
+//! **The room.** The rules that need nothing of serve's or the agent's own types live here, below
+//! `llm` as `scan` is (no file here imports `llm`, `agent`, `serve` or `cli`; the model client
+//! reads its request into the guard's plain [`Watch`]): the degeneration guard and its parts
+//! (`repeat.rs`, `wordless.rs`, `given.rs`, `own_words.rs`), what a run has been told
+//! (`said.rs`), the words of a question that name a path (`path_words.rs`) and its named files
+//! (`named.rs`), a tool result's header and closing line (`observed.rs`), the runaway string
+//! (`runaway.rs`) and the close of a thought cut short (`thought_cut.rs`, the repair of §1.7).
+//! The others read their room's own types and live there: serve's judge a client's `Ask`, its
+//! `Entry`s and a turn's `Decision` (`serve/decide.rs`, `grounded.rs`, `guess.rs`, `ahead.rs`,
+//! `further.rs`, `choose.rs`, `judgement.rs`; `thought.rs` and `answer_only.rs` build llm
+//! requests); the agent's judge a `Run` or write through its `Recorder` (`agent/first_call.rs`,
+//! `decide.rs`, `notices.rs`, `loopguard/`), and `agent/guess.rs` builds the guess's llm request
+//! beside the word reading serve's guess shares.
 //!
 //! What is not here is the protocol itself (docs/protocol.md): reading a turn, binding arguments,
 //! the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules, which end a run
 //! that would otherwise never end.
 
+mod given;
+mod named;
+mod observed;
+mod own_words;
+mod path_words;
+mod repeat;
+#[cfg(feature = "serve")]
+mod runaway;
+mod said;
+mod thought_cut;
+mod wordless;
+
 use std::fmt;
 use std::str::FromStr;
+
+pub(crate) use named::QuestionNames;
+pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
+pub use own_words::OwnWords;
+pub(crate) use path_words::path_words;
+pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
+#[cfg(feature = "serve")]
+pub(crate) use runaway::without_runaway_string;
+pub(crate) use said::Said;
+pub(crate) use thought_cut::thought_end;
+pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 
 /// One steering rule (see the module docs for the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,16 +2,16 @@
 //! the thought before the turn is continued under the decision's grammar (docs/protocol.md
 //! §1.7).
 
-use crate::llm::Finish;
 use crate::protocol::{self, Tag, TurnKind};
 
 /// A constrained turn that never left its thought: the degeneration guard cut it, or its token
 /// budget ran out, before any `<action>` or `<final_answer>`. Small models do this when the
 /// likeliest next token (end of text) is masked; the turn is then continued from the cut with
 /// the decision's grammar, so it ends in a decision instead of being lost (docs/protocol.md
-/// §1.7). Returns what closes the thought before the decision.
-pub(crate) fn thought_end(text: &str, finish: &Finish) -> Option<&'static str> {
-    if !matches!(finish, Finish::Repeated | Finish::Length) {
+/// §1.7). `cut` says the turn was cut (the guard's repetition or the budget's length, not a
+/// stop or the model's own end). Returns what closes the thought before the decision.
+pub(crate) fn thought_end(text: &str, cut: bool) -> Option<&'static str> {
+    if !cut {
         return None;
     }
     let turn = protocol::read_turn(text);

@@ -20,7 +20,7 @@
 //!
 //! A grammar-held thought is one line in which nothing repeats legitimately, and neither does a
 //! sentence of a free-text answer: while none of the request's
-//! [`TurnRequest::strict_repeats_until`](super::TurnRequest::strict_repeats_until) strings (the
+//! `TurnRequest::strict_repeats_until` strings (the
 //! decision's tags, or `<action>` alone when the answer is free text) has appeared, a unit that
 //! holds words (four letters or more) repeated [`STRICT_REPEATS`] times over [`STRICT_SPAN`]
 //! bytes is enough (a sentence said three times), so a small model looping in its thought or its
@@ -29,14 +29,14 @@
 //!
 //! In an action's arguments a sentence may repeat legitimately (the task asked for it, or a call
 //! copies a file the run read), so the ordinary thresholds hold there, unless the request gives
-//! [`TurnRequest::strict_arguments`](super::TurnRequest::strict_arguments): what the run was
+//! `TurnRequest::strict_arguments`: what the run was
 //! given. A unit holding words said three times in a constrained turn's arguments then ends the
 //! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
 //! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
 //!
 //! In a free-text answer (the strict phase after `<final_answer>`) and in an action's arguments
 //! the guard ends a turn that *echoes the runtime's own notes*: the request's
-//! [`TurnRequest::own_words`](super::TurnRequest::own_words), any 48 bytes of which appear in the
+//! `TurnRequest::own_words`, any 48 bytes of which appear in the
 //! answer or the call, cut where that sentence or line begins (see `own_words.rs`). A thought
 //! may restate a note: that is how a model takes it up.
 //!
@@ -102,6 +102,24 @@ pub struct RepeatGuard {
     numbers_as_one: bool,
     /// Bytes of the text already searched for `<action>`.
     action_seen: usize,
+}
+
+/// What a constrained turn's guard watches for beyond the ordinary repetition: plain data, read
+/// off the request by the model client (see [`RepeatGuard::watching`]). The default watches for
+/// nothing more.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Watch {
+    /// While none of these has appeared in the text, the strict thresholds apply.
+    pub strict_until: Vec<String>,
+    /// A run without a word is a counting runaway (see `wordless.rs`).
+    pub cut_counting: bool,
+    /// What the run was given: after `<action>` the strict thresholds apply to units not in
+    /// this text (see `given.rs`).
+    pub given: Option<Arc<str>>,
+    /// The runtime's notes, which a free-text answer or a call may not echo (see
+    /// `own_words.rs`).
+    pub own_words: Option<Arc<OwnWords>>,
 }
 
 /// What the guard found at the end of a turn.
@@ -183,24 +201,20 @@ impl RepeatGuard {
         }
     }
 
-    /// The guard a request asks for: none with `keep_repetitions`, else the default one —
-    /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
-    /// one line), strict until one of the request's `strict_repeats_until` strings appears,
-    /// strict in an action's arguments for what the request's `strict_arguments` does not hold,
-    /// and watching for counting runaways where the request's `cut_counting` asks (see the
+    /// The default guard, made strict where `watch` says (a constrained turn's settings; the
+    /// model client reads them off its request in `RepeatGuard::for_request`, in `src/llm/`):
+    /// strict until one of `watch.strict_until` appears, strict in an action's arguments for
+    /// what `watch.given` does not hold, reading a free answer and a call for echoes of
+    /// `watch.own_words`, and cutting counting runaways when `watch.cut_counting` (see the
     /// module docs).
-    pub fn for_request(req: &super::TurnRequest, constrained: bool) -> Option<Self> {
-        (!req.keep_repetitions).then(|| RepeatGuard {
-            strict_until: if constrained {
-                req.strict_repeats_until.clone()
-            } else {
-                Vec::new()
-            },
-            wordless: constrained && req.cut_counting,
-            given: req.strict_arguments.clone().filter(|_| constrained),
-            own_words: req.own_words.clone().filter(|_| constrained),
+    pub fn watching(watch: Watch) -> Self {
+        RepeatGuard {
+            strict_until: watch.strict_until,
+            wordless: watch.cut_counting,
+            given: watch.given,
+            own_words: watch.own_words,
             ..RepeatGuard::default()
-        })
+        }
     }
 
     /// The smallest repeating span, in bytes, that fires the guard.

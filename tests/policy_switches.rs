@@ -1,53 +1,27 @@
 //! Every agent-side policy of `src/policy.rs` switches: one test per policy runs the same turns
 //! with every policy on and with that one off, and shows what the rule did and that without it
-//! the run goes otherwise. (Serve's policies: `policy_switches_serve.rs`; the switches on the
+//! the run goes otherwise (`decide`: beside its rule's tests, in `agent_decide.rs`). (Serve's policies: `policy_switches_serve.rs`; the switches on the
 //! command line and in the config file: `cli_policies.rs`.)
 
 mod common;
 
-use std::sync::Arc;
-
-use common::agent::{DECIDE, PathArgs, collect_events, observations};
+use common::agent::{DECIDE, observations, read_and_search};
 use common::constrained::{Ran, run_under};
-use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
-use common::tools::env_with;
 use serde_json::Value;
-use tagloop::agent::{Agent, AgentConfig, Event, Outcome, RunOptions, Status};
+use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
 use tagloop::llm::NoticeKind;
-use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
 use tagloop::policy::{Policies, Policy};
-use tagloop::tools::{Registry, ToolkitOptions, tool_fn};
 
 /// Every policy on, then all but `policy`.
 fn both(policy: Policy) -> [Policies; 2] {
     [Policies::all(), Policies::all().without(policy)]
 }
 
-/// `read` answers `PATH: 7`, one line; `search` finds nothing.
-fn tools() -> Registry {
-    #[derive(serde::Deserialize, schemars::JsonSchema)]
-    struct SearchArgs {
-        pattern: String,
-    }
-    let mut r = Registry::new();
-    r.add(Arc::new(tool_fn(
-        "read",
-        "A file's one line.",
-        |a: PathArgs| async move { Ok(format!("{}: 7", a.path)) },
-    )));
-    r.add(Arc::new(tool_fn(
-        "search",
-        "Finds nothing.",
-        |a: SearchArgs| async move { Ok(format!("no matches for /{}/", a.pattern)) },
-    )));
-    r
-}
-
 /// A scripted run of `task` over [`tools`] under `policies`: its outcome and the observations
 /// it sent.
 async fn scripted(task: &str, turns: &[&str], policies: Policies) -> (Outcome, Vec<String>) {
     let agent = Agent::builder(common::script::model(turns))
-        .tools(tools())
+        .tools(read_and_search())
         .config(AgentConfig {
             max_steps: 8,
             policies,
@@ -135,57 +109,6 @@ async fn same_result() {
     assert!(seen[1].contains(said), "{}", seen[1]);
     let (_, seen) = scripted("Which port?", &turns, off).await;
     assert!(!seen[1].contains(said), "{}", seen[1]);
-}
-
-/// The decision step against the fake llama.cpp, whose guess names a function that is not
-/// about the called tool: the tools the run started, and how many guesses it asked.
-async fn decided(policies: Policies) -> (Vec<String>, usize) {
-    let env = env_with(ToolkitOptions::default());
-    env.write("docs/setup.md", "The server listens on port 8080.\n");
-    let fake = FakeServer::start(FakeConfig {
-        props: true,
-        guess: FakeGuess {
-            reply: Some("get_capital".into()),
-            ..FakeGuess::default()
-        },
-        ..FakeConfig::turns(vec![
-            "<thought>I read.</thought>\n<action>read_file(path=\"docs/setup.md\")</action>"
-                .to_string(),
-            "<thought>I know this.</thought>\n<final_answer>Paris</final_answer>".to_string(),
-        ])
-    })
-    .await;
-    let model = OpenAiModel::new(OpenAiConfig::new(fake.base_url.clone(), "fake-model")).unwrap();
-    let agent = Agent::builder(Arc::new(model))
-        .tools(env.reg.clone())
-        .config(AgentConfig {
-            max_steps: 4,
-            policies,
-            ..AgentConfig::default()
-        })
-        .build()
-        .unwrap();
-    let (sink, store) = collect_events();
-    let options = RunOptions {
-        events: Some(sink),
-        ..Default::default()
-    };
-    agent
-        .run_with("What is the capital of France?", options)
-        .await;
-    let events = store.lock().unwrap().clone();
-    let started = events.into_iter().filter_map(|e| match e {
-        Event::ToolStarted { tool } => Some(tool),
-        _ => None,
-    });
-    (started.collect(), fake.guesses().len())
-}
-
-#[tokio::test]
-async fn decide() {
-    let [on, off] = both(Policy::Decide);
-    assert_eq!(decided(on).await, (vec![], 1));
-    assert_eq!(decided(off).await, (vec!["read_file".to_string()], 0));
 }
 
 /// A constrained run under every policy, then under all but `policy`.

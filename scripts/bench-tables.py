@@ -79,7 +79,8 @@ def load_runs(folder):
                 for field in ("category", "cases", "passed", "total"):
                     if field not in r:
                         raise BadResult(f"{name}: a result of `{conf['name']}` has no `{field}`")
-                if r["category"] not in ROWS:
+                if r["category"] not in ROWS and not (run["benchmark"] == "ablation"
+                                                      and r["category"] == "validation"):
                     raise BadResult(f"{name}: unknown category `{r['category']}`")
                 if not 0 <= r["passed"] <= r["total"]:
                     raise BadResult(f"{name}: {r['category']} passed {r['passed']} of {r['total']}")
@@ -100,7 +101,7 @@ def entries(runs, model, row, want):
     """(run, configuration, result) for `row` of `model` whose configuration passes `want`."""
     found = []
     for run in runs:
-        if run["model"] != model:
+        if run["model"] != model or run["benchmark"] == "ablation":
             continue
         for conf in run["configurations"]:
             if not want(conf):
@@ -337,11 +338,49 @@ def summary(runs):
     return "\n".join(lines) + "\n"
 
 
+def ablation_tables(runs):
+    """One table per ablation run (scripts/ablation.sh), latest first: each configuration's
+    right answers per category and its difference from the run's defaults, in points."""
+    out = []
+    names = {m: n for m, n, _ in MODELS}
+    for run in sorted((r for r in runs if r["benchmark"] == "ablation"),
+                      key=lambda r: r["started"], reverse=True):
+        confs = run["configurations"]
+        cats = []
+        for c in confs:
+            for r in c["results"]:
+                if r["category"] not in cats:
+                    cats.append(r["category"])
+        base = next((c for c in confs if not c.get("policy_off")), None)
+        def share(conf, cat):
+            r = next((r for r in conf["results"] if r["category"] == cat), None)
+            return (r, 100.0 * r["passed"] / r["total"]) if r and r["total"] else (r, None)
+        lines = [f"#### Ablation: {names[run['model']]}, {run['title']} ({run['started']})", "",
+                 "| configuration | " + " | ".join(cats) + " |",
+                 "|---|" + "---|" * len(cats)]
+        for c in confs:
+            cells = []
+            for cat in cats:
+                r, pct = share(c, cat)
+                if r is None:
+                    cells.append("–")
+                    continue
+                cell = f"{r['passed']}/{r['total']}"
+                _, b = share(base, cat) if base and c is not base else (None, None)
+                if pct is not None and b is not None:
+                    cell += f" ({pct - b:+.0f})"
+                cells.append(cell)
+            lines.append(f"| {c['name']} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines) + "\n")
+    return out
+
+
 def render_markdown(runs, published):
     parts = [START, "", summary(runs)]
     for key, name, detail in MODELS:
         text, _ = model_table(runs, published, key, name, detail)
         parts.append(text)
+    parts.extend(ablation_tables(runs))
     parts.append(END)
     return "\n".join(parts)
 

@@ -69,6 +69,33 @@ class Check(unittest.TestCase):
         code, out = run(self.root, '--check')
         self.assertEqual(code, 0, out)
 
+    def test_an_ablation_run_gets_its_own_table_and_leaves_the_lead_tables_alone(self):
+        before = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
+        with open(self.path('bench', 'results', '2026-11-27-qwen05-suite.json'), encoding='utf-8') as f:
+            source = json.load(f)['source']
+        def conf(name, off, passed):
+            return {'name': name, 'role': 'tagloop', 'kept': False, 'default': False,
+                    'policy_off': off, 'results': [{'category': 'validation', 'cases': '4 tasks',
+                                                    'passed': passed, 'total': 4}]}
+        ablation = {'model': 'qwen05', 'benchmark': 'ablation', 'title': 'Ablation of t',
+                    'started': '2026-12-05T19:30Z', 'time': 't', 'commit': None, 'load': 1,
+                    'setup': 's', 'source': source, 'command': 'scripts/ablation.sh',
+                    'configurations': [conf('defaults', [], 2), conf('without decide', ['decide'], 3),
+                                       conf('all policies off', ['all'], 1)]}
+        with open(self.path('bench', 'results', '2026-12-05-qwen05-ablation.json'), 'w',
+                  encoding='utf-8') as f:
+            json.dump(ablation, f)
+        code, out = run(self.root)
+        self.assertEqual(code, 0, out)
+        with open(self.path('BENCHMARKS.md'), encoding='utf-8') as f:
+            doc = f.read()
+        self.assertIn('#### Ablation: Qwen2.5-Coder-0.5B-Instruct, Ablation of t', doc)
+        self.assertIn('| defaults | 2/4 |', doc)
+        self.assertIn('| without decide | 3/4 (+25) |', doc)
+        self.assertIn('| all policies off | 1/4 (-25) |', doc)
+        after = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
+        self.assertEqual(after.split('#### Ablation')[0], before.split(bt.END)[0])
+
     def test_a_figure_changed_in_the_json_fails_until_the_tables_are_written_again(self):
         def fewer(data):
             conf = [c for c in data['configurations'] if c.get('default')][0]

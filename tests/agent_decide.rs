@@ -14,6 +14,7 @@ use common::tools::{Env, env_with};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Event, RunOptions, Status};
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::policy::{Policies, Policy};
 use tagloop::prompt::DECLINED_THOUGHT;
 use tagloop::tools::ToolkitOptions;
 
@@ -30,7 +31,12 @@ struct Ran {
 
 /// Run `task` over the built-in read tools (a workspace holding `docs/setup.md`), against the
 /// fake llama.cpp with these turns and this guess.
-async fn run(task: &str, turns: &[&str], guess: FakeGuess, decide: bool) -> Ran {
+async fn run(
+    task: &str,
+    turns: &[&str],
+    guess: FakeGuess,
+    tune: impl FnOnce(&mut AgentConfig),
+) -> Ran {
     let env = env_with(ToolkitOptions::default());
     env.write("docs/setup.md", "The server listens on port 8080.\n");
     let fake = FakeServer::start(FakeConfig {
@@ -41,13 +47,14 @@ async fn run(task: &str, turns: &[&str], guess: FakeGuess, decide: bool) -> Ran 
     .await;
     let model =
         Arc::new(OpenAiModel::new(OpenAiConfig::new(fake.base_url.clone(), "fake-model")).unwrap());
+    let mut config = AgentConfig {
+        max_steps: 4,
+        ..AgentConfig::default()
+    };
+    tune(&mut config);
     let agent = Agent::builder(model)
         .tools(env.reg.clone())
-        .config(AgentConfig {
-            max_steps: 4,
-            decide,
-            ..AgentConfig::default()
-        })
+        .config(config)
         .build()
         .unwrap();
     let (sink, store) = collect_events();
@@ -104,7 +111,7 @@ async fn a_question_that_needs_no_file_is_answered_without_the_call() {
         "What is the capital of France?",
         &[CAPITAL_CALL, PARIS],
         named("get_capital"),
-        true,
+        |_| {},
     )
     .await;
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
@@ -148,7 +155,7 @@ async fn a_question_that_names_the_workspace_keeps_its_call_without_a_guess() {
             "<thought>It says 8080.</thought>\n<final_answer>8080</final_answer>",
         ],
         named("get_port"),
-        true,
+        |_| {},
     )
     .await;
     assert_eq!(ran.outcome.final_answer, Some(Value::from("8080")));
@@ -168,7 +175,7 @@ async fn a_question_that_names_the_workspace_keeps_its_call_without_a_guess() {
                 "<thought>Port 8080.</thought>\n<final_answer>port 8080</final_answer>",
             ],
             named(guess),
-            true,
+            |_| {},
         )
         .await;
         assert_eq!(tools_started(&ran.events), ["read_file"], "{task}");
@@ -199,7 +206,7 @@ async fn a_guess_the_server_fails_or_that_names_nothing_or_loops_keeps_the_call(
             "What is the capital of France?",
             &[CAPITAL_CALL, PARIS],
             guess,
-            true,
+            |_| {},
         )
         .await;
         assert_eq!(tools_started(&ran.events), ["read_file"]);
@@ -214,11 +221,25 @@ async fn the_step_turned_off_runs_the_call_and_asks_nothing() {
         "What is the capital of France?",
         &[CAPITAL_CALL, PARIS],
         named("get_capital"),
-        false,
+        |c| c.decide = false,
     )
     .await;
     assert_eq!(tools_started(&ran.events), ["read_file"]);
     assert!(decisions(&ran.events).is_empty());
     assert!(ran.fake.guesses().is_empty());
     assert_eq!(ran.outcome.progress.steps, 1);
+}
+
+#[tokio::test]
+async fn the_decide_policy_off_runs_the_call_and_asks_nothing() {
+    // The same as `--no-decide`, by the policy's name (tests/policy_switches.rs has the others).
+    let ran = run(
+        "What is the capital of France?",
+        &[CAPITAL_CALL, PARIS],
+        named("get_capital"),
+        |c| c.policies = Policies::all().without(Policy::Decide),
+    )
+    .await;
+    assert_eq!(tools_started(&ran.events), ["read_file"]);
+    assert!(ran.fake.guesses().is_empty());
 }

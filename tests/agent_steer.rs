@@ -6,37 +6,13 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::agent::{PathArgs, observed_run};
+use common::agent::{observed_run, read_and_search};
 use tagloop::agent::{Agent, AgentConfig, Status};
 use tagloop::llm::Role as MsgRole;
-use tagloop::tools::{Registry, tool_fn};
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct SearchArgs {
-    /// What to look for.
-    pattern: String,
-}
-
-fn tools() -> Registry {
-    let mut r = Registry::new();
-    r.add(Arc::new(tool_fn(
-        "read",
-        "A file's one line.",
-        |a: PathArgs| async move { Ok(format!("{}: 7", a.path)) },
-    )));
-    r.add(Arc::new(tool_fn(
-        "search",
-        "Finds nothing.",
-        |a: SearchArgs| async move { Ok(format!("no matches for /{}/", a.pattern)) },
-    )));
-    r
-}
 
 /// The observations a run of `task` with `turns` sent.
 async fn observations(task: &str, turns: &[&str]) -> (Status, Vec<String>) {
-    observed_run(tools(), task, turns, 8).await
+    observed_run(read_and_search(), task, turns, 8).await
 }
 
 #[tokio::test]
@@ -156,7 +132,7 @@ async fn a_call_that_ran_steps_before_with_the_same_result_is_said_to_be_nothing
 async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
     let turns: Vec<&str> = CYCLE.iter().copied().cycle().take(12).collect();
     let agent = Agent::builder(common::script::model(&turns))
-        .tools(tools())
+        .tools(read_and_search())
         .config(AgentConfig {
             max_steps: 10,
             ..AgentConfig::default()
@@ -183,7 +159,7 @@ async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
 /// The run's answer and the observations it sent.
 async fn answered(task: &str, turns: &[&str]) -> (Status, Option<serde_json::Value>, Vec<String>) {
     let agent = Agent::builder(common::script::model(turns))
-        .tools(tools())
+        .tools(read_and_search())
         .build()
         .expect("agent builds");
     let o = agent.run(task).await;

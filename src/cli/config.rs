@@ -27,6 +27,9 @@
 //!
 //! [roles.planner]                    # per-role model override (by the role's name)
 //! model = "local"
+//!
+//! [policies]                         # steering rules switched off (`tagloop policies`)
+//! off = ["closing-line"]
 //! ```
 
 use std::collections::HashMap;
@@ -92,6 +95,8 @@ pub struct ConfigFile {
     pub roles: HashMap<String, RoleOverride>,
     /// `tagloop serve`'s tuning knobs (`serve_config.rs`).
     pub serve: Option<super::serve_config::ServeSection>,
+    /// The steering rules switched off, for runs and serve alike (`policies.rs`).
+    pub policies: Option<super::policies::PoliciesSection>,
 }
 
 /// Where a value was configured. The first four are under the user's own control; the project

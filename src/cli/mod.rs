@@ -13,6 +13,7 @@ mod loopback;
 mod options;
 mod output;
 mod parse;
+mod policies;
 mod queue;
 mod replay_html;
 mod run;
@@ -67,6 +68,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// An OpenAI-compatible endpoint: tools in, the text protocol to the upstream, tool_calls out
     Serve(serve::ServeArgs),
+    /// List the steering rules `--policy-off` and `[policies] off` can switch off
+    Policies(policies::PoliciesArgs),
     /// Print shell completions
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -172,6 +175,7 @@ async fn command(command: Command) -> anyhow::Result<ExitCode> {
         Command::Wrap(a) => wrap::wrap(a).await,
         Command::Queue(a) => queue::queue(a).await,
         Command::Worker(a) => worker::worker(a).await,
+        Command::Policies(a) => policies::list(a),
         Command::Completions { shell } => {
             // Into memory first: `generate` panics when its writer fails (a closed pipe).
             let mut script = Vec::new();

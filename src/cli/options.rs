@@ -72,6 +72,15 @@ pub struct RunOpts {
     /// function is not about it)
     #[arg(long)]
     pub no_decide: bool,
+    /// Switch a steering rule off: a name of `tagloop policies`, a comma list, `all`, or `none`
+    /// (on continue: none of the run's recorded ones); repeatable; adds to `[policies] off`
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub policy_off: Option<Vec<String>>,
+    /// The policies switched off came from the continued session, which recorded the run's
+    /// whole list (the config file's included), so the file adds nothing (not a flag)
+    #[arg(skip)]
+    #[serde(skip)]
+    pub policies_from_session: bool,
     /// Sampling seed
     #[arg(long)]
     pub seed: Option<i64>,
@@ -247,6 +256,11 @@ impl RunOpts {
                     "the session used the server {url}; continue picks the server from your own flags, environment and config (a recorded one would receive your key): restate it with --base-url {url} to use it"
                 ));
             }
+        }
+        // The run's own policies go on, unless the user says which are off now.
+        if self.policy_off.is_none() && saved.policy_off.is_some() {
+            self.policy_off = saved.policy_off.clone();
+            self.policies_from_session = true;
         }
         if saved.extra.is_some() && self.extra.is_none() {
             notices.push(

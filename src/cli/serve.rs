@@ -113,6 +113,16 @@ pub struct ServeArgs {
         hide_short_help = true
     )]
     guess_timeout: Option<u64>,
+    /// Switch a steering rule off (grounding, guess, further, choose, runaway, no-thought,
+    /// counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
+    /// repeatable; adds to the config file's `[policies] off`
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_delimiter = ',',
+        help_heading = "Decisions"
+    )]
+    policy_off: Vec<String>,
     /// Largest request body in bytes (413 beyond) [default: 4194304]
     #[arg(
         long,
@@ -212,11 +222,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let file = super::config::Sources::load(args.config.as_deref())
         .map_err(|e| usage_chain(&e))?
-        .file
-        .serve
-        .unwrap_or_default();
+        .file;
     let mut cfg = ServeConfig::new(args.upstream.clone());
-    knobs(&mut cfg, args_knobs(&args), &file).map_err(|e| anyhow::Error::new(UsageError(e)))?;
+    let section = file.serve.unwrap_or_default();
+    knobs(&mut cfg, args_knobs(&args), &section).map_err(|e| anyhow::Error::new(UsageError(e)))?;
+    let file_off = file.policies.map(|p| p.off).unwrap_or_default();
+    cfg.policies = super::policies::resolve(&args.policy_off, Some(&file_off))?;
     cfg.api = if args.api == "completions" {
         Api::Completions
     } else {

@@ -86,6 +86,12 @@ impl Setup {
     ) -> Result<Setup> {
         let sources = Sources::load(opts.config.as_deref()).map_err(usage)?;
         let role = load_role(opts).map_err(|e| usage_chain(&e))?;
+        // A continued run's recorded list holds the file's too (`RunOpts::restore`).
+        let file_off = (sources.file.policies.as_ref()).filter(|_| !opts.policies_from_session);
+        let policies = super::policies::resolve(
+            opts.policy_off.as_deref().unwrap_or_default(),
+            file_off.map(|p| p.off.as_slice()),
+        )?;
         let api = match opts.api.clone().or_else(|| sources.var("TAGLOOP_API")) {
             Some(a) => parse_api(&a).map_err(usage)?,
             None => Api::Chat,
@@ -137,6 +143,7 @@ impl Setup {
         let context = load_context(opts.context.as_deref()).map_err(usage)?;
         let mut config = agent_config(opts, api, environment, &keys);
         config.reasoning = reasoning;
+        config.policies = policies;
         if config.max_steps == 0 {
             return Err(usage("--max-steps must be at least 1"));
         }
@@ -205,6 +212,15 @@ impl Setup {
         if opts.model.is_none() {
             opts.model.clone_from(&self.picked_model);
         }
+        // The policies the run had, the config file's included: `continue` goes on with them.
+        opts.policy_off = Some(
+            self.config
+                .policies
+                .off_names()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        );
         serde_json::to_value(&opts).unwrap_or_default()
     }
 

@@ -285,6 +285,31 @@ fn bit(policy: Policy) -> u32 {
     1 << i
 }
 
+impl Policy {
+    /// Where it acts (`serve`, `run` or both) and the files that implement it, for
+    /// `tagloop policies` (paths under `src/`).
+    pub fn place(self) -> &'static str {
+        match self {
+            Policy::Grounding => "serve: serve/decide.rs, serve/grounded.rs",
+            Policy::Guess => "serve: serve/guess.rs, serve/ahead.rs",
+            Policy::Further => "serve: serve/further.rs",
+            Policy::Choose => "serve: serve/choose.rs",
+            Policy::Runaway => "serve: policy/runaway.rs",
+            Policy::NoThought => "serve: serve/thought.rs",
+            Policy::Counting => "serve and run: policy/wordless.rs",
+            Policy::Repeat => "serve and run: policy/repeat.rs",
+            Policy::Echo => "run: policy/own_words.rs",
+            Policy::Given => "run: policy/given.rs",
+            Policy::Decide => "run: agent/first_call.rs",
+            Policy::NamedFilesNotice => "run: policy/named.rs, agent/act.rs",
+            Policy::NamedFilesRefusal => "run: agent/decide.rs",
+            Policy::ObservationHeader => "run: policy/observed.rs",
+            Policy::ClosingLine => "run: policy/observed.rs",
+            Policy::SameResult => "run: agent/loopguard/",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +346,20 @@ mod tests {
         let said = e.to_string();
         assert!(said.starts_with("unknown policy 'grondingg'"), "{said}");
         assert!(said.contains("named-files-refusal") && said.contains("same-result"));
+    }
+
+    #[test]
+    fn every_place_names_files_that_exist() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for p in Policy::ALL {
+            let (side, files) = p.place().split_once(": ").expect("side: files");
+            assert!(["serve", "run", "serve and run"].contains(&side), "{p}");
+            for f in files.split(", ") {
+                assert!(
+                    src.join(f).exists(),
+                    "{p}: src/{f} is gone: update Policy::place"
+                );
+            }
+        }
     }
 }

@@ -54,6 +54,28 @@ pub fn population(reply: fn(&str) -> String) -> Registry {
     r
 }
 
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct SearchArgs {
+    /// What to look for.
+    pattern: String,
+}
+
+/// `read` ("A file's one line": `PATH: 7`) and `search` (finds nothing).
+pub fn read_and_search() -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "read",
+        "A file's one line.",
+        |a: PathArgs| async move { Ok(format!("{}: 7", a.path)) },
+    )));
+    r.add(Arc::new(tool_fn(
+        "search",
+        "Finds nothing.",
+        |a: SearchArgs| async move { Ok(format!("no matches for /{}/", a.pattern)) },
+    )));
+    r
+}
+
 /// The arguments of a tool that takes none.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct Nothing {}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tagloop::agent::{Event, Outcome};
 use tagloop::llm::Api;
 use tagloop::llm::openai::{OpenAiConfig, OpenAiModel};
+use tagloop::policy::Policies;
 
 use super::agent::{agent, collect_events, with_events};
 use super::fake_server::{FakeConfig, FakeServer};
@@ -22,6 +23,11 @@ pub struct Ran {
 /// Run `task` over chat, three steps at most, the fake replying `turns` in order; every request
 /// is checked to carry the grammar.
 pub async fn run(task: &str, turns: Vec<String>) -> Ran {
+    run_under(task, turns, Policies::all()).await
+}
+
+/// [`run`] with only `policies` on (`tests/policy_switches.rs`).
+pub async fn run_under(task: &str, turns: Vec<String>, policies: Policies) -> Ran {
     let mut cfg = FakeConfig::turns(turns);
     cfg.props = true;
     let server = FakeServer::start(cfg).await;
@@ -31,6 +37,7 @@ pub async fn run(task: &str, turns: Vec<String>) -> Ran {
     let agent = agent(model, |c| {
         c.api = Api::Chat;
         c.max_steps = 3;
+        c.policies = policies;
     });
     let (sink, events) = collect_events();
     let outcome = agent.run_with(task, with_events(sink)).await;

@@ -1,0 +1,186 @@
+//! The policies' switches on the command line (`src/cli/policies.rs`): `tagloop policies` lists
+//! them; `--policy-off` adds to `[policies] off` of the config file; an unknown name is a usage
+//! error listing the valid ones (on `run` and `serve`, from the flag or the file); the transcript
+//! records the run's list and `continue` goes on with it whatever the file says by then, unless
+//! told otherwise; `serve --help` shows the flag among the decisions.
+
+mod common;
+
+use common::agent::DECIDE;
+use common::cli::{Env, outcome};
+use serde_json::Value;
+use tagloop::policy::Policy;
+
+const HEADER: &str = "returned 1 line:";
+
+/// The transcript of session `id`: its lines.
+fn records(env: &Env, id: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(env.path(&format!("sessions/{id}.jsonl"))).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The observations session `id` sent, in order.
+fn observations(env: &Env, id: &str) -> Vec<String> {
+    let contents = records(env, id).into_iter().filter_map(|r| {
+        let m = &r["message"];
+        (m["role"] == "user").then(|| m["content"].as_str().unwrap_or_default().to_owned())
+    });
+    contents
+        .filter(|c| c.starts_with("<observation>"))
+        .collect()
+}
+
+/// A run of one read under the config file's `closing-line` off and the flag's `flags`, that
+/// ends when its script does (exit 1, so that `continue` goes on); the config file is then
+/// removed and the script given more turns. The session's id.
+fn first_step(env: &Env, flags: &[&str]) -> String {
+    std::fs::write(env.path("ws/a.txt"), "seven\n").unwrap();
+    std::fs::write(
+        env.path("tagloop.toml"),
+        "[policies]\noff = [\"closing-line\"]\n",
+    )
+    .unwrap();
+    let read = "<action>read_file(path=\"a.txt\")</action>";
+    let m = env.turns_file("s", &[read]);
+    let mut args = vec!["--json", "What does a.txt say?"];
+    args.extend(flags);
+    let o = outcome(
+        &env.run_model(&m, &args)
+            .assert()
+            .code(1)
+            .get_output()
+            .stdout,
+    );
+    std::fs::remove_file(env.path("tagloop.toml")).unwrap();
+    env.turns_file(
+        "s",
+        &[
+            read,
+            "<action>read_file(path=\"a.txt\", start_line=1)</action>",
+            "<final_answer>seven</final_answer>",
+        ],
+    );
+    o["session"].as_str().unwrap().to_string()
+}
+
+/// `tagloop continue ID` in the workspace, with `flags`: it ends with the script's answer.
+fn continued(env: &Env, id: &str, flags: &[&str]) {
+    let mut c = env.cmd();
+    c.args(["continue", id, "--json", "--workspace"])
+        .arg(env.path("ws"))
+        .args(flags);
+    assert_eq!(
+        outcome(&c.assert().code(0).get_output().stdout)["final"],
+        "seven"
+    );
+}
+
+#[test]
+fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
+    let env = Env::new();
+    let id = first_step(&env, &["--policy-off", "observation-header"]);
+    let run = &records(&env, &id)[0];
+    assert_eq!(
+        run["meta"]["policy_off"],
+        serde_json::json!(["observation-header", "closing-line"])
+    );
+    let seen = observations(&env, &id);
+    assert!(
+        !seen[0].contains(HEADER) && !seen[0].contains(DECIDE),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[0].contains("seven"), "{}", seen[0]);
+    // The file is gone, the recorded list stands.
+    continued(&env, &id, &[]);
+    let seen = observations(&env, &id);
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].contains("seven"), "{}", seen[1]);
+    assert!(
+        !seen[1].contains(HEADER) && !seen[1].contains(DECIDE),
+        "{}",
+        seen[1]
+    );
+}
+
+#[test]
+fn continue_told_none_switches_every_policy_on_again() {
+    let env = Env::new();
+    let id = first_step(&env, &[]);
+    assert!(!observations(&env, &id)[0].contains(DECIDE));
+    continued(&env, &id, &["--policy-off", "none"]);
+    let seen = observations(&env, &id);
+    assert!(
+        seen[1].contains(HEADER) && seen[1].contains(DECIDE),
+        "{}",
+        seen[1]
+    );
+}
+
+#[test]
+fn an_unknown_name_is_a_usage_error_that_lists_the_valid_ones() {
+    let env = Env::new();
+    let check = |out: &[u8]| {
+        let said = String::from_utf8_lossy(out);
+        assert!(said.contains("unknown policy 'gues'"), "{said}");
+        assert!(
+            Policy::ALL.iter().all(|p| said.contains(p.name())),
+            "{said}"
+        );
+    };
+    let m = env.turns_file("s", &["<final_answer>x</final_answer>"]);
+    let out = env
+        .run_model(&m, &["--policy-off", "grounding,gues", "t"])
+        .assert()
+        .code(2);
+    check(&out.get_output().stderr);
+    // Nothing ran: no session was made.
+    assert_eq!(std::fs::read_dir(env.path("sessions")).unwrap().count(), 0);
+    let serve = [
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/v1",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let out = env
+        .cmd()
+        .args(serve)
+        .args(["--policy-off", "gues"])
+        .assert()
+        .code(2);
+    check(&out.get_output().stderr);
+    // The file's names are checked the same way, by serve too.
+    std::fs::write(env.path("tagloop.toml"), "[policies]\noff = [\"gues\"]\n").unwrap();
+    let out = env.cmd().args(serve).assert().code(2);
+    let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        said.contains("[policies] off: unknown policy 'gues'"),
+        "{said}"
+    );
+}
+
+#[test]
+fn policies_lists_each_one_and_serve_help_shows_the_flag_among_its_decisions() {
+    let env = Env::new();
+    let out = env.cmd().arg("policies").assert().code(0);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), Policy::ALL.len(), "{text}");
+    for (line, p) in lines.iter().zip(Policy::ALL) {
+        assert!(
+            line.starts_with(p.name()) && line.contains(p.description()),
+            "{line}"
+        );
+        assert!(line.contains(p.place()), "{line}");
+    }
+    let out = env.cmd().args(["serve", "--help"]).assert().code(0);
+    let help = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let decisions = help.split("Decisions:").nth(1).unwrap_or_default();
+    let section = decisions.split("Limits:").next().unwrap_or_default();
+    assert!(section.contains("--policy-off <NAME>"), "{help}");
+    let out = env.cmd().args(["run", "--help"]).assert().code(0);
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("--policy-off <NAME>"));
+}

@@ -1,0 +1,188 @@
+//! Every agent-side policy of `src/policy.rs` switches: one test per policy runs the same turns
+//! with every policy on and with that one off, and shows what the rule did and that without it
+//! the run goes otherwise (`decide`: beside its rule's tests, in `agent_decide.rs`). (Serve's policies: `policy_switches_serve.rs`; the switches on the
+//! command line and in the config file: `cli_policies.rs`.)
+
+mod common;
+
+use common::agent::{DECIDE, observations, read_and_search};
+use common::constrained::{Ran, run_under};
+use serde_json::Value;
+use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
+use tagloop::llm::NoticeKind;
+use tagloop::policy::{Policies, Policy};
+
+/// Every policy on, then all but `policy`.
+fn both(policy: Policy) -> [Policies; 2] {
+    [Policies::all(), Policies::all().without(policy)]
+}
+
+/// A scripted run of `task` over [`tools`] under `policies`: its outcome and the observations
+/// it sent.
+async fn scripted(task: &str, turns: &[&str], policies: Policies) -> (Outcome, Vec<String>) {
+    let agent = Agent::builder(common::script::model(turns))
+        .tools(read_and_search())
+        .config(AgentConfig {
+            max_steps: 8,
+            policies,
+            ..AgentConfig::default()
+        })
+        .build()
+        .expect("agent builds");
+    let o = agent.run(task).await;
+    let seen = observations(&o.messages);
+    (o, seen)
+}
+
+const TWO_FILES: &str = "Compare ledger/week2.txt and ledger/week4.txt: which sold more?";
+const READ_2: &str = "<action>read(path=\"ledger/week2.txt\")</action>";
+
+#[tokio::test]
+async fn named_files_notice() {
+    let [on, off] = both(Policy::NamedFilesNotice);
+    let turns = [
+        READ_2,
+        "<action>read(path=\"ledger/week4.txt\")</action>",
+        "<final_answer>same</final_answer>",
+    ];
+    let notice = "The question also names ledger/week4.txt, which no call has used yet";
+    let (_, seen) = scripted(TWO_FILES, &turns, on).await;
+    assert!(seen[0].contains(notice), "{}", seen[0]);
+    let (_, seen) = scripted(TWO_FILES, &turns, off).await;
+    assert!(!seen[0].contains(notice), "{}", seen[0]);
+    // The closing line takes the notice's place.
+    assert!(seen[0].contains(DECIDE), "{}", seen[0]);
+}
+
+#[tokio::test]
+async fn named_files_refusal() {
+    let [on, off] = both(Policy::NamedFilesRefusal);
+    let turns = [
+        READ_2,
+        "<final_answer>early</final_answer>",
+        "<action>read(path=\"ledger/week4.txt\")</action>",
+        "<final_answer>late</final_answer>",
+    ];
+    let (o, _) = scripted(TWO_FILES, &turns, on).await;
+    assert_eq!(o.final_answer, Some(Value::from("late")));
+    let (o, _) = scripted(TWO_FILES, &turns, off).await;
+    assert_eq!(o.final_answer, Some(Value::from("early")));
+}
+
+#[tokio::test]
+async fn observation_header_and_closing_line() {
+    let turns = [
+        "<action>read(path=\"a.txt\")</action>",
+        "<final_answer>7</final_answer>",
+    ];
+    let header = "read(path=\"a.txt\") returned 1 line:\n";
+    let (_, seen) = scripted("What does a.txt hold?", &turns, Policies::all()).await;
+    assert!(
+        seen[0].contains(header) && seen[0].contains(DECIDE),
+        "{}",
+        seen[0]
+    );
+    let off = Policies::all().without(Policy::ObservationHeader);
+    let (_, seen) = scripted("What does a.txt hold?", &turns, off).await;
+    assert!(
+        !seen[0].contains(header) && seen[0].contains("a.txt: 7"),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[0].contains(DECIDE), "{}", seen[0]);
+    let off = Policies::all().without(Policy::ClosingLine);
+    let (_, seen) = scripted("What does a.txt hold?", &turns, off).await;
+    assert!(
+        seen[0].contains(header) && !seen[0].contains(DECIDE),
+        "{}",
+        seen[0]
+    );
+}
+
+#[tokio::test]
+async fn same_result() {
+    let [on, off] = both(Policy::SameResult);
+    let search = "<action>search(pattern=\"port\")</action>";
+    let turns = [search, search, "<final_answer>none</final_answer>"];
+    let said = "You made exactly this call in your last step";
+    let (_, seen) = scripted("Which port?", &turns, on).await;
+    assert!(seen[1].contains(said), "{}", seen[1]);
+    let (_, seen) = scripted("Which port?", &turns, off).await;
+    assert!(!seen[1].contains(said), "{}", seen[1]);
+}
+
+/// A constrained run under every policy, then under all but `policy`.
+async fn constrained(policy: Policy, task: &str, turns: Vec<String>) -> [Ran; 2] {
+    let [on, off] = both(policy);
+    [
+        run_under(task, turns.clone(), on).await,
+        run_under(task, turns, off).await,
+    ]
+}
+
+#[tokio::test]
+async fn echo() {
+    let echoed = format!(
+        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{DECIDE}\n[2 steps left]\n</comment>\n<comment>\n{DECIDE}\n"
+    );
+    let turns = vec!["<action>echo(text=\"hi\")</action>".into(), echoed];
+    let [on, off] = constrained(Policy::Echo, "What does the tool say?", turns).await;
+    assert_eq!(on.answer(), Some("The tool says hi."));
+    assert!(on.told(NoticeKind::RepetitionCut));
+    assert_ne!(off.answer(), Some("The tool says hi."), "{:?}", off.outcome);
+    assert!(!off.told(NoticeKind::RepetitionCut), "{:?}", off.notices);
+}
+
+#[tokio::test]
+async fn given() {
+    let call = format!(
+        "<thought>I echo it.</thought>\n<action>echo(text=\"{}\")</action>",
+        "This is a note from the user. ".repeat(6)
+    );
+    let answer = "<thought>Done.</thought>\n<final_answer>done</final_answer>";
+    let [on, off] = constrained(
+        Policy::Given,
+        "Echo a short note.",
+        vec![call, answer.into()],
+    )
+    .await;
+    assert!(on.outcome.progress.tools_used.is_empty());
+    assert!(on.told(NoticeKind::RepetitionCut));
+    assert_eq!(off.outcome.progress.tools_used, ["echo"]);
+    assert!(!off.told(NoticeKind::RepetitionCut), "{:?}", off.notices);
+}
+
+#[tokio::test]
+async fn counting() {
+    let count: Vec<String> = (1..=300).map(|n| n.to_string()).collect();
+    let call = format!(
+        "<thought>I echo it.</thought>\n<action>echo(text=\"{}\")</action>",
+        count.join(", ")
+    );
+    let answer = "<thought>I know it.</thought>\n<final_answer>31</final_answer>";
+    let [on, off] = constrained(
+        Policy::Counting,
+        "How many lamps were sold?",
+        vec![call, answer.into()],
+    )
+    .await;
+    assert!(on.outcome.progress.tools_used.is_empty());
+    assert_eq!(off.outcome.progress.tools_used, ["echo"]);
+    let (_, all) = off.sent(1);
+    assert!(all.contains(", 299, 300"), "the whole call ran");
+}
+
+#[tokio::test]
+async fn repeat() {
+    // Forty copies, 2 kB: past the ordinary guard (eight copies over 512 bytes) too.
+    let sentence = "The project codename is HERON, as the intro says. ";
+    let reply = format!(
+        "<thought>I know it.</thought>\n<final_answer>{}",
+        sentence.repeat(40)
+    );
+    let [on, off] = constrained(Policy::Repeat, "What is the codename?", vec![reply]).await;
+    assert_eq!(on.outcome.status, Status::Ok, "{:?}", on.outcome.error);
+    assert_eq!(on.answer().map(str::trim), Some(sentence.trim()));
+    let whole = off.answer().unwrap_or_default();
+    assert_eq!(whole.matches("HERON").count(), 40, "{:?}", off.outcome);
+}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::redis::Redis;
-use common::responses::{CALL, ask, post_as, proxy, send};
+use common::responses::{CALL, ask, assert_not_theirs, continuation, post_as, proxy, send};
 use common::serve::sent_text;
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
@@ -70,26 +70,11 @@ async fn two_servers_on_one_redis_share_conversations_bound_to_their_key() {
     let (status, first) = post_as(&one, &body, alice).await;
     assert_eq!(status, 200, "{first}");
     let id = first["id"].as_str().unwrap();
-    let call_id = first["output"][1]["call_id"].as_str().unwrap();
-    let next = json!({"model": "m", "tools": common::responses::tools(), "previous_response_id": id,
-        "input": [{"type": "function_call_output", "call_id": call_id, "output": "Sunny, 21 °C"}]});
+    let next = continuation(&first);
 
     // Through the other server, another key can neither continue, read nor delete it.
-    let (status, v) = post_as(&two, &next, bob).await;
-    assert_eq!(
-        (status, &v["error"]["param"]),
-        (400, &json!("previous_response_id")),
-        "{v}"
-    );
+    assert_not_theirs(&two, &next, id, bob).await;
     let path = format!("/v1/responses/{id}");
-    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let r = send(&two, method, &path, None, bob).await;
-        assert_eq!(r.status(), 404);
-        assert_eq!(
-            r.json::<Value>().await.unwrap()["error"]["code"],
-            "not_found"
-        );
-    }
     assert_eq!(fake.request_count(), 1);
 
     // The key that made it continues it through the other server, with the whole conversation.

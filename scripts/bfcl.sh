@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # BFCL through the openai SDK against an OpenAI-compatible server, or through the anthropic SDK
-# against tagloop serve's /v1/messages, or both side by side (bench/bfcl/run.py says how
-# cases are scored). Out of CI's default path: a run costs minutes of generation.
+# against tagloop serve's /v1/messages, or through the openai SDK's responses.create against its
+# /v1/responses, or several side by side (bench/bfcl/run.py says how cases are scored). Out of
+# CI's default path: a run costs minutes of generation.
 #
-#   scripts/bfcl.sh --base-url http://127.0.0.1:PORT/v1 --model NAME [--face openai|anthropic|both] \
+#   scripts/bfcl.sh --base-url http://127.0.0.1:PORT/v1 --model NAME \
+#       [--face openai|anthropic|responses|both|all] \
 #       [--category simple_python,multiple,parallel,irrelevance] [--range 0:30 | --split dev|validation]
 #       [--json FILE]
 #   --split dev is cases 0-49 of each category (tune on these); --split validation is cases 50-79,

@@ -6,6 +6,7 @@
 #   * tests/real_models.rs    the real-model lab (llama-server and two GGUF models);
 #   * tests/queue_redis.rs    a real redis-server;
 #   * tests/security_queue.rs a real redis-server (the queue's hostile-entry tests);
+#   * tests/serve_responses_redis.rs a real redis-server (serve's stored Responses in Redis);
 #   * tests/tools_mcp_node.rs Node and the official MCP filesystem server;
 #   * tests/cli_replay_html.rs a headless chromium;
 #   * the doctests            offline, but each example compiles as its own crate: the slowest
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-needs_setup=(real_models queue_redis security_queue tools_mcp_node cli_replay_html)
+needs_setup=(real_models queue_redis security_queue serve_responses_redis tools_mcp_node cli_replay_html)
 
 # Every integration test binary of the workspace's crates (the protocol crate may grow its own).
 shopt -s nullglob

@@ -4,7 +4,8 @@
 #
 # What it installs (each reused when already there):
 #   * the official MCP filesystem server (pinned in tests/mcp-node), for its integration test;
-#   * redis-server from Debian's packages, for tests/queue_redis.rs (a real Redis on loopback;
+#   * redis-server from Debian's packages, for tests/queue_redis.rs and
+#     tests/serve_responses_redis.rs (a real Redis on loopback;
 #     those tests fail, never skip, without it);
 #   * chromium from Debian's packages, for tests/cli_replay_html.rs (the HTML replay in a real
 #     headless browser; it fails, never skips, without it);

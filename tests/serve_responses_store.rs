@@ -8,7 +8,9 @@
 mod common;
 
 use common::fake_server::{FakeConfig, FakeServer};
-use common::responses::{CALL, ask, post, post_as, proxy, send, stream, tools};
+use common::responses::{
+    CALL, ask, assert_not_theirs, continuation, post, post_as, proxy, send, stream,
+};
 use common::serve::sent_text;
 use serde_json::{Value, json};
 use tagloop::secret::Secret;
@@ -27,22 +29,11 @@ async fn previous_response_id_continues_a_stored_conversation_for_its_key_only()
     let (status, first) = post_as(&base, &ask(json!({})), alice).await;
     assert_eq!(status, 200, "{first}");
     let id = first["id"].as_str().unwrap();
-    let call_id = first["output"][1]["call_id"].as_str().unwrap();
-    let next = json!({"model": "gpt-like", "tools": tools(), "previous_response_id": id,
-        "input": [{"type": "function_call_output", "call_id": call_id, "output": "Sunny, 21 °C"}]});
+    let next = continuation(&first);
 
     // Another key can neither continue, read nor delete it, and learns nothing of it.
-    let (status, v) = post_as(&base, &next, bob).await;
-    assert_eq!(
-        (status, &v["error"]["param"]),
-        (400, &json!("previous_response_id")),
-        "{v}"
-    );
+    assert_not_theirs(&base, &next, id, bob).await;
     let path = format!("/v1/responses/{id}");
-    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let r = send(&base, method, &path, None, bob).await;
-        assert_eq!(r.status(), 404);
-    }
     assert_eq!(fake.request_count(), 1);
 
     let (status, v) = post_as(&base, &next, alice).await;

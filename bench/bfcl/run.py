@@ -1,8 +1,10 @@
 """BFCL (the Berkeley Function Calling Leaderboard) through the `openai` SDK, against any
 OpenAI-compatible base URL: `tagloop serve`, or llama-server's own tool calling as a baseline;
 with `--face anthropic` through the `anthropic` SDK against `tagloop serve`'s Messages face
-(`/v1/messages`), and with `--face both` through both, case by case, to compare the two faces on
-the same model and slice.
+(`/v1/messages`), with `--face responses` through the `openai` SDK's `client.responses.create`
+against its Responses face (`/v1/responses`), with `--face both` through the chat and Messages
+faces, and with `--face all` through all three, case by case, to compare the faces on the same
+model and slice.
 
 For each case of a category, BFCL's function docs become OpenAI `tools` (BFCL's own converter
 for its OpenAI handler, imported), the case's question is sent once, and the answer is scored:
@@ -16,8 +18,8 @@ for its OpenAI handler, imported), the case's question is sent once, and the ans
 * an HTTP error (the server could not decode its own model, a timeout) is counted apart, and wrong.
 
 Printed per category (and face): accuracy, decoding failures, text answers, errors, seconds per
-case (wall time of the one request, generation included); with `--face both`, how many cases the
-two faces answered the same (same outcome, same calls). `--json FILE` writes one record per case,
+case (wall time of the one request, generation included); with `--face both` or `all`, how many
+cases the faces answered the same (same outcome, same calls), all of them and each pair. `--json FILE` writes one record per case,
 with the response's id (`tagloop serve --session-dir` names the case's transcript by it).
 
 `--split dev` runs cases 0–49 of every category, the cases a change is tuned on; `--split
@@ -28,6 +30,9 @@ differ, and `--json` writes the per-category totals instead of the cases, so tha
 
 Through the Anthropic face the same tools go as `{name, description, input_schema}`, system
 messages as `system`, and each `tool_use` block is a call (its `input` an object already).
+Through the Responses face the tools go flat (`{type: function, name, description,
+parameters}`), system messages as `instructions`, the others as `message` input items, with
+`store: false`; each `function_call` output item is a call.
 
 Run through scripts/bfcl.sh, which builds the venv this needs. Only what BFCL's data loading,
 converter and AST checker import is installed; two of its imports are stubbed (see `_stub`).
@@ -156,11 +161,35 @@ def ask_anthropic(client, args, messages, tools):
     return calls, text, message.stop_reason, message.id
 
 
+def ask_responses(client, args, messages, tools):
+    """One case through the Responses face: flat function tools, system messages as
+    `instructions`, nothing stored (returned as the OpenAI face's are)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    kwargs = dict(
+        model=args.model, temperature=0, max_output_tokens=args.max_tokens, store=False,
+        input=[{"type": "message", "role": m["role"], "content": m["content"]}
+               for m in messages if m["role"] != "system"],
+        tools=[{"type": "function", "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "parameters": t["function"]["parameters"], "strict": False} for t in tools],
+    )
+    if system:
+        kwargs["instructions"] = system
+    response = client.responses.create(**kwargs)
+    calls = [{"name": item.name, "arguments": item.arguments}
+             for item in response.output if item.type == "function_call"]
+    return calls, response.output_text or "", response.status, response.id
+
+
+ASK = {"openai": ask_openai, "anthropic": ask_anthropic, "responses": ask_responses}
+FACES = {"both": ["openai", "anthropic"], "all": ["openai", "anthropic", "responses"]}
+
+
 def run_case(face, client, bfcl, args, category, entry, truth):
     tools = bfcl.to_tools(copy.deepcopy(entry["function"]))
     declared = {t["function"]["name"] for t in tools}
     record = {"id": entry["id"], "category": category, "face": face}
-    ask = ask_anthropic if face == "anthropic" else ask_openai
+    ask = ASK[face]
     started = time.monotonic()
     try:
         calls, content, finish, response_id = ask(client, args, entry["question"][0], tools)
@@ -219,9 +248,9 @@ def summary(records):
     return rows
 
 
-def agreement(records, show_ids: bool = True) -> str:
-    """How many cases the two faces answered alike: the same outcome and the same calls (names
-    and arguments, compared as JSON values)."""
+def agreement(records, faces, show_ids: bool = True) -> str:
+    """How many cases the faces answered alike: the same outcome and the same calls (names and
+    arguments, compared as JSON values)."""
     def value(text):
         try:
             return json.loads(text or "null")
@@ -234,10 +263,14 @@ def agreement(records, show_ids: bool = True) -> str:
     by = defaultdict(dict)
     for r in records:
         by[r["id"]][r["face"]] = r
-    pairs = [f for f in by.values() if len(f) == 2]
-    same = [i for i, f in by.items() if len(f) == 2 and key(f["openai"]) == key(f["anthropic"])]
-    differ = sorted(set(by) - set(same))
-    line = f"faces agree on {len(same)}/{len(pairs)} cases"
+    whole = {i: f for i, f in by.items() if all(face in f for face in faces)}
+    same = [i for i, f in whole.items() if len({key(f[face]) for face in faces}) == 1]
+    differ = sorted(set(whole) - set(same))
+    line = f"faces ({', '.join(faces)}) agree on {len(same)}/{len(whole)} cases"
+    if len(faces) > 2:
+        for a, b in [(a, b) for n, a in enumerate(faces) for b in faces[n + 1:]]:
+            alike = sum(key(f[a]) == key(f[b]) for f in whole.values())
+            line += f"; {a} and {b} on {alike}/{len(whole)}"
     if not show_ids:
         return line
     return line + (f"; they differ on {', '.join(differ)}" if differ else "")
@@ -246,8 +279,9 @@ def agreement(records, show_ids: bool = True) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base-url", required=True, help="the OpenAI-compatible base URL (…/v1)")
-    p.add_argument("--face", choices=["openai", "anthropic", "both"], default="openai",
-                   help="the API the cases are sent through (anthropic: tagloop serve's /v1/messages)")
+    p.add_argument("--face", choices=["openai", "anthropic", "responses", "both", "all"], default="openai",
+                   help="the API the cases are sent through (anthropic: tagloop serve's /v1/messages; "
+                        "responses: its /v1/responses; both: openai and anthropic; all: the three)")
     p.add_argument("--model", required=True, help="the model name to send")
     p.add_argument("--category", action="append",
                    help=f"a BFCL category, repeatable or comma-separated (default: {','.join(CATEGORIES[:3])},irrelevance)")
@@ -269,12 +303,12 @@ def main() -> None:
 
     bfcl = _import_bfcl()
     key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
-    faces = ["openai", "anthropic"] if args.face == "both" else [args.face]
+    faces = FACES.get(args.face, [args.face])
     clients = {}
-    if "openai" in faces:
+    for face in {"openai", "responses"} & set(faces):
         from openai import OpenAI
-        clients["openai"] = OpenAI(base_url=args.base_url, api_key=key or "unused",
-                                   timeout=args.timeout, max_retries=0)
+        clients[face] = OpenAI(base_url=args.base_url, api_key=key or "unused",
+                               timeout=args.timeout, max_retries=0)
     if "anthropic" in faces:
         from anthropic import Anthropic
         root = args.base_url.rstrip("/").removesuffix("/v1")
@@ -311,8 +345,8 @@ def main() -> None:
         print(f"{row['face']:<10} {row['category']:<18} {row['cases']:>5}"
               f" {row['correct']:>4}/{row['cases']:<4} {row['decoding_failures']:>9}"
               f" {row['text_answers']:>5} {row['errors']:>6} {row['seconds_per_case']:>7}")
-    if len(faces) == 2:
-        print(agreement(records, show_ids=not totals_only))
+    if len(faces) > 1:
+        print(agreement(records, faces, show_ids=not totals_only))
 
 
 if __name__ == "__main__":

@@ -168,6 +168,18 @@ pub struct ServeArgs {
     /// [default: tagloop/serve in the user's data directory]
     #[arg(long, value_name = "DIR", help_heading = "Clients")]
     data_dir: Option<PathBuf>,
+    /// Keep the stored Responses in this Redis instead of --data-dir, shared by every serve
+    /// process given the same: redis://[:PASSWORD@]HOST[:PORT][/DB] (better in the variable, off
+    /// the command line, when it holds a password)
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TAGLOOP_SERVE_STORE",
+        hide_env_values = true,
+        value_parser = |s: &str| Ok::<_, String>(Secret::new(s)),
+        help_heading = "Clients"
+    )]
+    store: Option<Secret>,
     /// The stored Responses' total size in MiB; the oldest go first
     #[arg(
         long,
@@ -240,6 +252,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cfg.data_dir = args
         .data_dir
         .or_else(|| dirs::data_dir().map(|d| d.join("tagloop").join("serve")));
+    cfg.store_redis = args.store;
     cfg.store_max_bytes = args.store_max_mib.max(1).saturating_mul(1024 * 1024);
     cfg.store_max_age = Duration::from_secs(args.store_max_days.max(1).saturating_mul(86_400));
     // A bad upstream URL is the user's to fix, and is said before listening. The router is

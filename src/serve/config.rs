@@ -83,6 +83,11 @@ pub struct ServeConfig {
     /// process ends; `tagloop serve` passes `--data-dir`, by default a folder in the user's
     /// data directory.
     pub data_dir: Option<PathBuf>,
+    /// A Redis that keeps the stored Responses instead of [`data_dir`](Self::data_dir), for
+    /// several serve processes sharing one conversation space: `redis://[:PASSWORD@]HOST[:PORT][/DB]`
+    /// (a secret: it may hold a password). `None` (the default): the embedded store. The same
+    /// bounds hold; [`router`](crate::serve::router) fails when it cannot be reached.
+    pub store_redis: Option<Secret>,
     /// The stored Responses' total size, in bytes (default 256 MiB): the oldest go first.
     pub store_max_bytes: u64,
     /// How long a stored Response is kept (default 30 days).
@@ -123,6 +128,7 @@ impl ServeConfig {
             passthrough: true,
             upstream_stream: true,
             data_dir: None,
+            store_redis: None,
             store_max_bytes: 256 * 1024 * 1024,
             store_max_age: Duration::from_secs(30 * 24 * 3600),
             policies: Policies::all(),

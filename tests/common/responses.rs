@@ -110,3 +110,29 @@ pub fn types(v: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The request that continues `first` (a response that called `weather`) by its id, sending
+/// only the call's output.
+pub fn continuation(first: &Value) -> Value {
+    json!({"model": "gpt-like", "tools": tools(), "previous_response_id": first["id"],
+        "input": [{"type": "function_call_output", "call_id": first["output"][1]["call_id"],
+                   "output": "Sunny, 21 °C"}]})
+}
+
+/// Asserts that `key` can neither continue (`next`), read nor delete the response `id` at
+/// `base`, and learns nothing of it: the 400 and 404s an unknown id gets.
+pub async fn assert_not_theirs(base: &str, next: &Value, id: &str, key: Option<&str>) {
+    let (status, v) = post_as(base, next, key).await;
+    assert_eq!(
+        (status, &v["error"]["param"]),
+        (400, &json!("previous_response_id")),
+        "{v}"
+    );
+    let path = format!("/v1/responses/{id}");
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = send(base, method, &path, None, key).await;
+        assert_eq!(r.status(), 404);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "not_found", "{v}");
+    }
+}

@@ -59,10 +59,16 @@ fn client_key(headers: &HeaderMap) -> Vec<u8> {
     super::key::presented(headers).as_bytes().to_vec()
 }
 
-/// A failure of the store, logged with its words; the client gets a 500 without them.
+/// A failure of the store, logged with its words; the client gets a 500 without them (they
+/// name the store's address), saying whether to retry.
 fn store_failed(e: StoreError) -> ServeError {
     tracing::warn!(error = %Outside(&e), "the response store failed");
-    ServeError::Config("the response store failed".into())
+    ServeError::Config(match e {
+        StoreError::Unreachable { .. } => {
+            "the response store could not be reached or did not answer in time; retry later".into()
+        }
+        _ => "the response store failed".into(),
+    })
 }
 
 /// `POST /v1/responses`.

@@ -1,44 +1,13 @@
-//! The stored Responses: what `store: true` keeps so that a later request can continue it by
-//! `previous_response_id`, and that `GET` / `DELETE /v1/responses/{id}` read and remove.
-//!
-//! One [redb](https://www.redb.org) database (an embedded, crash-safe B-tree file): a file
-//! `responses.redb` under serve's data directory, or in memory when there is none (the
-//! library's default). Each record is one response: the items its request added, the response
-//! object as the client got it, the id of the response it continued, when it was made, and the
-//! hash of the client key that made it. A conversation is the chain of its responses, read back
-//! oldest first, so a turn stores only what it added (storage grows with the conversation, not
-//! with its square).
-//!
-//! Bounds: the records' total size (`max_bytes`) and age (`max_age`): each write drops the
-//! oldest records past either, in the same transaction; a record older than `max_age` is never
-//! read, even before it is dropped; one record holds at most a quarter of `max_bytes`; a chain
-//! is read at most [`MAX_CHAIN`] responses deep.
-//!
-//! The owner: a record keeps `sha256(salt ‖ key)` of the client's key (the salt is the store's
-//! own, random, made when the file is), never the key; a lookup under another key finds
-//! nothing, exactly as an id that does not exist. No record holds the upstream key: the response
-//! was redacted before the client got it, and the input is redacted before it is written.
+//! The embedded backend: one [redb](https://www.redb.org) database (an embedded, crash-safe
+//! B-tree file), `responses.redb` under serve's data directory, or in memory when there is
+//! none (the library's default). Records by id, an index by age for the bounds (`mod.rs`), and
+//! the salt, all in one file; several processes on one host may share it.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-/// The store `cfg` asks for: a file in its data directory, or in memory.
-pub(crate) fn open_store(
-    cfg: &crate::serve::ServeConfig,
-) -> Result<Store, crate::serve::ServeError> {
-    let limits = Limits {
-        max_bytes: cfg.store_max_bytes,
-        max_age: cfg.store_max_age,
-    };
-    Store::open(cfg.data_dir.as_deref(), limits)
-        .map_err(|e| crate::serve::ServeError::Config(e.to_string()))
-}
+use super::{Limits, Owner, Record, StoreError, new_salt, walk};
 
 /// Response id → its record (JSON).
 const RESPONSES: TableDefinition<&str, &[u8]> = TableDefinition::new("responses");
@@ -47,94 +16,23 @@ const BY_AGE: TableDefinition<(u64, &str), u64> = TableDefinition::new("by_age")
 /// The store's own values: `salt` (the owner hash's), `bytes` (the records' total size).
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-/// Deepest chain of responses read back for one `previous_response_id`.
-pub(crate) const MAX_CHAIN: usize = 1024;
-
 /// The name of the store's file under the data directory.
 pub(crate) const FILE_NAME: &str = "responses.redb";
-
-/// A failure of the store (its file, a transaction). Never a client's mistake: the client gets
-/// a 500 without these words, the log gets them.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub(crate) enum StoreError {
-    /// The database failed (opening its file, a transaction, a read or a write).
-    #[error("the response store failed: {0}")]
-    Db(String),
-    /// A stored record could not be read back (a file written by something else).
-    #[error("a stored response could not be read: {0}")]
-    Corrupt(String),
-}
 
 fn db(e: impl Into<redb::Error>) -> StoreError {
     StoreError::Db(e.into().to_string())
 }
 
-/// How much the store keeps.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    /// The records' total size, in bytes.
-    pub max_bytes: u64,
-    /// How long a record is kept.
-    pub max_age: Duration,
-}
-
-/// One stored response.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Record {
-    /// `sha256(salt ‖ key)` of the client key that made it, in hex.
-    pub owner: String,
-    /// When it was made (Unix seconds).
-    pub created: u64,
-    /// The response it continued.
-    pub previous: Option<String>,
-    /// The items its request added (after `previous`'s), as the request gave them.
-    pub input: Vec<Value>,
-    /// The response object as the client got it.
-    pub response: Value,
-}
-
-/// Who may read a record: the hash of a client's key under this store's salt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Owner(String);
-
-impl Owner {
-    /// The hash, for a [`Record::owner`].
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    fn owns(&self, record: &Record) -> bool {
-        bool::from(subtle::ConstantTimeEq::ct_eq(
-            self.0.as_bytes(),
-            record.owner.as_bytes(),
-        ))
-    }
-}
-
-/// The store; cheap to clone (one database behind an `Arc`).
-#[derive(Clone)]
-pub(crate) struct Store {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
+/// The embedded store.
+pub(super) struct RedbStore {
     db: Database,
     salt: Vec<u8>,
     limits: Limits,
 }
 
-/// Now, in Unix seconds.
-pub(crate) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-impl Store {
+impl RedbStore {
     /// The store in `dir` (created with the folder if need be), or in memory without one.
-    pub(crate) fn open(dir: Option<&Path>, limits: Limits) -> Result<Store, StoreError> {
+    pub(super) fn open(dir: Option<&Path>, limits: Limits) -> Result<RedbStore, StoreError> {
         let db = match dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| {
@@ -152,31 +50,22 @@ impl Store {
                 .map_err(db)?,
         };
         let salt = salt(&db)?;
-        Ok(Store {
-            inner: Arc::new(Inner { db, salt, limits }),
-        })
+        Ok(RedbStore { db, salt, limits })
     }
 
-    /// The owner that a client presenting `key` is (an empty key is the key-less clients').
-    pub(crate) fn owner(&self, key: &[u8]) -> Owner {
-        let mut hash = Sha256::new();
-        hash.update(&self.inner.salt);
-        hash.update(key);
-        let digest = hash.finalize();
-        Owner(digest.iter().map(|b| format!("{b:02x}")).collect())
+    pub(super) fn salt(&self) -> &[u8] {
+        &self.salt
     }
 
-    /// Keep `record` under `id`, dropping the oldest records past the store's bounds. A record
-    /// larger than a quarter of the bound is not kept (false).
-    pub(crate) fn put(&self, id: &str, record: &Record) -> Result<bool, StoreError> {
-        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Db(e.to_string()))?;
+    pub(super) fn put(&self, id: &str, record: &Record) -> Result<bool, StoreError> {
+        let bytes = record.to_bytes()?;
         let size = bytes.len() as u64;
-        let limits = self.inner.limits;
-        if size > limits.max_bytes / 4 {
+        let limits = self.limits;
+        if !limits.fits(size) {
             return Ok(false);
         }
-        let oldest_kept = now().saturating_sub(limits.max_age.as_secs());
-        let txn = self.inner.db.begin_write().map_err(db)?;
+        let oldest_kept = limits.oldest_kept();
+        let txn = self.db.begin_write().map_err(db)?;
         {
             let mut records = txn.open_table(RESPONSES).map_err(db)?;
             let mut ages = txn.open_table(BY_AGE).map_err(db)?;
@@ -215,9 +104,8 @@ impl Store {
         Ok(true)
     }
 
-    /// The record `id` if `owner` made it and it is not too old.
-    pub(crate) fn get(&self, id: &str, owner: &Owner) -> Result<Option<Record>, StoreError> {
-        let txn = self.inner.db.begin_read().map_err(db)?;
+    pub(super) fn get(&self, id: &str, owner: &Owner) -> Result<Option<Record>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
         let records = match txn.open_table(RESPONSES) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
@@ -232,47 +120,26 @@ impl Store {
         id: &str,
         owner: &Owner,
     ) -> Result<Option<Record>, StoreError> {
-        let Some(bytes) = records.get(id).map_err(db)? else {
-            return Ok(None);
-        };
-        let record: Record = serde_json::from_slice(bytes.value())
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let oldest_kept = now().saturating_sub(self.inner.limits.max_age.as_secs());
-        Ok((owner.owns(&record) && record.created >= oldest_kept).then_some(record))
+        match records.get(id).map_err(db)? {
+            Some(bytes) => Record::visible(bytes.value(), owner, &self.limits),
+            None => Ok(None),
+        }
     }
 
-    /// The conversation that ends with `id`: its responses, oldest first, all `owner`'s. `None`
-    /// when `id` or any response before it is missing, too old or another owner's, or the chain
-    /// is deeper than [`MAX_CHAIN`].
-    pub(crate) fn chain(&self, id: &str, owner: &Owner) -> Result<Option<Vec<Record>>, StoreError> {
-        let txn = self.inner.db.begin_read().map_err(db)?;
+    /// The chain, read in one transaction.
+    pub(super) fn chain(&self, id: &str, owner: &Owner) -> Result<Option<Vec<Record>>, StoreError> {
+        let txn = self.db.begin_read().map_err(db)?;
         let records = match txn.open_table(RESPONSES) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(db(e)),
         };
-        let mut chain = Vec::new();
-        let mut next = Some(id.to_string());
-        while let Some(id) = next {
-            if chain.len() >= MAX_CHAIN {
-                return Ok(None);
-            }
-            let Some(record) = self.read(&records, &id, owner)? else {
-                return Ok(None);
-            };
-            next = record.previous.clone();
-            chain.push(record);
-        }
-        chain.reverse();
-        Ok(Some(chain))
+        walk(id, |id| self.read(&records, id, owner))
     }
 
-    /// Remove the record `id` if `owner` made it; whether it did.
-    pub(crate) fn delete(&self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
-        let Some(record) = self.get(id, owner)? else {
-            return Ok(false);
-        };
-        let txn = self.inner.db.begin_write().map_err(db)?;
+    /// Remove `record`, stored under `id` (its owner checked by the caller).
+    pub(super) fn remove(&self, id: &str, record: &Record) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
         {
             let mut records = txn.open_table(RESPONSES).map_err(db)?;
             let mut ages = txn.open_table(BY_AGE).map_err(db)?;
@@ -290,8 +157,7 @@ impl Store {
             meta.insert("bytes", total.to_le_bytes().as_slice())
                 .map_err(db)?;
         }
-        txn.commit().map_err(db)?;
-        Ok(true)
+        txn.commit().map_err(db)
     }
 }
 
@@ -300,36 +166,30 @@ fn u64_of(bytes: &[u8]) -> u64 {
 }
 
 /// The store's salt: read, or made (random) and written when the store is new.
-fn salt(db: &Database) -> Result<Vec<u8>, StoreError> {
-    let txn = db.begin_write().map_err(db_err)?;
+fn salt(database: &Database) -> Result<Vec<u8>, StoreError> {
+    let txn = database.begin_write().map_err(db)?;
     let salt = {
-        let mut meta = txn.open_table(META).map_err(db_err)?;
-        let found = meta
-            .get("salt")
-            .map_err(db_err)?
-            .map(|v| v.value().to_vec());
+        let mut meta = txn.open_table(META).map_err(db)?;
+        let found = meta.get("salt").map_err(db)?.map(|v| v.value().to_vec());
         match found {
             Some(salt) => salt,
             None => {
-                let mut salt = uuid::Uuid::new_v4().as_bytes().to_vec();
-                salt.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-                meta.insert("salt", salt.as_slice()).map_err(db_err)?;
+                let salt = new_salt();
+                meta.insert("salt", salt.as_slice()).map_err(db)?;
                 salt
             }
         }
     };
-    txn.commit().map_err(db_err)?;
+    txn.commit().map_err(db)?;
     Ok(salt)
-}
-
-fn db_err(e: impl Into<redb::Error>) -> StoreError {
-    db(e)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Owner, Store, now};
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn limits() -> Limits {
         Limits {

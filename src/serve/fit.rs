@@ -119,23 +119,23 @@ fn too_long(why: &str) -> ServeError {
 fn record(event: &Event) -> Value {
     if let Event::ContextFitted {
         window,
-        tokens_before: before,
-        tokens_after: after,
-        observations_cut: cut,
-        steps_summarised: summarised,
+        tokens_before,
+        tokens_after,
+        observations_cut,
+        steps_summarised,
         max_tokens,
-        after_refusal: retry,
+        after_refusal,
         ..
     } = event
     {
         tracing::info!(
             window,
-            tokens_before = before,
-            tokens_after = after,
-            observations_cut = cut,
-            steps_summarised = summarised,
+            tokens_before,
+            tokens_after,
+            observations_cut,
+            steps_summarised,
             max_tokens,
-            after_refusal = retry,
+            after_refusal,
             "the conversation was fitted into the upstream's context window"
         );
     }

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""A recording proxy in front of a model server, for ablations: an identical request is answered
+from what the server answered before.
+
+An ablation runs the same cases with one rule switched off. Until the rule acts, serve sends the
+model server exactly the requests the default run sent (the same prompt, grammar, temperature 0),
+and every one of them costs seconds of generation on a CPU. This proxy keeps each answer under a
+hash of the request (method, path, body); a second configuration pays only for the requests
+that differ. At temperature 0 the server's answer to an identical request is its answer again
+(llama-server's prompt cache can move a logit in the last place; the write-up says when a
+figure was measured through this proxy).
+
+Only `POST` answers with status 200 are kept, whole: a streamed answer is read to its end and
+replayed in one piece with its content type (serve reads the events the same way). Anything
+else passes through. Standard library only.
+
+    python3 bench/upstream_cache.py --upstream http://127.0.0.1:18611 --listen 127.0.0.1:18650 \\
+        --dir /tmp/upstream-cache
+    tagloop serve --upstream http://127.0.0.1:18650/v1 ...
+
+Prints a line of hits and misses to stderr every 50 requests, and at exit.
+"""
+
+import argparse
+import hashlib
+import http.client
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+MAX_BODY = 64 << 20
+
+
+class Counts:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def add(self, hit):
+        with self.lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+            if (self.hits + self.misses) % 50 == 0:
+                self.report()
+
+    def report(self):
+        print(f"upstream_cache: {self.hits} hits, {self.misses} misses", file=sys.stderr, flush=True)
+
+
+def make_handler(upstream, store, counts, timeout):
+    parts = urlsplit(upstream)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def forward(self, method, body):
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
+            conn.request(method, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read(MAX_BODY + 1)
+            ctype = resp.getheader("Content-Type", "application/json")
+            conn.close()
+            return resp.status, ctype, data[:MAX_BODY]
+
+        def reply(self, status, ctype, data):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.reply(*self.forward("GET", None))
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0") or 0)
+            if length > MAX_BODY:
+                self.reply(413, "text/plain", b"too large")
+                return
+            body = self.rfile.read(length)
+            key = hashlib.sha256(b"POST " + self.path.encode() + b"\n" + body).hexdigest()
+            path = os.path.join(store, key)
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    ctype, _, data = f.read().partition(b"\n")
+                counts.add(True)
+                self.reply(200, ctype.decode(), data)
+                return
+            status, ctype, data = self.forward("POST", body)
+            counts.add(False)
+            if status == 200:
+                tmp = f"{path}.{threading.get_ident()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(ctype.encode() + b"\n" + data)
+                os.replace(tmp, path)
+            self.reply(status, ctype, data)
+
+    return Handler
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--upstream", required=True, help="the model server, http://HOST:PORT")
+    ap.add_argument("--listen", default="127.0.0.1:18650")
+    ap.add_argument("--dir", required=True, help="where answers are kept (reused across runs)")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    host, port = args.listen.rsplit(":", 1)
+    counts = Counts()
+    server = ThreadingHTTPServer((host, int(port)), make_handler(args.upstream, args.dir, counts, args.timeout))
+    print(f"upstream_cache: listening on http://{args.listen}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        counts.report()
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::cli::{Env, outcome};
+use common::cli::Env;
 use common::fake_server::{FakeConfig, FakeServer};
 
 /// A fake server on a runtime of its own, for a test that runs the binary.
@@ -73,16 +73,13 @@ fn a_run_killed_during_a_model_request_has_every_earlier_event_on_disk() {
     let (_rt2, fast) = fake_server(FakeConfig::turns([
         "<final_answer>a.txt holds forty-two</final_answer>",
     ]));
-    let o = outcome(
-        &env.cmd()
-            .args(["continue", "last", "--json", "--base-url", &fast.base_url])
-            .args(["--model", "fake-model", "--workspace"])
-            .arg(env.path("ws"))
-            .assert()
-            .code(0)
-            .get_output()
-            .stdout,
-    );
+    let o = env.continue_ok(&[
+        "last",
+        "--base-url",
+        &fast.base_url,
+        "--model",
+        "fake-model",
+    ]);
     assert_eq!(o["status"], "ok");
     assert_eq!(o["final"], "a.txt holds forty-two");
     let asked = fast.requests();

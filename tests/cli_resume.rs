@@ -82,17 +82,8 @@ fn a_run_killed_with_sigkill_continues_to_the_end() {
     assert_eq!(list[0]["steps"], 1);
     let id = list[0]["id"].as_str().unwrap().to_string();
 
-    let o = outcome(
-        &env.cmd()
-            // Gates and the workspace are never restored from a session: the user restates them.
-            .args(["continue", &id, "--json", "--allow-write", "--allow-shell"])
-            .arg("--workspace")
-            .arg(env.path("ws"))
-            .assert()
-            .code(0)
-            .get_output()
-            .stdout,
-    );
+    // Gates and the workspace are never restored from a session: the user restates them.
+    let o = env.continue_ok(&[&id, "--allow-write", "--allow-shell"]);
     assert_eq!(o["status"], "ok");
     assert_eq!(o["final"], "finished");
     assert_eq!(o["steps"], 3, "no step lost or repeated");

@@ -58,6 +58,23 @@ impl Env {
         super::script::file(&self.path(name), turns)
     }
 
+    /// `tagloop continue EXTRA… --json --workspace ws/` in the folder, which must succeed: its
+    /// JSON outcome.
+    pub fn continue_ok(&self, extra: &[&str]) -> Value {
+        outcome(
+            &self
+                .cmd()
+                .arg("continue")
+                .args(extra)
+                .args(["--json", "--workspace"])
+                .arg(self.path("ws"))
+                .assert()
+                .code(0)
+                .get_output()
+                .stdout,
+        )
+    }
+
     /// `tagloop run --model MODEL --workspace ws/ EXTRA…` in the folder.
     pub fn run_model(&self, model: &str, extra: &[&str]) -> Command {
         let mut c = self.cmd();

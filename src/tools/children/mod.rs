@@ -21,7 +21,10 @@
 //!    `PR_SET_PDEATHSIG(SIGKILL)`, so even a `SIGKILL`ed tagloop takes its direct children along
 //!    (their own descendants then survive: the kernel offers nothing better without cgroups).
 //!    Orphans that exit are reaped ([`reap_orphans`]); tagloop never calls `waitpid(-1)`, so the
-//!    exit statuses of the children tokio waits for are never stolen.
+//!    exit statuses of the children tokio waits for are never stolen. Both walks of `/proc` are
+//!    skipped when tagloop has no child at all (`waitid(P_ALL, WNOHANG | WNOWAIT)` says
+//!    `ECHILD` and reaps nothing): a run or batch that starts no command reads no other
+//!    process's `/proc/PID/stat`.
 //!
 //! [`harden_process`] also sets `PR_SET_DUMPABLE` to 0: `/proc/<tagloop>/environ`, `mem`, `maps`
 //! and `fd/` become owned by root and unreadable for same-user processes that are not root,

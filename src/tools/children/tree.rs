@@ -135,6 +135,36 @@ pub fn forget(pid: u32) {
     lock().get().own.remove(&pid);
 }
 
+/// Whether this process has no child at all, running or exited (Linux; elsewhere: unknown, so
+/// `false`). Every descendant tagloop could have to kill or reap is either a child of its own or
+/// the descendant of one (orphans are re-parented to tagloop, the subreaper), so with no child
+/// the `/proc` walk below has nothing to find. That walk opens `/proc/PID/stat` of every process
+/// on the machine (a hundred or more), and it ran at every exit and after every command; now it
+/// runs only when there is a child. `waitid` with `WNOWAIT` reaps nothing: the exit statuses
+/// tokio waits for are left where they are.
+fn no_children() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to fill in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`; WNOHANG makes it return at once and WNOWAIT
+        // leaves any exited child waitable.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// A snapshot of the process table: pid → (parent pid, state letter).
 fn process_table() -> HashMap<u32, (u32, char)> {
     let mut table = HashMap::new();
@@ -246,6 +276,9 @@ fn sweep_orphans(job: Option<&str>) {
     if !cfg!(target_os = "linux") || !is_hardened() {
         return;
     }
+    if no_children() {
+        return;
+    }
     let me = std::process::id();
     let mut reg = lock();
     let table = process_table();
@@ -289,7 +322,7 @@ pub fn reap_orphans() {
 /// Kill every descendant tagloop still has (at exit, on a fatal signal). Safe to call more than
 /// once.
 pub fn kill_all_descendants() {
-    if !cfg!(target_os = "linux") {
+    if !cfg!(target_os = "linux") || no_children() {
         return;
     }
     let me = std::process::id();
@@ -340,5 +373,23 @@ mod tests {
         .collect();
         let t = tree(&table, &[10]);
         assert_eq!(t, [10, 11, 12].into_iter().collect());
+    }
+
+    /// A child of ours, running or exited and not yet waited for, is seen (so the `/proc` walk
+    /// runs), and looking reaps nothing. (The "no child" case is not asserted here: other tests
+    /// of this binary may have children at the same moment. BENCHMARKS.md's strace counts show
+    /// it: no `/proc/PID/stat` opened by a batch that starts no command.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_child_running_or_exited_is_seen() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        assert!(!no_children(), "a running child");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(!no_children(), "an exited child not yet waited for");
+        // WNOWAIT left its exit status to its owner.
+        assert!(child.wait().unwrap().success());
     }
 }

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The model's own odds of calling against answering, read where serve's turn decides (issue 43
+item 4: "the call's own likelihood against the answer branch's").
+
+serve's default turn has no thought: its grammar (`root ::= action | final`) begins the turn at
+the decision, `<action>` or `<final_answer>`. The model's raw log-probabilities at the token after
+`<` (llama-server's `logprobs`/`top_logprobs` are taken before the grammar) say how much it
+prefers the call: score = ln P("action") − ln P("final"). A tool that fits should score high,
+a question no offered tool answers low. No rule reads words.
+
+Input: the turn requests serve sent for each case (bench/bfcl/capture_upstream.py behind
+`tagloop serve --grammar on --no-stream`), one file per category; the first turn request of each
+question is asked again with `max_tokens: 2` and the log-probabilities.
+
+    ~/.cache/tagloop-bfcl/bin/python bench/bfcl/branch_calibrate.py --base-url http://127.0.0.1:PORT/v1 \\
+        --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
+        --none irrelevance.jsonl,live_irrelevance.jsonl --out scores.jsonl
+
+Prints, for the scores, the separation (AUC: the chance a case that should call scores above
+one that should not) and, for thresholds, how many of each side a decline below it would keep.
+Standard library only.
+"""
+
+import argparse
+import json
+import math
+import urllib.request
+
+FLOOR = -30.0
+
+
+def first_turns(path):
+    """The first turn request of each question, in order."""
+    seen, out = set(), []
+    for line in open(path):
+        body = json.loads(line)["body"]
+        if not str(body.get("grammar", "")).startswith("root ::= action | final"):
+            continue
+        question = json.dumps(body["messages"][-1])
+        if question in seen:
+            continue
+        seen.add(question)
+        out.append(body)
+    return out
+
+
+def score(base_url, body, timeout):
+    body = dict(body, max_tokens=2, logprobs=True, top_logprobs=20, stream=False)
+    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        answer = json.load(r)
+    tokens = answer["choices"][0]["logprobs"]["content"]
+    # The decision is the token after "<" (the grammar forces it first).
+    for position in tokens:
+        top = {t["token"]: t["logprob"] for t in position["top_logprobs"]}
+        if "action" in top or "final" in top:
+            floor = min(top.values(), default=FLOOR)
+            return top.get("action", floor) - top.get("final", floor)
+    return None
+
+
+def auc(pos, neg):
+    pairs = [(p > n) + 0.5 * (p == n) for p in pos for n in neg]
+    return sum(pairs) / len(pairs) if pairs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base-url", required=True)
+    ap.add_argument("--call", required=True, help="comma list of captured files whose cases should call")
+    ap.add_argument("--none", required=True, help="comma list of captured files whose cases should not")
+    ap.add_argument("--out", required=True, help="one JSON line per case with its score")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    scores = {True: [], False: []}
+    with open(args.out, "w") as out:
+        for should_call, files in ((True, args.call), (False, args.none)):
+            for path in files.split(","):
+                for i, body in enumerate(first_turns(path)):
+                    s = score(args.base_url, body, args.timeout)
+                    out.write(json.dumps({"file": path, "case": i, "should_call": should_call,
+                                          "score": s}) + "\n")
+                    out.flush()
+                    if s is not None:
+                        scores[should_call].append(s)
+    pos, neg = scores[True], scores[False]
+    print(f"cases: {len(pos)} should call, {len(neg)} should not; AUC {auc(pos, neg):.3f}")
+    for t in sorted({round(x, 1) for x in pos + neg if not math.isinf(x)})[::max(1, len(pos + neg) // 25)]:
+        kept = sum(p >= t for p in pos)
+        declined = sum(n < t for n in neg)
+        print(f"decline below {t:6.1f}: calls kept {kept}/{len(pos)}, non-calls declined {declined}/{len(neg)}")
+
+
+if __name__ == "__main__":
+    main()

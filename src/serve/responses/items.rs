@@ -22,6 +22,25 @@ use crate::serve::ServeError;
 /// The argument a custom (freeform) tool's one string goes in.
 pub(crate) const CUSTOM_ARGUMENT: &str = "input";
 
+/// The one name the upstream knows the tool `name` of the namespace `namespace` by: the two
+/// joined by `__` (`mcp__docs` and `search` make `mcp__docs__search`, the shape Codex CLI gave
+/// its MCP tools before it sent namespaces), once where the namespace already ends in it.
+pub(crate) fn flat_name(namespace: &str, name: &str) -> String {
+    if namespace.ends_with("__") {
+        format!("{namespace}{name}")
+    } else {
+        format!("{namespace}__{name}")
+    }
+}
+
+/// The name a call item gives, as the upstream knows it: its `namespace`'s flat name if it has one.
+fn call_name(name: String, namespace: Option<String>) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => flat_name(&ns, &name),
+        _ => name,
+    }
+}
+
 fn bad(path: &str, message: impl std::fmt::Display) -> ServeError {
     ServeError::bad_request(format!("{path}: {message}"), path)
 }
@@ -44,11 +63,15 @@ enum Item {
         call_id: String,
         name: String,
         #[serde(default)]
+        namespace: Option<String>,
+        #[serde(default)]
         arguments: Option<Value>,
     },
     CustomToolCall {
         call_id: String,
         name: String,
+        #[serde(default)]
+        namespace: Option<String>,
         #[serde(default)]
         input: String,
     },
@@ -186,8 +209,10 @@ pub(crate) fn to_messages(
             Item::FunctionCall {
                 call_id,
                 name,
+                namespace,
                 arguments,
             } => {
+                let name = call_name(name, namespace);
                 turn.origin.get_or_insert(path);
                 let arguments = match arguments {
                     Some(Value::String(s)) => s,
@@ -200,8 +225,10 @@ pub(crate) fn to_messages(
             Item::CustomToolCall {
                 call_id,
                 name,
+                namespace,
                 input,
             } => {
+                let name = call_name(name, namespace);
                 turn.origin.get_or_insert(path);
                 let arguments = json!({ CUSTOM_ARGUMENT: input }).to_string();
                 turn.calls.push(json!({"id": call_id, "type": "function",

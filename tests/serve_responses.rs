@@ -263,11 +263,20 @@ async fn what_codex_sends_is_served_and_a_namespace_tool_is_called_by_its_own_na
         json!({"type": "function_call_output", "call_id": done["item"]["call_id"],
         "output": "3 files"}),
     );
+    // Codex's goal objective: an output that answers no call (it was a 400).
+    next.push(
+        json!({"type": "function_call_output", "name": "goal_objective",
+        "namespace": "agent", "output": "Count the files."}),
+    );
     let events = stream(&base, &codex_request(Value::Array(next))).await;
     assert_eq!(events.last().unwrap().1["type"], "response.completed");
     let sent = sent_text(&fake.requests()[0].body);
     assert!(
         sent.contains("multi_agent_v1__spawn_agent(") && sent.contains("<observation>\n3 files"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("agent__goal_objective: Count the files."),
         "{sent}"
     );
 }

@@ -1,7 +1,7 @@
 //! `tagloop serve`'s Responses face (`POST /v1/responses`) against the fake upstream: input
 //! items and instructions, function calls with their `call_id`, reasoning items, each
 //! `tool_choice`, parallel calls, `text.format`, custom tools, built-in tools left out with a
-//! warning, the streamed event sequence, a corrected turn that never reaches the client, errors
+//! warning, a namespace's tools (the request Codex CLI sends), the streamed event sequence, a corrected turn that never reaches the client, errors
 //! in the Responses shape, and the serve limits on this face. The stored conversations are
 //! `tests/serve_responses_store.rs`.
 #![cfg(feature = "serve")]
@@ -199,6 +199,86 @@ async fn a_custom_tool_call_comes_back_with_its_input_and_built_in_tools_are_lef
     assert_eq!(status, 200, "{v}");
     let sent = sent_text(&fake.requests()[0].body);
     assert!(sent.contains("<observation>\napplied"), "{sent}");
+}
+
+/// The shape Codex CLI 0.171 sends (captured): a streamed request with developer messages,
+/// function tools, its sub-agent tools in a `namespace`, a built-in `web_search`, and fields
+/// serve does not use (`include`, `prompt_cache_key`, `client_metadata`, `reasoning`).
+fn codex_request(input: Value) -> Value {
+    json!({"model": "qwen15", "stream": true, "input": input,
+        "tools": [
+            {"type": "function", "name": "exec_command", "description": "Run a command.", "strict": false,
+             "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}},
+                "required": ["cmd"], "additionalProperties": false}},
+            {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+                {"type": "function", "name": "spawn_agent", "description": "Start a sub-agent.", "strict": false,
+                 "parameters": {"type": "object", "properties": {"message": {"type": "string"}},
+                    "required": ["message"], "additionalProperties": false}}]},
+            {"type": "web_search", "external_web_access": false}],
+        "tool_choice": "auto", "parallel_tool_calls": true, "reasoning": {"summary": "auto"},
+        "store": false, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "0193",
+        "client_metadata": {"session_id": "0193", "turn_id": "0194"}})
+}
+
+#[tokio::test]
+async fn what_codex_sends_is_served_and_a_namespace_tool_is_called_by_its_own_name() {
+    let spawn = "<action>multi_agent_v1__spawn_agent(message=\"Count the files.\")</action>";
+    let fake = FakeServer::start(FakeConfig::turns([spawn])).await;
+    let base = proxy(&fake, |_| {}).await;
+    let input = json!([
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Count the files."}]}]);
+    let events = stream(&base, &codex_request(input.clone())).await;
+    let (_, done) = events
+        .iter()
+        .find(|(e, d)| e == "response.output_item.done" && d["item"]["type"] == "function_call")
+        .expect("a function call");
+    assert_eq!(done["item"]["name"], "spawn_agent", "{done}");
+    assert_eq!(done["item"]["namespace"], "multi_agent_v1", "{done}");
+    let (_, completed) = events.last().unwrap();
+    assert_eq!(completed["type"], "response.completed");
+    assert!(
+        completed["response"]["warnings"]
+            .to_string()
+            .contains("web_search"),
+        "{completed}"
+    );
+    let sent = fake.requests()[0].body.to_string();
+    assert!(
+        sent.contains("exec_command") && sent.contains("multi_agent_v1__spawn_agent"),
+        "{sent}"
+    );
+    assert!(!sent.contains("web_search"), "{sent}");
+
+    // Codex sends the call back with its namespace, and its output: a result of that tool.
+    let fake = FakeServer::start(FakeConfig::turns(["<final_answer>Three.</final_answer>"])).await;
+    let base = proxy(&fake, |_| {}).await;
+    let mut next = input.as_array().unwrap().clone();
+    next.push(
+        json!({"type": "function_call", "call_id": done["item"]["call_id"],
+        "name": "spawn_agent", "namespace": "multi_agent_v1",
+        "arguments": "{\"message\":\"Count the files.\"}"}),
+    );
+    next.push(
+        json!({"type": "function_call_output", "call_id": done["item"]["call_id"],
+        "output": "3 files"}),
+    );
+    // Codex's goal objective: an output that answers no call (it was a 400).
+    next.push(
+        json!({"type": "function_call_output", "name": "goal_objective",
+        "namespace": "agent", "output": "Count the files."}),
+    );
+    let events = stream(&base, &codex_request(Value::Array(next))).await;
+    assert_eq!(events.last().unwrap().1["type"], "response.completed");
+    let sent = sent_text(&fake.requests()[0].body);
+    assert!(
+        sent.contains("multi_agent_v1__spawn_agent(") && sent.contains("<observation>\n3 files"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("agent__goal_objective: Count the files."),
+        "{sent}"
+    );
 }
 
 #[tokio::test]

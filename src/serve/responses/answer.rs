@@ -21,7 +21,7 @@ impl Render for ResponsesRender {
     }
 
     fn whole(&self, meta: &AnswerMeta, events: &[ServeEvent]) -> Value {
-        let mut output = Output::new(self.custom.clone());
+        let mut output = Output::new(self.names.clone());
         let mut ignored = Vec::new();
         for e in events {
             output.take(e.clone(), &mut ignored);

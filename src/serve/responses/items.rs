@@ -9,7 +9,8 @@
 //! * `function_call` and `custom_tool_call`: the calls of one assistant message, as many as come
 //!   in a row (a custom tool's `input` becomes its one argument, `input`);
 //! * `function_call_output` and `custom_tool_call_output`: `tool` messages, whose `call_id`
-//!   must be an earlier call's.
+//!   must be an earlier call's; one with no `call_id` but a `name` (and `namespace`), which
+//!   answers no call (Codex CLI's goal objective), is a system message `NAME: OUTPUT`.
 //!
 //! Anything else (an image, a file, an `item_reference`, a built-in tool's call) is refused by
 //! its place: `input[3].content[0]`.
@@ -21,6 +22,25 @@ use crate::serve::ServeError;
 
 /// The argument a custom (freeform) tool's one string goes in.
 pub(crate) const CUSTOM_ARGUMENT: &str = "input";
+
+/// The one name the upstream knows the tool `name` of the namespace `namespace` by: the two
+/// joined by `__` (`mcp__docs` and `search` make `mcp__docs__search`, the shape Codex CLI gave
+/// its MCP tools before it sent namespaces), once where the namespace already ends in it.
+pub(crate) fn flat_name(namespace: &str, name: &str) -> String {
+    if namespace.ends_with("__") {
+        format!("{namespace}{name}")
+    } else {
+        format!("{namespace}__{name}")
+    }
+}
+
+/// The name a call item gives, as the upstream knows it: its `namespace`'s flat name if it has one.
+fn call_name(name: String, namespace: Option<String>) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => flat_name(&ns, &name),
+        _ => name,
+    }
+}
 
 fn bad(path: &str, message: impl std::fmt::Display) -> ServeError {
     ServeError::bad_request(format!("{path}: {message}"), path)
@@ -44,22 +64,42 @@ enum Item {
         call_id: String,
         name: String,
         #[serde(default)]
+        namespace: Option<String>,
+        #[serde(default)]
         arguments: Option<Value>,
     },
     CustomToolCall {
         call_id: String,
         name: String,
         #[serde(default)]
+        namespace: Option<String>,
+        #[serde(default)]
         input: String,
     },
     FunctionCallOutput {
-        call_id: String,
+        #[serde(default)]
+        call_id: Option<String>,
         output: Value,
+        #[serde(flatten)]
+        note: Note,
     },
     CustomToolCallOutput {
-        call_id: String,
+        #[serde(default)]
+        call_id: Option<String>,
         output: Value,
+        #[serde(flatten)]
+        note: Note,
     },
+}
+
+/// What names an output that answers no call: Codex CLI sends its goal's objective as a
+/// `function_call_output` with a `name` and a `namespace` (`agent`) and no `call_id`.
+#[derive(Deserialize)]
+struct Note {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
 }
 
 /// A content part: text of some kind, or something this face cannot read.
@@ -186,8 +226,10 @@ pub(crate) fn to_messages(
             Item::FunctionCall {
                 call_id,
                 name,
+                namespace,
                 arguments,
             } => {
+                let name = call_name(name, namespace);
                 turn.origin.get_or_insert(path);
                 let arguments = match arguments {
                     Some(Value::String(s)) => s,
@@ -200,21 +242,50 @@ pub(crate) fn to_messages(
             Item::CustomToolCall {
                 call_id,
                 name,
+                namespace,
                 input,
             } => {
+                let name = call_name(name, namespace);
                 turn.origin.get_or_insert(path);
                 let arguments = json!({ CUSTOM_ARGUMENT: input }).to_string();
                 turn.calls.push(json!({"id": call_id, "type": "function",
                     "function": {"name": name, "arguments": arguments}}));
             }
-            Item::FunctionCallOutput { call_id, output }
-            | Item::CustomToolCallOutput { call_id, output } => {
-                out.flush(&mut turn);
+            Item::FunctionCallOutput {
+                call_id,
+                output,
+                note,
+            }
+            | Item::CustomToolCallOutput {
+                call_id,
+                output,
+                note,
+            } => {
                 let text = text_of(output, &format!("{path}.output"))?;
-                out.push(
-                    json!({"role": "tool", "tool_call_id": call_id, "content": text}),
-                    path,
-                );
+                match (call_id, note.name) {
+                    (Some(call_id), _) => {
+                        out.flush(&mut turn);
+                        out.push(
+                            json!({"role": "tool", "tool_call_id": call_id, "content": text}),
+                            path,
+                        );
+                    }
+                    // An output that answers no call is what the client tells the model, as its
+                    // system messages are: among the instructions, under its name.
+                    (None, Some(name)) => {
+                        let name = call_name(name, note.namespace);
+                        out.push(
+                            json!({"role": "system", "content": format!("{name}: {text}")}),
+                            path,
+                        );
+                    }
+                    (None, None) => {
+                        return Err(bad(
+                            &format!("{path}.call_id"),
+                            "an output needs the call_id of its call, or a name",
+                        ));
+                    }
+                }
             }
         }
     }
@@ -294,5 +365,33 @@ mod tests {
         let reference = vec![json!({"type": "item_reference", "id": "x"})];
         let e = to_messages(None, reference, 0).err().unwrap();
         assert!(e.to_string().starts_with("input[0]:"), "{e}");
+    }
+
+    #[test]
+    fn an_output_of_no_call_is_a_system_message_and_a_namespaced_call_its_flat_name() {
+        // As Codex CLI sends them: a namespace's call, and its goal's objective after a call.
+        let items = vec![
+            json!({"role": "user", "content": "Read notes.txt."}),
+            json!({"type": "function_call", "call_id": "c1", "name": "search",
+                   "namespace": "mcp__docs", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "found"}),
+            json!({"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
+                   "output": "read notes.txt line 2"}),
+        ];
+        let m = to_messages(None, items, 0).unwrap();
+        assert_eq!(
+            m.messages[1]["tool_calls"][0]["function"]["name"],
+            "mcp__docs__search"
+        );
+        assert_eq!(
+            m.messages[3],
+            json!({"role": "system",
+            "content": "agent__goal_objective: read notes.txt line 2"})
+        );
+        let nameless = vec![json!({"type": "function_call_output", "output": "x"})];
+        let Err(e) = to_messages(None, nameless, 0) else {
+            panic!("an output of no call and no name was read");
+        };
+        assert!(e.to_string().contains("input[0].call_id"), "{e}");
     }
 }

@@ -110,7 +110,7 @@ async fn answer(
     let Parsed {
         ask,
         echo,
-        custom,
+        names,
         warnings,
         input,
     } = parsed;
@@ -127,7 +127,7 @@ async fn answer(
     });
     let render = Arc::new(ResponsesRender {
         echo,
-        custom,
+        names,
         warnings,
         saver,
     });

@@ -17,6 +17,7 @@
 use serde_json::{Value, json};
 
 use super::items::CUSTOM_ARGUMENT;
+use super::tools::CallNames;
 use crate::llm::Usage;
 use crate::serve::{FinishReason, ServeEvent, ToolCallOut};
 
@@ -44,7 +45,7 @@ struct Open {
 
 /// One answer's output items, built from its events.
 pub(crate) struct Output {
-    custom: Vec<String>,
+    names: CallNames,
     items: Vec<Value>,
     open: Option<Open>,
     end: Option<End>,
@@ -56,10 +57,10 @@ fn item_id(prefix: &str) -> String {
 }
 
 impl Output {
-    /// `custom`: the names of the custom (freeform) tools.
-    pub(crate) fn new(custom: Vec<String>) -> Output {
+    /// `names`: the tools whose calls are not plain function calls.
+    pub(crate) fn new(names: CallNames) -> Output {
         Output {
-            custom,
+            names,
             items: Vec::new(),
             open: None,
             end: None,
@@ -194,7 +195,7 @@ impl Output {
         let index = self.items.len();
         // A custom tool's call carries its one argument's string as `input`; a function's,
         // its arguments' JSON text as `arguments`.
-        let custom = self.custom.contains(&call.name);
+        let custom = self.names.custom.contains(&call.name);
         let (kind, prefix, field, events) = if custom {
             (
                 "custom_tool_call",
@@ -221,6 +222,11 @@ impl Output {
         let id = item_id(prefix);
         let mut item = json!({"type": kind, "id": id, "call_id": call.id, "name": call.name,
             "status": "in_progress", field: ""});
+        // A namespace's tool is called by its own name, its namespace beside it.
+        if let Some((namespace, name)) = self.names.namespace_of(&call.name) {
+            item["name"] = json!(name);
+            item["namespace"] = json!(namespace);
+        }
         out.push(
             json!({"type": "response.output_item.added", "output_index": index, "item": item}),
         );
@@ -259,24 +265,43 @@ mod tests {
 
     #[test]
     fn a_thought_then_calls_make_a_reasoning_item_and_call_items() {
-        let mut output = Output::new(vec!["patch".into()]);
+        let names = CallNames {
+            custom: vec!["patch".into()],
+            namespaced: vec![(
+                "mcp__docs__search".into(),
+                "mcp__docs".into(),
+                "search".into(),
+            )],
+        };
+        let mut output = Output::new(names);
         let mut events = Vec::new();
         output.take(ServeEvent::Reasoning("I ".into()), &mut events);
         output.take(ServeEvent::Reasoning("look.".into()), &mut events);
         output.take(call("weather", r#"{"city":"Paris"}"#), &mut events);
         output.take(call("patch", r#"{"input":"*** Begin"}"#), &mut events);
+        output.take(call("mcp__docs__search", r#"{"q":"redb"}"#), &mut events);
         let done = ServeEvent::Done {
             finish_reason: FinishReason::ToolCalls,
             usage: Usage::default(),
         };
         output.take(done, &mut events);
         let items = output.items();
-        assert_eq!(items.len(), 3);
+        assert_eq!(items.len(), 4);
         assert_eq!(items[0]["content"][0]["text"], "I look.");
         assert_eq!(items[1]["type"], "function_call");
         assert_eq!(items[1]["call_id"], "call_1");
         assert_eq!(items[2]["type"], "custom_tool_call");
         assert_eq!(items[2]["input"], "*** Begin");
+        // A namespace's tool goes back by its own name, the namespace beside it (Codex CLI's
+        // MCP tools), in the item and in its events.
+        assert_eq!(items[3]["name"], "search");
+        assert_eq!(items[3]["namespace"], "mcp__docs");
+        assert!(items[1].get("namespace").is_none());
+        let done = events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "response.function_call_arguments.done");
+        assert_eq!(done.unwrap()["name"], "search");
         let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
         assert_eq!(
             kinds[..4],

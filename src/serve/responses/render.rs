@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::request::Echo;
 use super::resource::About;
 use super::store::{Owner, Record, Store, now};
+use super::tools::CallNames;
 use crate::secret::Redactor;
 use crate::serve::response::AnswerMeta;
 
@@ -59,7 +60,7 @@ impl Saver {
 /// How this face renders one request's answer.
 pub(crate) struct ResponsesRender {
     pub echo: Echo,
-    pub custom: Vec<String>,
+    pub names: CallNames,
     pub warnings: Vec<String>,
     /// Set when the request asked for `store` (the default).
     pub saver: Option<Arc<Saver>>,

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::items::to_messages;
-use super::tools::{read_choice, read_format, read_tools};
+use super::tools::{CallNames, read_choice, read_format, read_tools};
 use crate::serve::ServeError;
 use crate::serve::request::Ask;
 
@@ -88,8 +88,8 @@ pub(crate) struct Echo {
 pub(crate) struct Parsed {
     pub ask: Ask,
     pub echo: Echo,
-    /// The custom (freeform) tools' names: their calls go out as `custom_tool_call`.
-    pub custom: Vec<String>,
+    /// The tools whose calls are not plain function calls (custom, in a namespace).
+    pub names: CallNames,
     /// What was left out of the request (built-in tools), in words.
     pub warnings: Vec<String>,
     /// This request's input items (a string input as one user message).
@@ -168,7 +168,7 @@ pub(crate) fn read(body: &Value, history: Vec<Value>) -> Result<Parsed, ServeErr
     Ok(Parsed {
         ask,
         echo,
-        custom: tools.custom,
+        names: tools.names,
         warnings: tools.warnings,
         input,
     })

@@ -116,7 +116,7 @@ pub(crate) fn sse(
 ) -> Response {
     let mut state = State {
         events,
-        output: Output::new(render.custom.clone()),
+        output: Output::new(render.names.clone()),
         meta,
         echo: render.echo.clone(),
         warnings: render.warnings.clone(),
@@ -158,7 +158,7 @@ mod tests {
     async fn events_of(events: Vec<ServeEvent>) -> Vec<(String, Value)> {
         let render = ResponsesRender {
             echo: Echo::default(),
-            custom: Vec::new(),
+            names: Default::default(),
             warnings: Vec::new(),
             saver: None,
         };

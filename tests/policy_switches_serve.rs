@@ -2,7 +2,7 @@
 //! request through `tagloop serve`'s router, in front of a fake upstream replaying the same
 //! turns, with every policy on and with that one off, and shows what the rule did and that
 //! without it the client gets something else. (The rules' own tests: `serve_decide.rs`,
-//! `serve_guess.rs`, `serve_choose.rs`, `serve_runaway.rs`, `serve_thought.rs`.)
+//! `serve_guess.rs`, `serve_choose.rs`, `serve_runaway.rs`, `serve_thought.rs`, `serve/unsaid.rs`'s unit tests.)
 
 mod common;
 
@@ -106,6 +106,34 @@ async fn guess() {
     assert_eq!(on_fake.guesses().len(), 1);
     assert_eq!(calls(&off)[0].0, "determine_body_mass_index", "{off}");
     assert!(off_fake.guesses().is_empty(), "nothing is guessed");
+}
+
+#[tokio::test]
+async fn unsaid_optional() {
+    // A kept call that fills an optional parameter the question never mentioned.
+    let area = json!([function(
+        "triangle_area",
+        json!({"base": {"type": "number"}, "height": {"type": "number"}, "unit": {"type": "string"}}),
+        json!(["base", "height"])
+    )]);
+    let fake = || FakeConfig {
+        guess: FakeGuess {
+            reply: Some("triangle_area".into()),
+            ..FakeGuess::default()
+        },
+        ..FakeConfig::turns([
+            "<thought>I use the tool.</thought>\n<action>triangle_area(base=10, height=5, unit=\"cm\")</action>",
+        ])
+    };
+    let q = "Calculate the area of a triangle given the base is 10 and height is 5.";
+    let body = question(q, area);
+    let [(on, _), (off, _)] = both(Policy::UnsaidOptional, fake, true, &body).await;
+    assert_eq!(
+        calls(&on),
+        [("triangle_area".into(), json!({"base": 10, "height": 5}))],
+        "{on}"
+    );
+    assert_eq!(calls(&off)[0].1["unit"], "cm", "{off}");
 }
 
 #[tokio::test]

@@ -113,8 +113,8 @@ pub struct ServeArgs {
         hide_short_help = true
     )]
     guess_timeout: Option<u64>,
-    /// Switch a steering rule off (grounding, guess, further, choose, runaway, no-thought,
-    /// counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
+    /// Switch a steering rule off (grounding, guess, further, choose, runaway,
+    /// unsaid-optional, no-thought, counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
     /// repeatable; adds to the config file's `[policies] off`
     #[arg(
         long,

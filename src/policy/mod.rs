@@ -11,6 +11,7 @@
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `serve/further.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `serve/choose.rs` |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
+//! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `serve/unsaid.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
 //! | `counting` | a constrained line that counts on without a word is cut | `policy/wordless.rs` |
 //! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `policy/repeat.rs` |
@@ -81,6 +82,8 @@ pub enum Policy {
     Choose,
     /// Serve's runaway string: a call is kept without a last string that ran into tags.
     Runaway,
+    /// Serve's optional arguments: one whose value nobody gave is left out of a kept call.
+    UnsaidOptional,
     /// Serve's thought mode: no thought before a call under `--thought none`.
     NoThought,
     /// The counting guard: a constrained line that counts on without a word is cut.
@@ -107,12 +110,13 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 16] = [
+    pub const ALL: [Policy; 17] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
         Policy::Choose,
         Policy::Runaway,
+        Policy::UnsaidOptional,
         Policy::NoThought,
         Policy::Counting,
         Policy::Repeat,
@@ -157,6 +161,10 @@ impl Policy {
             Policy::Runaway => (
                 "runaway",
                 "serve keeps a call whose last string ran into the protocol's tags, without that string",
+            ),
+            Policy::UnsaidOptional => (
+                "unsaid-optional",
+                "serve leaves out of a kept call an optional argument whose value the conversation never gave (the tool's default applies)",
             ),
             Policy::NoThought => (
                 "no-thought",
@@ -295,6 +303,7 @@ impl Policy {
             Policy::Further => "serve: serve/further.rs",
             Policy::Choose => "serve: serve/choose.rs",
             Policy::Runaway => "serve: policy/runaway.rs",
+            Policy::UnsaidOptional => "serve: serve/unsaid.rs",
             Policy::NoThought => "serve: serve/thought.rs",
             Policy::Counting => "serve and run: policy/wordless.rs",
             Policy::Repeat => "serve and run: policy/repeat.rs",

@@ -344,8 +344,12 @@ pub(crate) async fn answer(
             continue;
         }
         match read {
-            Ok(read) => {
+            Ok(mut read) => {
                 trace.turns.push((text, None));
+                if on(Policy::UnsaidOptional) {
+                    let left_out = super::unsaid::leave_out(ask, &mut read.decision);
+                    trace.decisions.extend(left_out);
+                }
                 emit_answer(read, reasoning, trace.usage, emit);
                 return Ok(());
             }

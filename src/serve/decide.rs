@@ -119,7 +119,7 @@ fn empty_required<'a>(
 }
 
 /// Whether a value says something the question could have given.
-fn judgeable(value: &Value) -> bool {
+pub(super) fn judgeable(value: &Value) -> bool {
     match value {
         Value::String(s) => !s.trim().is_empty(),
         Value::Number(_) => true,
@@ -130,14 +130,14 @@ fn judgeable(value: &Value) -> bool {
 }
 
 /// What the conversation said: its text lower-cased, its words, and its numbers.
-struct Said {
+pub(super) struct Said {
     text: String,
     words: Vec<String>,
     numbers: Vec<f64>,
 }
 
 impl Said {
-    fn of(ask: &Ask) -> Said {
+    pub(super) fn of(ask: &Ask) -> Said {
         let mut text = ask.instructions.to_lowercase();
         for entry in &ask.conversation {
             text.push('\n');
@@ -163,7 +163,7 @@ impl Said {
     }
 
     /// Whether the conversation gave `value` (for a list or an object: any of its values).
-    fn mentions(&self, value: &Value) -> bool {
+    pub(super) fn mentions(&self, value: &Value) -> bool {
         match value {
             Value::String(s) => self.mentions_text(s),
             Value::Number(n) => n.as_f64().is_some_and(|n| self.mentions_number(n)),

@@ -14,7 +14,7 @@ use super::request::ToolSpec;
 /// One judgement of a turn's calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Judgement {
-    /// The rule that judged: `grounding` or `guess`.
+    /// The rule that judged: `grounding`, `guess` or `unsaid-optional`.
     pub rule: &'static str,
     /// The tools the turn called (the first call's, for the grounding rule).
     pub tools: Vec<String>,
@@ -77,6 +77,28 @@ impl Judgement {
             guess,
             declined,
             why,
+            timed_out: false,
+            before_call: false,
+        }
+    }
+
+    /// Optional arguments of a kept call of `tool` that the conversation never gave, left out
+    /// (`unsaid.rs`).
+    pub(crate) fn left_out(tool: &str, args: &[String]) -> Self {
+        Judgement {
+            rule: "unsaid-optional",
+            tools: vec![tool.to_string()],
+            guess: None,
+            declined: false,
+            why: format!(
+                "left out {tool}'s optional {} ({}): no value of the conversation's",
+                if args.len() == 1 {
+                    "argument"
+                } else {
+                    "arguments"
+                },
+                args.join(", ")
+            ),
             timed_out: false,
             before_call: false,
         }

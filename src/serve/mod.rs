@@ -104,6 +104,7 @@ mod routes;
 mod thought;
 mod tool_format;
 mod transcript;
+mod unsaid;
 mod upstream;
 
 pub use config::ServeConfig;

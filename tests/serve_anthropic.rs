@@ -16,6 +16,7 @@ use common::serve::{
 };
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
+use tagloop::policy::{Policies, Policy};
 use tagloop::secret::Secret;
 use tagloop::serve::{ServeConfig, router};
 
@@ -24,6 +25,8 @@ async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> String
     let mut cfg = ServeConfig::new(fake.base_url.clone());
     cfg.model = Some("fake-model".into());
     cfg.grammar = GrammarMode::Off;
+    // As `common::serve::proxy`: the fake turns fill the optional `days` nobody asked for.
+    cfg.policies = Policies::all().without(Policy::UnsaidOptional);
     tune(&mut cfg);
     let app = router(cfg).expect("router");
     common::serve_on_loopback(app).await

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
+use tagloop::policy::{Policies, Policy};
 use tagloop::serve::{ServeConfig, router};
 
 use super::fake_server::FakeServer;
@@ -12,6 +13,10 @@ pub async fn proxy(fake: &FakeServer, tune: impl FnOnce(&mut ServeConfig)) -> St
     let mut cfg = ServeConfig::new(fake.base_url.clone());
     cfg.model = Some("fake-model".into());
     cfg.grammar = GrammarMode::Off;
+    // The fake turns fill `weather`'s optional `days`, which the shared question never gives:
+    // the unsaid-optional policy would leave it out of every such call. Its own tests switch it
+    // on (`policy_switches_serve.rs`, `serve/unsaid.rs`); a test here may too, in `tune`.
+    cfg.policies = Policies::all().without(Policy::UnsaidOptional);
     tune(&mut cfg);
     let app = router(cfg).expect("router");
     format!("{}/v1", super::serve_on_loopback(app).await)

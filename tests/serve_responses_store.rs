@@ -9,7 +9,7 @@ mod common;
 
 use common::fake_server::{FakeConfig, FakeServer};
 use common::responses::{
-    CALL, ask, assert_not_theirs, continuation, post, post_as, proxy, send, stream,
+    CALL, ask, assert_not_theirs, continuation, post, post_as, proxy, send, stream, tools,
 };
 use common::serve::sent_text;
 use serde_json::{Value, json};
@@ -175,4 +175,94 @@ async fn the_binary_keeps_stored_responses_in_its_data_dir_across_a_restart() {
     assert_eq!(r.status(), 200, "{}", serve.log());
     let r = send(&base, reqwest::Method::GET, &path, None, Some("another")).await;
     assert_eq!(r.status(), 404);
+}
+
+/// Serve's own time for a continuation of a 100-turn conversation, end to end over HTTP (a
+/// measurement, BENCHMARKS.md *The Responses face's store*; run it on its own, in release):
+/// the fake upstream answers at once, so a request's whole time is serve's (and the loopback's).
+/// A one-turn request with the same tools is the baseline; the continuation is timed with
+/// `store: false` (reading the conversation) and `store: true` (also keeping the new turn, one
+/// commit of the store's file, as a client's default does).
+#[tokio::test]
+#[ignore = "a measurement: cargo test --release --test serve_responses_store -- --ignored --nocapture"]
+async fn a_hundred_turn_continuation_costs_serve_a_few_milliseconds() {
+    use std::time::{Duration, Instant};
+    use tagloop::policy::{Policies, Policy};
+
+    // Each turn calls with other arguments (a call repeated with its result in view is
+    // refused), and the last one again for the timed requests.
+    let call = |days: usize| {
+        format!("<thought>Again.</thought>\n<action>weather(city=\"Paris\", days={days})</action>")
+    };
+    let fake = FakeServer::start(FakeConfig {
+        turns: (1..=100).map(call).collect(),
+        default_reply: call(101),
+        ..FakeConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = proxy(&fake, |c| {
+        c.data_dir = Some(dir.path().to_path_buf());
+        // Every turn is a call: no rule may turn one into an answer.
+        let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+        c.policies = Policies::off(&names).unwrap();
+    })
+    .await;
+    let (status, mut last) = post(&base, &ask(json!({}))).await;
+    assert_eq!(status, 200, "{last}");
+    // The same conversation as items, for a client that sends it whole instead.
+    let mut items = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+    for _ in 1..100 {
+        let next = continuation(&last);
+        items.extend(last["output"].as_array().unwrap().iter().cloned());
+        items.extend(next["input"].as_array().unwrap().iter().cloned());
+        let (status, v) = post(&base, &next).await;
+        assert_eq!(status, 200, "{v}");
+        last = v;
+    }
+    let next = continuation(&last);
+    items.extend(last["output"].as_array().unwrap().iter().cloned());
+    items.extend(next["input"].as_array().unwrap().iter().cloned());
+    let whole = json!({"model": "gpt-like", "tools": tools(), "input": items, "store": false});
+    // One client for every timed request: making one loads the system's certificates, which
+    // would cost more than serve does.
+    let client = reqwest::Client::new();
+    let url = format!("{base}/v1/responses");
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20);
+    let time = |body: Value| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let mut took = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let started = Instant::now();
+                let r = client.post(&url).json(&body).send().await.unwrap();
+                let status = r.status();
+                let v: Value = r.json().await.unwrap();
+                took.push(started.elapsed());
+                assert_eq!(status, 200, "{v}");
+            }
+            took.sort();
+            took[runs / 2]
+        }
+    };
+    let mut read_only = continuation(&last);
+    read_only["store"] = json!(false);
+    let mut one_turn = ask(json!({}));
+    one_turn["store"] = json!(false);
+    let baseline: Duration = time(one_turn).await;
+    let sent_whole = time(whole).await;
+    let reading = time(read_only).await;
+    let keeping = time(continuation(&last)).await;
+    println!(
+        "median of {runs}: one turn {baseline:?}; the 100 turns sent whole {sent_whole:?}; \
+         continued by previous_response_id {reading:?} (store: false), {keeping:?} (store: true)"
+    );
+    let sent = sent_text(&fake.requests().last().unwrap().body);
+    assert!(
+        sent.matches("<observation>").count() >= 100,
+        "the whole conversation went upstream"
+    );
 }

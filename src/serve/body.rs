@@ -164,7 +164,11 @@ pub(crate) struct StreamOptions {
 }
 
 /// Read `body` as a [`Body`]; a field of the wrong type is a 400 naming it.
-pub(crate) fn read_body(body: &Value) -> Result<Body, ServeError> {
+pub(crate) fn read_body<'de, D>(body: D) -> Result<Body, ServeError>
+where
+    D: serde::Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
     serde_path_to_error::deserialize(body).map_err(|e| {
         let param = e.path().to_string();
         let message = e.into_inner().to_string();

@@ -155,7 +155,16 @@ impl Ask {
     /// Check a request body and read it: its fields' types first ([`read_body`], which names
     /// a field of the wrong type), then what types cannot say.
     pub(crate) fn read(body: &Value) -> Result<Ask, ServeError> {
-        let b = read_body(body)?;
+        Self::from_body(read_body(body)?)
+    }
+
+    /// [`Ask::read`] of a body the caller gives up: its strings are moved, not copied (the
+    /// Responses face's continuation, whose conversation can be long).
+    pub(crate) fn read_owned(body: Value) -> Result<Ask, ServeError> {
+        Self::from_body(read_body(body)?)
+    }
+
+    fn from_body(b: body::Body) -> Result<Ask, ServeError> {
         if b.n.is_some_and(|n| n != 1) {
             return Err(bad("only n = 1 is supported", "n"));
         }

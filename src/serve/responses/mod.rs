@@ -161,9 +161,7 @@ fn read(
             let mut items = Vec::new();
             for record in chain {
                 items.extend(record.input);
-                if let Some(Value::Array(output)) = record.response.get("output") {
-                    items.extend(output.iter().cloned());
-                }
+                items.extend(record.response.output);
             }
             items
         }

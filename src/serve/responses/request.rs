@@ -138,10 +138,9 @@ pub(crate) fn read(body: &Value, history: Vec<Value>) -> Result<Parsed, ServeErr
     items.extend(input.iter().cloned());
     let conversation = to_messages(b.instructions.as_deref(), items, first)?;
     let parallel = b.parallel_tool_calls.unwrap_or(true);
-    let chat = json!({
+    // Built by moving the conversation in (`json!` would serialize a copy of it).
+    let mut chat = json!({
         "model": b.model,
-        "messages": conversation.messages,
-        "tools": tools.chat,
         "tool_choice": choice,
         "parallel_tool_calls": parallel,
         "response_format": format,
@@ -149,7 +148,9 @@ pub(crate) fn read(body: &Value, history: Vec<Value>) -> Result<Parsed, ServeErr
         "temperature": b.temperature,
         "max_completion_tokens": b.max_output_tokens,
     });
-    let ask = Ask::read(&chat).map_err(|e| rename(e, &conversation.origin, &tools.index))?;
+    chat["messages"] = Value::Array(conversation.messages);
+    chat["tools"] = Value::Array(tools.chat);
+    let ask = Ask::read_owned(chat).map_err(|e| rename(e, &conversation.origin, &tools.index))?;
     let echo = Echo {
         instructions: b.instructions,
         tools: tools.echo,

@@ -106,9 +106,11 @@ impl Limits {
     }
 }
 
-/// One stored response.
+/// One stored response. `R` is how much of the response object is read back: all of it
+/// ([`Value`], for `GET`), or only its output ([`Outputs`], for a continuation, which then
+/// skips the echoed tools and instructions without building them).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Record {
+pub(crate) struct Record<R = Value> {
     /// `sha256(salt ‖ key)` of the client key that made it, in hex.
     pub owner: String,
     /// When it was made (Unix seconds).
@@ -118,7 +120,15 @@ pub(crate) struct Record {
     /// The items its request added (after `previous`'s), as the request gave them.
     pub input: Vec<Value>,
     /// The response object as the client got it.
-    pub response: Value,
+    pub response: R,
+}
+
+/// The part of a stored response object a continuation reads: its output items.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Outputs {
+    /// The response's `output`.
+    #[serde(default)]
+    pub output: Vec<Value>,
 }
 
 impl Record {
@@ -126,12 +136,15 @@ impl Record {
     fn to_bytes(&self) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(self).map_err(|e| StoreError::Db(e.to_string()))
     }
+}
 
+impl<R: serde::de::DeserializeOwned> Record<R> {
     /// A stored record, if `owner` made it and it is not older than `limits` keep.
-    fn visible(bytes: &[u8], owner: &Owner, limits: &Limits) -> Result<Option<Record>, StoreError> {
-        let record: Record =
+    fn visible(bytes: &[u8], owner: &Owner, limits: &Limits) -> Result<Option<Self>, StoreError> {
+        let record: Self =
             serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok((owner.owns(&record) && record.created >= limits.oldest_kept()).then_some(record))
+        let mine = owner.owns(&record.owner);
+        Ok((mine && record.created >= limits.oldest_kept()).then_some(record))
     }
 }
 
@@ -154,10 +167,10 @@ impl Owner {
         &self.0
     }
 
-    fn owns(&self, record: &Record) -> bool {
+    fn owns(&self, owner: &str) -> bool {
         bool::from(subtle::ConstantTimeEq::ct_eq(
             self.0.as_bytes(),
-            record.owner.as_bytes(),
+            owner.as_bytes(),
         ))
     }
 }
@@ -172,10 +185,10 @@ fn new_salt() -> Vec<u8> {
 /// The conversation that ends with `id`, oldest first, each response read by `read` (which
 /// answers `None` for a response missing, too old or another owner's). `None` when any is, or
 /// the chain is deeper than [`MAX_CHAIN`].
-fn walk(
+fn walk<R>(
     id: &str,
-    mut read: impl FnMut(&str) -> Result<Option<Record>, StoreError>,
-) -> Result<Option<Vec<Record>>, StoreError> {
+    mut read: impl FnMut(&str) -> Result<Option<Record<R>>, StoreError>,
+) -> Result<Option<Vec<Record<R>>>, StoreError> {
     let mut chain = Vec::new();
     let mut next = Some(id.to_string());
     while let Some(id) = next {
@@ -242,7 +255,12 @@ impl Store {
     /// The conversation that ends with `id`: its responses, oldest first, all `owner`'s. `None`
     /// when `id` or any response before it is missing, too old or another owner's, or the chain
     /// is deeper than [`MAX_CHAIN`].
-    pub(crate) fn chain(&self, id: &str, owner: &Owner) -> Result<Option<Vec<Record>>, StoreError> {
+    /// Each response is read as far as its output ([`Outputs`]).
+    pub(crate) fn chain(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<Option<Vec<Record<Outputs>>>, StoreError> {
         match &*self.inner {
             Backend::Redb(s) => s.chain(id, owner),
             Backend::Redis(s) => walk(id, |id| s.get(id, owner)),

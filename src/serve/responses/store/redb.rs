@@ -7,7 +7,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{Limits, Owner, Record, StoreError, new_salt, walk};
+use super::{Limits, Outputs, Owner, Record, StoreError, new_salt, walk};
 
 /// Response id → its record (JSON).
 const RESPONSES: TableDefinition<&str, &[u8]> = TableDefinition::new("responses");
@@ -114,12 +114,12 @@ impl RedbStore {
         self.read(&records, id, owner)
     }
 
-    fn read(
+    fn read<R: serde::de::DeserializeOwned>(
         &self,
         records: &redb::ReadOnlyTable<&str, &[u8]>,
         id: &str,
         owner: &Owner,
-    ) -> Result<Option<Record>, StoreError> {
+    ) -> Result<Option<Record<R>>, StoreError> {
         match records.get(id).map_err(db)? {
             Some(bytes) => Record::visible(bytes.value(), owner, &self.limits),
             None => Ok(None),
@@ -127,7 +127,11 @@ impl RedbStore {
     }
 
     /// The chain, read in one transaction.
-    pub(super) fn chain(&self, id: &str, owner: &Owner) -> Result<Option<Vec<Record>>, StoreError> {
+    pub(super) fn chain(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<Option<Vec<Record<Outputs>>>, StoreError> {
         let txn = self.db.begin_read().map_err(db)?;
         let records = match txn.open_table(RESPONSES) {
             Ok(t) => t,

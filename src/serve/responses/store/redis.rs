@@ -169,7 +169,11 @@ impl RedisStore {
         Ok(true)
     }
 
-    pub(super) fn get(&self, id: &str, owner: &Owner) -> Result<Option<Record>, StoreError> {
+    pub(super) fn get<R: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<Option<Record<R>>, StoreError> {
         let bytes: Option<Vec<u8>> =
             self.run(|c| redis::cmd("GET").arg(record_key(id)).query(c))?;
         match bytes {

@@ -137,6 +137,33 @@ async fn unsaid_optional() {
 }
 
 #[tokio::test]
+async fn answered_call() {
+    // The model calls again what the conversation already holds the result of.
+    let weather = json!([function(
+        "weather",
+        json!({"city": {"type": "string"}}),
+        json!(["city"])
+    )]);
+    let body = json!({"model": "m", "tools": weather, "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 21 C."}]});
+    let fake = || {
+        FakeConfig::turns([
+            "<thought>Again.</thought>\n<action>weather(city=\"Paris\")</action>",
+            "<thought>I have it.</thought>\n<final_answer>Sunny, 21 C.</final_answer>",
+        ])
+    };
+    let [(on, on_fake), (off, off_fake)] = both(Policy::AnsweredCall, fake, false, &body).await;
+    assert!(calls(&on).is_empty(), "{on}");
+    assert_eq!(on["choices"][0]["message"]["content"], "Sunny, 21 C.");
+    assert_eq!(on_fake.request_count(), 2, "the answer was asked for");
+    assert_eq!(calls(&off), [("weather".into(), json!({"city": "Paris"}))]);
+    assert_eq!(off_fake.request_count(), 1);
+}
+
+#[tokio::test]
 async fn further() {
     // Asked for one factorial, the turn goes on to others nobody asked for.
     let turn = "<thought>Factorial.</thought>\n<action>math_factorial(number=5)</action>\n<action>math_factorial(number=4)</action>\n<action>math_factorial(number=3)</action>\n";

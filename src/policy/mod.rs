@@ -12,6 +12,7 @@
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `serve/choose.rs` |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `serve/unsaid.rs` |
+//! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
 //! | `counting` | a constrained line that counts on without a word is cut | `policy/wordless.rs` |
 //! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `policy/repeat.rs` |
@@ -84,6 +85,8 @@ pub enum Policy {
     Runaway,
     /// Serve's optional arguments: one whose value nobody gave is left out of a kept call.
     UnsaidOptional,
+    /// Serve's answered calls: a turn that only repeats calls already answered is refused.
+    AnsweredCall,
     /// Serve's thought mode: no thought before a call under `--thought none`.
     NoThought,
     /// The counting guard: a constrained line that counts on without a word is cut.
@@ -110,13 +113,14 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 17] = [
+    pub const ALL: [Policy; 18] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
         Policy::Choose,
         Policy::Runaway,
         Policy::UnsaidOptional,
+        Policy::AnsweredCall,
         Policy::NoThought,
         Policy::Counting,
         Policy::Repeat,
@@ -165,6 +169,10 @@ impl Policy {
             Policy::UnsaidOptional => (
                 "unsaid-optional",
                 "serve leaves out of a kept call an optional argument whose value the conversation never gave (the tool's default applies)",
+            ),
+            Policy::AnsweredCall => (
+                "answered-call",
+                "serve refuses a turn whose every call repeats a call whose result the conversation already holds, and asks for the answer",
             ),
             Policy::NoThought => (
                 "no-thought",
@@ -304,6 +312,7 @@ impl Policy {
             Policy::Choose => "serve: serve/choose.rs",
             Policy::Runaway => "serve: policy/runaway.rs",
             Policy::UnsaidOptional => "serve: serve/unsaid.rs",
+            Policy::AnsweredCall => "serve: serve/read.rs",
             Policy::NoThought => "serve: serve/thought.rs",
             Policy::Counting => "serve and run: policy/wordless.rs",
             Policy::Repeat => "serve and run: policy/repeat.rs",

@@ -155,7 +155,9 @@ pub(crate) fn read(
                 }
                 rest = &rest[next.history_end.min(rest.len())..];
             }
-            if ask.choice == Choice::Auto {
+            // The `answered-call` policy: calls already made since the question, their
+            // results in the conversation, are not the client's to run again.
+            if ask.choice == Choice::Auto && policies.on(Policy::AnsweredCall) {
                 let answered = answered_calls(ask);
                 let first = calls[0].0.clone();
                 calls.retain(|(name, args)| {

@@ -88,11 +88,7 @@ fn judged_arguments<'a>(
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(move |name| {
-            let schema = &properties[*name];
-            let chosen = schema.get("enum").is_some() || schema.get("const").is_some();
-            !chosen && args.get(*name).is_some_and(judgeable)
-        })
+        .filter(move |name| !listed(&properties[*name]) && args.get(*name).is_some_and(judgeable))
 }
 
 /// The required, free (no `enum`/`const`) string arguments of `tool` that `args` leaves empty.
@@ -107,15 +103,19 @@ fn empty_required<'a>(
         .flatten()
         .filter_map(Value::as_str)
         .filter(|name| {
-            let schema = &properties[*name];
-            let chosen = schema.get("enum").is_some() || schema.get("const").is_some();
-            !chosen
+            !listed(&properties[*name])
                 && args
                     .get(*name)
                     .and_then(Value::as_str)
                     .is_some_and(|v| v.trim().is_empty())
         })
         .collect()
+}
+
+/// Whether a property's schema lists its values (`enum`, `const`): the tool, not the
+/// conversation, gave a value chosen from them.
+pub(super) fn listed(schema: &Value) -> bool {
+    schema.get("enum").is_some() || schema.get("const").is_some()
 }
 
 /// Whether a value says something the question could have given.

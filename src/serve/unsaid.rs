@@ -20,7 +20,7 @@
 
 use serde_json::{Map, Value};
 
-use super::decide::{Said, judgeable};
+use super::decide::{Said, judgeable, listed};
 use super::judgement::Judgement;
 use super::read::Decision;
 use super::request::Ask;
@@ -67,8 +67,7 @@ fn optional_free(parameters: &Value, arg: &str) -> bool {
     let required = parameters["required"]
         .as_array()
         .is_some_and(|r| r.iter().any(|n| n.as_str() == Some(arg)));
-    let schema = &parameters["properties"][arg];
-    !required && schema.get("enum").is_none() && schema.get("const").is_none()
+    !required && !listed(&parameters["properties"][arg])
 }
 
 #[cfg(test)]

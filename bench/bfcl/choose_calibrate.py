@@ -1,9 +1,9 @@
-"""How well the question's words pick the tool (serve's re-ask, src/serve/choose.rs), on BFCL's data.
+"""How well the question's words pick the tool (serve's re-ask, src/policy/choose.rs), on BFCL's data.
 
 No model is asked: for every case with two tools or more, each tool's score is the number of the
 last user message's content words that its own words (name, description, parameters' names and
 descriptions; guess_calibrate.py's `content` and `tool_words`, the same stemmer and stop words as
-src/agent/guess.rs) hold. Printed per category: cases where the right tool (the first ground-truth
+src/policy/words.rs) hold. Printed per category: cases where the right tool (the first ground-truth
 call's) leads alone, ties for the lead, or is beaten; and, for the text-answer rule, in how many
 cases a tool leads alone and its name says a word of the question (for the irrelevance
 categories every such case is one where a text answer would be asked again for a call).

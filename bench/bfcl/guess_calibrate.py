@@ -1,4 +1,4 @@
-"""Calibrate serve's guess at a question's function (issue 32; `src/serve/guess.rs`): for BFCL
+"""Calibrate serve's guess at a question's function (issue 32; `src/policy/guess.rs`): for BFCL
 cases, ask an OpenAI-compatible server (llama-server) the request serve asks — the question
 alone, "Which single Python function would you call…", temperature 0, 16 tokens, a grammar of
 one snake_case name — and print per case the guess, the tool it is judged against (the right

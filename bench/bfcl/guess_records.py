@@ -1,4 +1,4 @@
-"""Serve's guess judged on what was recorded (issue 32; `src/serve/guess.rs`): every judgement of
+"""Serve's guess judged on what was recorded (issue 32; `src/policy/guess.rs`): every judgement of
 the guess that `tagloop serve --session-dir` transcripts hold, with the BFCL case it was made on
 and whether the call it judged was right, then the same records judged again model-free by
 variants of the rule.
@@ -23,7 +23,7 @@ irrelevance categories (no call is right there).
     ~/.cache/tagloop-bfcl/bin/python bench/bfcl/guess_records.py [--tagloop BIN] [DIR ...]
 
 Without DIR, every directory under /work and /tmp holding `chatcmpl-*.json` is read (never
-written). The stemmer and stop words are guess_calibrate.py's (the same as src/agent/guess.rs).
+written). The stemmer and stop words are guess_calibrate.py's (the same as src/policy/words.rs).
 """
 
 import argparse
@@ -53,7 +53,7 @@ def words_in_order(text):
 
 
 def loops(guess):
-    """src/agent/guess.rs's `Reading::Repeats`: a content word said three times or more."""
+    """src/policy/words.rs's `Reading::Repeats`: a content word said three times or more."""
     counts = collections.Counter(words_in_order(guess))
     return bool(counts) and max(counts.values()) >= 3
 

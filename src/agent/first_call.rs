@@ -44,9 +44,10 @@ use crate::shown::Outside;
 use crate::tools::{Tool, list_paths};
 
 use super::events::Event;
-use super::guess::{Reading, content_words, name_of, reading, request, tool_words};
+use super::guess::request;
 use super::run::Run;
 use crate::policy::path_words;
+use crate::policy::{Reading, content_words, name_of, reading, tool_words};
 
 /// Words that name the workspace or a part of it.
 const WORKSPACE_WORDS: &[&str] = &[

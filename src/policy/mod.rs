@@ -6,12 +6,12 @@
 //!
 //! | name | what it decides | where |
 //! |---|---|---|
-//! | `grounding` | serve declines a first call none of whose values the conversation gave | `serve/decide.rs`, `serve/grounded.rs` |
-//! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `serve/guess.rs`, `serve/ahead.rs` |
-//! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `serve/further.rs` |
-//! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `serve/choose.rs` |
+//! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/grounded.rs` |
+//! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `policy/guess.rs` (asked by `serve/ahead.rs`) |
+//! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs` |
+//! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
-//! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `serve/unsaid.rs` |
+//! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
 //! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
 //! | `counting` | a constrained line that counts on without a word is cut | `policy/wordless.rs` |
@@ -25,25 +25,40 @@
 //! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `policy/observed.rs` |
 //! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `agent/loopguard/` |
 //!
-//! **The room.** The rules that need nothing of serve's or the agent's own types live here, below
-//! `llm` as `scan` is (no file here imports `llm`, `agent`, `serve` or `cli`; the model client
-//! reads its request into the guard's plain [`Watch`]): the degeneration guard and its parts
-//! (`repeat.rs`, `wordless.rs`, `given.rs`, `own_words.rs`), what a run has been told
-//! (`said.rs`), the words of a question that name a path (`path_words.rs`) and its named files
-//! (`named.rs`), a tool result's header and closing line (`observed.rs`), the runaway string
-//! (`runaway.rs`) and the close of a thought cut short (`thought_cut.rs`, the repair of §1.7).
-//! The others read their room's own types and live there: serve's judge a client's `Ask`, its
-//! `Entry`s and a turn's `Decision` (`serve/decide.rs`, `grounded.rs`, `guess.rs`, `ahead.rs`,
-//! `further.rs`, `choose.rs`, `judgement.rs`; `thought.rs` and `answer_only.rs` build llm
-//! requests); the agent's judge a `Run` or write through its `Recorder` (`agent/first_call.rs`,
-//! `decide.rs`, `notices.rs`, `loopguard/`), and `agent/guess.rs` builds the guess's llm request
-//! beside the word reading serve's guess shares.
+//! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
+//! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
+//! [`Watch`]). Serve's rules judge a conversation as a `View` (the client's instructions, its
+//! messages, its tools, what `tool_choice` allows; `view.rs`) and a turn's `Decision`, and
+//! the judgements they keep for the transcript have one shape, `Judgement`: grounding
+//! (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`), further calls
+//! (`further.rs`), choose (`choose.rs`), unsaid-optional (`unsaid.rs`), all reading words one
+//! way (`words.rs`). The degeneration guard and its parts (`repeat.rs`, `wordless.rs`,
+//! `given.rs`, `own_words.rs`), what a run has been told (`said.rs`), the words of a question
+//! that name a path (`path_words.rs`) and its named files (`named.rs`), a tool result's header
+//! and closing line (`observed.rs`), the runaway string (`runaway.rs`) and the close of a thought
+//! cut short (`thought_cut.rs`, the repair of §1.7) are the run's and the client's alike. What
+//! sends a request or writes through the agent's own types stays with its caller: serve's guess
+//! request and its race with the turn (`serve/ahead.rs`), choose's re-ask (`serve/reask.rs`),
+//! the answered-call refusal inside the reader (`serve/read.rs`); the agent's decision step and
+//! notices (`agent/first_call.rs`, `decide.rs`, `notices.rs`, `loopguard/`).
 //!
 //! What is not here is the protocol itself (docs/protocol.md): reading a turn, binding arguments,
 //! the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules, which end a run
 //! that would otherwise never end.
 
+#[cfg(feature = "serve")]
+pub(crate) mod choose;
+#[cfg(feature = "serve")]
+pub(crate) mod further;
 mod given;
+#[cfg(feature = "serve")]
+pub(crate) mod grounded;
+#[cfg(feature = "serve")]
+pub(crate) mod grounding;
+#[cfg(feature = "serve")]
+pub(crate) mod guess;
+#[cfg(feature = "serve")]
+mod judgement;
 mod named;
 mod observed;
 mod own_words;
@@ -53,11 +68,20 @@ mod repeat;
 mod runaway;
 mod said;
 mod thought_cut;
+#[cfg(feature = "serve")]
+pub(crate) mod unsaid;
+#[cfg(feature = "serve")]
+mod view;
 mod wordless;
+mod words;
 
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "serve")]
+pub(crate) use choose::Better;
+#[cfg(feature = "serve")]
+pub(crate) use judgement::Judgement;
 pub(crate) use named::QuestionNames;
 pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
 pub use own_words::OwnWords;
@@ -67,7 +91,10 @@ pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
 pub(crate) use runaway::without_runaway_string;
 pub(crate) use said::Said;
 pub(crate) use thought_cut::thought_end;
+#[cfg(feature = "serve")]
+pub(crate) use view::{Choice, Decision, Entry, PastCall, ToolSpec, View};
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
+pub(crate) use words::{MAX_NAME, Reading, content_words, name_of, reading, tool_words};
 
 /// One steering rule (see the module docs for the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -306,12 +333,12 @@ impl Policy {
     /// `tagloop policies` (paths under `src/`).
     pub fn place(self) -> &'static str {
         match self {
-            Policy::Grounding => "serve: serve/decide.rs, serve/grounded.rs",
-            Policy::Guess => "serve: serve/guess.rs, serve/ahead.rs",
-            Policy::Further => "serve: serve/further.rs",
-            Policy::Choose => "serve: serve/choose.rs",
+            Policy::Grounding => "serve: policy/grounding.rs, policy/grounded.rs",
+            Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
+            Policy::Further => "serve: policy/further.rs",
+            Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
             Policy::Runaway => "serve: policy/runaway.rs",
-            Policy::UnsaidOptional => "serve: serve/unsaid.rs",
+            Policy::UnsaidOptional => "serve: policy/unsaid.rs",
             Policy::AnsweredCall => "serve: serve/read.rs",
             Policy::NoThought => "serve: serve/thought.rs",
             Policy::Counting => "serve and run: policy/wordless.rs",

@@ -1,4 +1,4 @@
-//! The guess asked ahead: serve's check of a first call (`guess.rs`) asked beside the turn,
+//! The guess asked ahead: serve's check of a first call (`policy/guess.rs`) asked beside the turn,
 //! not after it.
 //!
 //! The guess is one short request of the question alone. Asked after the turn, it added its
@@ -26,10 +26,12 @@ use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
-use super::guess::{self, Guessed, Verdict};
-use super::judgement::Judgement;
-use super::request::{Ask, Choice, Entry, ToolSpec};
+use super::request::Ask;
+use crate::agent::guess::request;
 use crate::llm::{Api, Model, Usage};
+use crate::policy::guess::{self, Guessed, Verdict};
+use crate::policy::{Choice, Entry, ToolSpec};
+use crate::policy::{Judgement, name_of};
 use crate::shown::Outside;
 
 /// A guess in flight.
@@ -82,7 +84,7 @@ impl<'a> Ahead<'a> {
             question,
             tools: ask.tools.iter().collect(),
             bound,
-            state: State::Pending(Box::pin(guess::ask(model, api, question))),
+            state: State::Pending(Box::pin(ask_guess(model, api, question))),
         })
     }
 
@@ -167,6 +169,35 @@ impl<'a> Ahead<'a> {
                 ..Judgement::guess(&self.tools, Some(name.clone()), true, why)
             }),
             Verdict::Keep(_) => None,
+        }
+    }
+}
+
+/// Ask `model` for its guess at `question`'s function: the outcome and the request's usage
+/// (default when it was not answered). The guess has what is left of the request's time
+/// limit, as any upstream request of the answer has: the caller's deadline ends the request
+/// (504) and not the check; a bound of its own (`--guess-timeout`) is `ahead.rs`'s.
+async fn ask_guess(model: &dyn Model, api: Api, question: &str) -> (Guessed, Usage) {
+    let request = request(question, api, model.wants_grammar());
+    let mut ignore = |_: &str| {};
+    match model.turn(&request, &mut ignore).await {
+        Ok(result) => {
+            let guessed = match name_of(&result.text) {
+                Some(name) => Guessed::Named(name),
+                None => {
+                    tracing::debug!("the guess at the question's function named none");
+                    Guessed::NoName
+                }
+            };
+            (guessed, result.usage)
+        }
+        Err(e) => {
+            if let Some(ServeError::Timeout { secs }) = ServeError::out_of_time(&e) {
+                tracing::warn!(secs, "the request's time ran out during the guess");
+                return (Guessed::OutOfTime(secs), Usage::default());
+            }
+            tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; a call is kept");
+            (Guessed::Failed(e.status()), Usage::default())
         }
     }
 }

@@ -27,14 +27,16 @@ use super::ahead::{Ahead, Raced};
 use super::answer_only::{after_decline, switch_to_answer};
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
 use super::fit::Fitting;
-use super::judgement::Judgement;
 use super::live::{Live, Sent, answer_may_stream};
-use super::read::{Decision, Read, Refusal, read};
-use super::request::{Ask, Choice};
+use super::read::{Read, Refusal, read};
+use super::request::Ask;
 use super::thought::ThoughtMode;
-use super::{choose, conversation, decide, further, grammar};
+use super::{conversation, grammar, reask};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
+use crate::policy::Choice;
+use crate::policy::Decision;
 use crate::policy::thought_end;
+use crate::policy::{Judgement, choose, further, grounded, grounding, guess, unsaid};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;
@@ -54,7 +56,7 @@ pub(crate) struct Trace {
     pub usage: Usage,
     /// The turns the upstream wrote, in order, and the correction each refused one got.
     pub turns: Vec<(String, Option<String>)>,
-    /// Each judgement of a turn's calls, kept or declined (`judgement.rs`).
+    /// Each judgement of a turn's calls, kept or declined (`policy/judgement.rs`).
     pub decisions: Vec<Judgement>,
     /// What context fitting left out of each upstream request it shortened (`fit.rs`).
     pub fitted: Vec<serde_json::Value>,
@@ -73,7 +75,7 @@ pub(crate) struct Core<'a> {
     pub redactor: &'a Redactor,
     /// The model's own tool format, when serve asks in it (`native/`, `--tool-format`).
     pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
-    /// The guess's own time limit (`guess.rs`; `None`: the request's).
+    /// The guess's own time limit (`policy/guess.rs`; `None`: the request's).
     pub guess_timeout: Option<std::time::Duration>,
     /// Whether the turns that may call begin with a thought (`--thought`, `thought.rs`).
     pub thought: ThoughtMode,
@@ -108,6 +110,8 @@ pub(crate) async fn answer(
     trace: &mut Trace,
 ) -> Result<(), ServeError> {
     let role = conversation::role(ask)?;
+    // What the decision room's rules see of the request (`crate::policy`).
+    let seen = ask.view();
     let mut history = conversation::history(ask, &role, (core.api, core.thought), core.templates)?;
     core.model.prepare().await;
     let grammar = if core.model.wants_grammar() {
@@ -124,23 +128,23 @@ pub(crate) async fn answer(
         max_tokens: Some(asked),
         seed: ask.seed,
         grammar,
-        cut_counting: on(Policy::Counting) && super::grounded::may_cut_counting(ask),
+        cut_counting: on(Policy::Counting) && grounded::may_cut_counting(&seen),
         keep_repetitions: !on(Policy::Repeat),
         ..TurnRequest::default()
     };
     if ask.parallel && conversation::allows_calls(ask) && on(Policy::Further) {
         // A turn that writes a call it already wrote ends there (read.rs drops copies anyway),
         // and so does one that goes on to a call the question did not ask for: values the
-        // conversation never gave (grounded.rs), or nothing beyond the calls before it
-        // (further.rs).
+        // conversation never gave (policy/grounded.rs), or nothing beyond the calls before it
+        // (policy/further.rs).
         request.end_at_repeated_block =
-            Some(RepeatedBlock::new("<action>", "</action>").with_later(further::check(ask)));
+            Some(RepeatedBlock::new("<action>", "</action>").with_later(further::check(&seen)));
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();
-    // A text answer the question's words may send back for a call (choose.rs) is held.
+    // A text answer the question's words may send back for a call (policy/choose.rs) is held.
     let may_stream = answer_may_stream(ask, &role)
-        && !(request.grammar.is_some() && on(Policy::Choose) && choose::reasks_answers(ask));
+        && !(request.grammar.is_some() && on(Policy::Choose) && choose::reasks_answers(&seen));
     // Under `auto` a turn that cannot give a usable call may still answer: after a turn that
     // only repeated answered calls, after a refused turn written again word for word (at
     // temperature 0 the next repair would write it a third time), and once the repair budget is
@@ -264,7 +268,7 @@ pub(crate) async fn answer(
         if let Ok(r) = &mut read
             && on(Policy::Further)
         {
-            further::drop_unnamed(ask, r);
+            further::drop_unnamed(&seen, &mut r.decision);
         }
         let mut text = text;
         // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
@@ -274,36 +278,36 @@ pub(crate) async fn answer(
             && request.grammar.is_some()
             && on(Policy::Choose)
             && let Ok(r) = &read
-            && let Some(better) = choose::better_tool(ask, &r.decision)
+            && let Some(better) = choose::better_tool(&seen, &r.decision)
         {
             // One call of a tool the question's words name less than another's: asked once
-            // more for that other tool alone (choose.rs); the new call is judged as any.
+            // more for that other tool alone (policy/choose.rs, serve/reask.rs); the new call is judged as any.
             let (model, api) = (core.model, (core.api, core.thought, core.policies));
             let (requests, usage) = (&mut trace.requests, &mut trace.usage);
-            let again = choose::reask(
+            let again = reask::reask(
                 model, api, &history, &request, ask, &role, &better, requests, usage,
             );
             match again.await {
-                choose::Reasked::Call(new_text, new_read, new_reasoning) => {
+                reask::Reasked::Call(new_text, new_read, new_reasoning) => {
                     trace.turns.push((text, Some(better.why)));
                     text = new_text;
                     read = Ok(new_read);
                     reasoning = new_reasoning;
                 }
                 // Recorded before the turn whose call stands, which is recorded last as ever.
-                choose::Reasked::Unusable(failed, why) => trace.turns.push((
+                reask::Reasked::Unusable(failed, why) => trace.turns.push((
                     failed,
                     Some(format!(
                         "(not used: {}; {why}; the next turn's call stands)",
                         better.why
                     )),
                 )),
-                choose::Reasked::Nothing => {}
+                reask::Reasked::Nothing => {}
             }
         }
         let mut declined = match &read {
             Ok(r) if may_fall_back && !answer_only && on(Policy::Grounding) => {
-                decide::decline(ask, &r.decision).inspect(|why| {
+                grounding::decline(&seen, &r.decision).inspect(|why| {
                     let judged = Judgement::ungrounded(&r.decision, why);
                     trace.decisions.push(judged);
                 })
@@ -315,10 +319,10 @@ pub(crate) async fn answer(
             && !answer_only
             && let Ok(r) = &read
             && let Some(ahead) = ahead.as_mut()
-            && let Some(called) = super::guess::judged(ask, &r.decision)
+            && let Some(called) = guess::judged(&seen, &r.decision)
         {
             // A first call the grounding keeps: is its tool about what the question asks?
-            // (guess.rs: one short request of the question alone, sent with the first turn.)
+            // (policy/guess.rs: one short request of the question alone, sent with the first turn.)
             // Kept as unfinished until it answers: the request's deadline may end it.
             trace.decisions.push(Judgement::unfinished(&called));
             let judged = ahead.judge(&called, &mut trace.usage).await?;
@@ -329,7 +333,7 @@ pub(crate) async fn answer(
             trace.decisions.push(judged);
         }
         if let Some(why) = declined {
-            // Calls the question did not ask for (decide.rs): the same prompt is asked again
+            // Calls the question did not ask for (policy/grounding.rs): the same prompt is asked again
             // for an answer only; the declined turn stays out of the history.
             tracing::debug!(reason = %Outside(&why), "the turn's calls are declined");
             trace.turns.push((text, Some(why)));
@@ -347,7 +351,7 @@ pub(crate) async fn answer(
             Ok(mut read) => {
                 trace.turns.push((text, None));
                 if on(Policy::UnsaidOptional) {
-                    let left_out = super::unsaid::leave_out(ask, &mut read.decision);
+                    let left_out = unsaid::leave_out(&seen, &mut read.decision);
                     trace.decisions.extend(left_out);
                 }
                 emit_answer(read, reasoning, trace.usage, emit);

@@ -65,7 +65,7 @@ pub struct ServeConfig {
     pub thought: ThoughtMode,
     /// A time limit of serve's guess at the question's function of its own (under
     /// `tool_choice: auto`, a first call the grounding keeps is judged by the model's own guess,
-    /// asked without the tools: `guess.rs`). `None` (the default): the guess has what is left of
+    /// asked without the tools: `policy/guess.rs`). `None` (the default): the guess has what is left of
     /// the request's [`timeout`](Self::timeout), so a slow upstream delays the check but never
     /// skips it; `Some`: a guess that takes longer keeps the call unchecked, and the transcript
     /// says it timed out.

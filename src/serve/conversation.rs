@@ -8,11 +8,12 @@
 use serde_json::{Map, Value};
 
 use super::ServeError;
-use super::request::{Ask, Entry, PastCall};
+use super::request::Ask;
 use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::history::History;
 use crate::llm::Api;
+use crate::policy::{Entry, PastCall};
 use crate::prompt::{SystemInput, Templates, ToolDoc};
 use crate::protocol::{self, render_observation};
 
@@ -66,7 +67,7 @@ pub(crate) fn role(ask: &Ask) -> Result<Role, ServeError> {
 
 /// Whether `tool_choice` leaves room for a call.
 pub(crate) fn allows_calls(ask: &Ask) -> bool {
-    !matches!(ask.choice, super::request::Choice::None) && !ask.tools.is_empty()
+    !matches!(ask.choice, crate::policy::Choice::None) && !ask.tools.is_empty()
 }
 
 /// The history the upstream continues. Under [`ThoughtMode::None`] the prompt teaches no

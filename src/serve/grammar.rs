@@ -25,9 +25,10 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::conversation::allows_calls;
-use super::request::{Ask, Choice, MAX_PARALLEL_CALLS};
+use super::request::{Ask, MAX_PARALLEL_CALLS};
 use super::thought::ThoughtMode;
 use crate::llm::{Api, TurnGrammar};
+use crate::policy::Choice;
 use crate::prompt::DECLINED_THOUGHT;
 use crate::protocol::{ThoughtShape, TurnShape, parse_gbnf, turn_grammar};
 use crate::shown::Outside;
@@ -51,7 +52,7 @@ pub(crate) fn after_decline(ask: &Ask, api: Api, thought: ThoughtMode) -> Option
 }
 
 /// The grammar of one call of `tool` alone, whatever `tool_choice` allowed: the re-ask for
-/// the tool the question's words name (choose.rs).
+/// the tool the question's words name (policy/choose.rs).
 pub(crate) fn one_call_of(
     ask: &Ask,
     api: Api,

@@ -29,8 +29,9 @@
 //! bytes of reading whatever the size of its deltas.
 
 use super::event::ServeEvent;
-use super::request::{Ask, Choice};
+use super::request::Ask;
 use crate::agent::Role;
+use crate::policy::Choice;
 use crate::protocol::{self, TurnKind};
 
 /// The fewest new bytes before the turn so far is read again.

@@ -34,14 +34,14 @@
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema),
 //!   a `TurnShape` the protocol crate writes; `thought.rs` whether its calling turns begin
 //!   with a thought (`--thought`).
-//! * `grounded.rs`: whether a further call of a turn takes its values from the conversation.
 //! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets;
 //!   `runaway.rs` reads a call whose last string argument ran into the protocol's tags
 //!   without that argument.
-//! * `decide.rs`: whether a read turn's calls are calls the question asked for (a first call
-//!   of values the conversation never gave is declined, and answered instead); `choose.rs`
-//!   re-asks a lone call of one tool for another whose words the question says clearly more;
-//!   `judgement.rs` is each such judgement as the transcript records it.
+//! * The rules that judge a read turn live in the decision room, `crate::policy`, which reads
+//!   the request as a `View` (`Ask::view`): grounding, the guess's verdict,
+//!   further calls, choose, unsaid-optional. Here are what they ask of the upstream: `ahead.rs`
+//!   sends the guess beside the turn, `reask.rs` asks a lone call again for the tool choose
+//!   names.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
@@ -69,23 +69,17 @@ mod ahead;
 mod answer;
 mod answer_only;
 mod body;
-mod choose;
 mod chunks;
 mod clients;
 mod config;
 mod conversation;
-mod decide;
 mod error;
 mod event;
 mod face;
 mod fit;
-mod further;
 mod grammar;
-mod grounded;
-mod guess;
 mod http;
 mod json_budget;
-mod judgement;
 mod key;
 mod listen;
 mod live;
@@ -95,6 +89,7 @@ mod outbox;
 mod passthrough;
 mod plain;
 mod read;
+mod reask;
 mod redact;
 mod request;
 mod request_log;
@@ -104,7 +99,6 @@ mod routes;
 mod thought;
 mod tool_format;
 mod transcript;
-mod unsaid;
 mod upstream;
 
 pub use config::ServeConfig;
@@ -129,6 +123,10 @@ pub fn router(mut config: ServeConfig) -> Result<axum::Router, ServeError> {
     }
     routes::build(config)
 }
+
+/// The decision room's unit tests read their conversations from request bodies, as serve does.
+#[cfg(test)]
+pub(crate) use request::{Ask, parse_json};
 
 /// The endpoint's parts that its integration tests drive on their own (the streamed chunks on a
 /// test's router, the pass-through in front of a fake upstream). Not part of the API: they may

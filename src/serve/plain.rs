@@ -10,8 +10,9 @@ use super::ServeError;
 use super::answer::{Trace, client_reason};
 use super::conversation::render_call;
 use super::event::{FinishReason, ServeEvent};
-use super::request::{Ask, Entry};
+use super::request::Ask;
 use crate::llm::{Finish, Message, Model, Prompt, Role, TurnRequest};
+use crate::policy::Entry;
 use crate::shown::Outside;
 
 /// The turn budget when the client sets none.

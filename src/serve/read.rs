@@ -14,28 +14,19 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
-use crate::policy::{Policies, Policy};
+use crate::policy::{Decision, Policies, Policy};
 use serde_json::{Map, Value};
 
-use super::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS, PastCall};
+use super::request::{Ask, MAX_PARALLEL_CALLS};
 use super::thought::ThoughtMode;
 use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
 use crate::policy::without_runaway_string;
+use crate::policy::{Choice, Entry, PastCall};
 use crate::protocol::{self, Call, Turn, TurnKind};
 use crate::shown::Outside;
-
-/// What the client gets from a turn that could be used.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Decision {
-    /// Tool calls: the tool's name and its validated arguments, in the order written.
-    Calls(Vec<(String, Map<String, Value>)>),
-    /// An answer: its text (for a schema, the validated JSON's text); `cut` when the token
-    /// limit ended the turn inside it.
-    Answer { text: String, cut: bool },
-}
 
 /// A turn that could be read.
 #[derive(Debug, Clone, PartialEq)]

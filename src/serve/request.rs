@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::ServeError;
 use super::body::{self, Content, Message, ResponseFormat, Role, ToolChoice, read_body};
 use super::json_budget::{CountError, MAX_OBJECTS, MAX_VALUES, count_values};
+use crate::policy::{Choice, Entry, PastCall, ToolSpec, View};
 use crate::protocol::ToolShape;
 
 /// Most tool calls one answer may hold (`parallel_tool_calls`): the grammar and the reader allow
@@ -20,54 +21,6 @@ pub const MAX_PARALLEL_CALLS: usize = 8;
 const MAX_TOOLS: usize = 128;
 /// Most messages one request may hold.
 const MAX_MESSAGES: usize = 4096;
-
-/// Which decisions the upstream may take this turn (OpenAI's `tool_choice`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Choice {
-    /// A call or an answer.
-    Auto,
-    /// Calls only.
-    Required,
-    /// A call of this tool only.
-    Named(String),
-    /// An answer only.
-    None,
-}
-
-/// A tool the client declared, with its parameters' validator.
-#[derive(Clone)]
-pub(crate) struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-    pub validator: Arc<jsonschema::Validator>,
-}
-
-/// One call of an assistant message in the history.
-#[derive(Debug, Clone)]
-pub(crate) struct PastCall {
-    pub name: String,
-    pub arguments: Map<String, Value>,
-}
-
-/// The conversation after the system messages, in order.
-#[derive(Debug, Clone)]
-pub(crate) enum Entry {
-    /// A user message.
-    Question(String),
-    /// An assistant message with text (an earlier answer).
-    Answer {
-        reasoning: Option<String>,
-        text: String,
-    },
-    /// An assistant message with tool calls.
-    Calls {
-        reasoning: Option<String>,
-        calls: Vec<PastCall>,
-    },
-    /// The results of calls (`tool` messages), each with the name of the tool that made it.
-    Results(Vec<(String, String)>),
-}
 
 /// A request with tools (or `response_format`), checked.
 pub(crate) struct Ask {
@@ -197,6 +150,16 @@ impl Ask {
     /// The tool declared under `name`.
     pub(crate) fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// What the decision room's rules see of this request (`crate::policy`).
+    pub(crate) fn view(&self) -> View<'_> {
+        View {
+            instructions: &self.instructions,
+            conversation: &self.conversation,
+            tools: &self.tools,
+            choice: self.choice.clone(),
+        }
     }
 }
 

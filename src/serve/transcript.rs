@@ -4,10 +4,10 @@
 //! `turns` holds every turn the upstream wrote for the answer, each once, with the correction a
 //! refused one got or the note of what became of it (declined, re-asked, continued); the turn
 //! whose reading was answered comes last. A re-ask for the tool the question's words name
-//! (`choose.rs`) that gave no usable call is recorded too, before the turn whose call stood.
+//! (`policy/choose.rs`) that gave no usable call is recorded too, before the turn whose call stood.
 //! `requests` counts every upstream request made (repairs, the guess and a re-ask included;
 //! `usage` in the answer sums them); `decisions` holds each judgement of a turn's calls
-//! (`judgement.rs`); `fitted`, what context fitting left out (`fit.rs`).
+//! (`policy/judgement.rs`); `fitted`, what context fitting left out (`fit.rs`).
 
 use serde_json::json;
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::markers::Markers;
 use super::{NativeFormat, tools_json};
 use crate::llm::{Finish, LazyGrammar, Prompt, TurnGrammar, TurnRequest};
+use crate::policy::{Choice, Entry};
 use crate::protocol::truncate;
 use crate::protocol::{NativeShape, TurnKind, native_grammar, parse_gbnf, read_turn_with};
 use crate::serve::ServeError;
@@ -23,7 +24,7 @@ use crate::serve::answer::{Core, Trace, answer as protocol_answer, client_reason
 use crate::serve::conversation::{self, RESULT_LIMIT};
 use crate::serve::event::ServeEvent;
 use crate::serve::read::{Read, Refusal, read};
-use crate::serve::request::{Ask, Choice, Entry, MAX_PARALLEL_CALLS};
+use crate::serve::request::{Ask, MAX_PARALLEL_CALLS};
 use crate::serve::thought::ThoughtMode;
 use crate::shown::Outside;
 

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::serve::read::Decision;
+use crate::policy::Decision;
 
 fn ask(extra: Value) -> Ask {
     let mut body = json!({

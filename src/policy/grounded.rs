@@ -10,13 +10,13 @@
 
 use serde_json::Value;
 
-use super::request::{Ask, Entry};
-use crate::{policy, protocol};
+use super::{Entry, View};
+use crate::protocol;
 
 /// What the client's messages say: its user messages and tool results, one after another.
-fn said(ask: &Ask) -> String {
+fn said(view: &View<'_>) -> String {
     let mut said = String::new();
-    for entry in &ask.conversation {
+    for entry in view.conversation {
         match entry {
             Entry::Question(q) => said.push_str(q),
             Entry::Results(results) => {
@@ -34,8 +34,8 @@ fn said(ask: &Ask) -> String {
 
 /// The check for `ask`'s turns: given an `<action>` block's body, whether its call is grounded.
 /// A body that does not parse passes (the reader refuses it with the reason).
-pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-    let said = said(ask).to_lowercase();
+pub(crate) fn check(view: &View<'_>) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    let said = said(view).to_lowercase();
     move |body: &str| match protocol::parse_action(body) {
         Ok(call) => call.args.iter().all(|a| grounded(&a.value, &said)),
         Err(_) => true,
@@ -48,10 +48,10 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str) -> bool + Send + Sync + 'static 
 /// to sum). The 0.5B Qwen asked to count the primes between 50 and 150 wrote
 /// `count_items(collection=["50", "51", "52", …` until the token budget, twice (226 s on
 /// BFCL's `parallel_multiple_6`).
-pub(crate) fn may_cut_counting(ask: &Ask) -> bool {
-    let mut given = said(ask);
-    given.push_str(&ask.instructions);
-    for entry in &ask.conversation {
+pub(crate) fn may_cut_counting(view: &View<'_>) -> bool {
+    let mut given = said(view);
+    given.push_str(view.instructions);
+    for entry in view.conversation {
         if let Entry::Calls { calls, .. } = entry {
             for call in calls {
                 given.push('\n');
@@ -59,7 +59,7 @@ pub(crate) fn may_cut_counting(ask: &Ask) -> bool {
             }
         }
     }
-    !policy::holds_wordless_run(&given, policy::WORDLESS_LINE)
+    !super::holds_wordless_run(&given, super::WORDLESS_LINE)
 }
 
 /// Whether every string and number in `value` is in `said` (lower-cased).
@@ -130,7 +130,7 @@ fn says_number(said: &str, digits: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
 
     fn ask(question: &str) -> Ask {
         let body = serde_json::json!({
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn values_the_question_gave_pass_and_others_do_not() {
-        let check = check(&ask("Factorial of 5 and of 7, in Paris."));
+        let check = check(&(ask("Factorial of 5 and of 7, in Paris.")).view());
         assert!(check("f(number=7)"));
         assert!(check("f(city=\"paris\", n=5.0)"));
         assert!(check("f(flag=true, list=[5, 7])"));
@@ -150,20 +150,21 @@ mod tests {
         assert!(!check("f(unit=\"meters\")"));
         assert!(!check("f(list=[5, 6])"));
         // A number inside another is not said: "20" does not say 0, "7.5" does not say 7.
-        let check_round = super::check(&ask("Round 7.5 to 20 places."));
+        let check_round = super::check(&(ask("Round 7.5 to 20 places.")).view());
         assert!(!check_round("f(rounding=0)"));
         assert!(!check_round("f(n=7)"));
         assert!(check_round("f(n=7.5, places=20)"));
         // Trailing zeros write the same number.
-        let check_zeros = super::check(&ask("Buy at $1.50, sell 2.0 units."));
+        let check_zeros = super::check(&(ask("Buy at $1.50, sell 2.0 units.")).view());
         assert!(check_zeros("f(price=1.5, n=2)"));
         assert!(!check_zeros("f(price=1.05)"));
         // A short text is said as a word of its own only.
-        let check_units = super::check(&ask("The circumference of a circle of radius 4 inches."));
+        let check_units =
+            super::check(&(ask("The circumference of a circle of radius 4 inches.")).view());
         assert!(check_units("f(unit=\"inches\")"));
         assert!(!check_units("f(unit=\"in\")"));
         assert!(!check_units("f(unit=\"m\")"));
-        let check_cm = super::check(&ask("Convert 4 inches to cm."));
+        let check_cm = super::check(&(ask("Convert 4 inches to cm.")).view());
         assert!(check_cm("f(unit=\"cm\")"));
         assert!(check_cm("f(unit=\"cm.\")"));
         // Not a call: left to the reader.

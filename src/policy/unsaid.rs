@@ -9,7 +9,7 @@
 //!
 //! So, once a turn's calls are kept, every call loses the **optional** arguments (not in the
 //! schema's `required`) whose value the conversation never gave, judged as the grounding rule
-//! judges a value (`decide.rs`'s `Said`: the instructions, the user's messages and the tools'
+//! judges a value (`grounding.rs`'s `Said`: the instructions, the user's messages and the tools'
 //! results, allowing for case, a word of a longer value and a number written differently).
 //! Left alone: booleans and nulls (nothing to find in the words), values of a property whose
 //! schema lists its choices (`enum`, `const`: the tool gave those), and required arguments (the
@@ -20,21 +20,21 @@
 
 use serde_json::{Map, Value};
 
-use super::decide::{Said, judgeable, listed};
-use super::judgement::Judgement;
-use super::read::Decision;
-use super::request::Ask;
+use super::Decision;
+use super::Judgement;
+use super::View;
+use super::grounding::{Said, judgeable, listed};
 
 /// Leaves out of `decision`'s calls the optional arguments whose values `ask`'s conversation
 /// never gave; the judgement of each call that lost one.
-pub(crate) fn leave_out(ask: &Ask, decision: &mut Decision) -> Vec<Judgement> {
+pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgement> {
     let Decision::Calls(calls) = decision else {
         return Vec::new();
     };
-    let said = Said::of(ask);
+    let said = Said::of(view);
     let mut judged = Vec::new();
     for (name, args) in calls.iter_mut() {
-        let Some(tool) = ask.tool(name) else {
+        let Some(tool) = view.tool(name) else {
             continue;
         };
         let unsaid: Vec<String> = args
@@ -73,7 +73,7 @@ fn optional_free(parameters: &Value, arg: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
     use serde_json::json;
 
     fn ask_with(question: &str, tool: Value) -> Ask {
@@ -122,7 +122,7 @@ mod tests {
             area_tool(),
         );
         let mut decision = one_call(json!({"base": 10, "height": 5, "unit": "cm"}));
-        let judged = leave_out(&ask, &mut decision);
+        let judged = leave_out(&ask.view(), &mut decision);
         assert_eq!(
             calls(&decision)[0].1,
             json!({"base": 10, "height": 5})
@@ -142,7 +142,7 @@ mod tests {
             area_tool(),
         );
         let mut decision = one_call(json!({"base": 10, "height": 5, "unit": "meters"}));
-        assert!(leave_out(&ask, &mut decision).is_empty());
+        assert!(leave_out(&ask.view(), &mut decision).is_empty());
         assert_eq!(calls(&decision)[0].1["unit"], "meters");
     }
 
@@ -156,7 +156,7 @@ mod tests {
         // value the schema's enum lists.
         let mut decision =
             one_call(json!({"base": 12, "height": 5, "precise": true, "shape": "right"}));
-        assert!(leave_out(&ask, &mut decision).is_empty());
+        assert!(leave_out(&ask.view(), &mut decision).is_empty());
         assert_eq!(calls(&decision)[0].1.len(), 4);
     }
 
@@ -167,6 +167,6 @@ mod tests {
             text: "Hi".into(),
             cut: false,
         };
-        assert!(leave_out(&ask, &mut decision).is_empty());
+        assert!(leave_out(&ask.view(), &mut decision).is_empty());
     }
 }

@@ -3,24 +3,24 @@
 //!
 //! Asked something no declared tool does, Qwen2.5-Coder-0.5B calls the tool that is there and
 //! fills it with the question's own numbers (`determine_body_mass_index(weight=10, height=5)`
-//! for a triangle of base 10 and height 5), which the grounding rule (`decide.rs`) cannot tell
+//! for a triangle of base 10 and height 5), which the grounding rule (`grounding.rs`) cannot tell
 //! from a right call. Yet asked, without any tool, which function it would call, the same model
 //! names one about the question (`triangle_area`). So to judge a first call, serve asks one
-//! short request of its own, sent with the turn (`ahead.rs`): the question alone, "Which single Python function
+//! short request of its own, sent with the turn (`serve/ahead.rs`): the question alone, "Which single Python function
 //! would you call to answer this question? Reply with its snake_case name only.", under a
 //! grammar of one snake_case name where the server takes one, at most `MAX_TOKENS` tokens,
 //! temperature 0 (see *Time* below). When the guessed
 //! name shares no content word with the turn's called tools (their names, descriptions, and
 //! their parameters' names and descriptions), the turn is declined and answered in text
-//! (`answer.rs`), as an ungrounded call is.
+//! (`serve/answer.rs`), as an ungrounded call is.
 //!
-//! The request, the reading of its answer and the content words are the guess core in
-//! `src/agent/guess.rs`, shared with a run's decision step (`src/agent/first_call.rs`); this
+//! The request is `src/agent/guess.rs`'s and the reading of its answer and the content words
+//! are `words.rs`'s, both shared with a run's decision step (`src/agent/first_call.rs`); this
 //! file is serve's verdict. Calibrated on BFCL cases 10–19 (experiments.md, "Serve's decision").
 //!
 //! A guess that cannot be had keeps the call: an upstream that fails the request, an answer
 //! with no name in it (logged), or a name that says one word three times or more (a loop, not
-//! a guess: `christian_christian_christian_…`, read in `src/agent/guess.rs`). So does a guess
+//! a guess: `christian_christian_christian_…`, read in `words.rs`). So does a guess
 //! that shares no content word with the question itself: it is about nothing the question says (SmolLM2-135M's guesses), so it tells nothing
 //! about the called tool. Each judgement, kept or declined, goes to the transcript
 //! (`judgement.rs`).
@@ -33,16 +33,14 @@
 //! bound of its own (`--guess-timeout SECS`, [`ServeConfig::guess_timeout`]) trades the check
 //! for time: counted from the end of the turn (the guess runs beside the turn, and on a
 //! one-slot server waits for it), past it the call goes out unchecked, and the transcript says
-//! the guess timed out (`ahead.rs`).
+//! the guess timed out (`serve/ahead.rs`).
 //!
 //! [`ServeConfig::guess_timeout`]: super::ServeConfig::guess_timeout
 
-use super::judgement::Judgement;
-use super::read::Decision;
-use super::request::{Ask, Choice, Entry, ToolSpec};
-use crate::agent::guess::{Reading, content_words, name_of, reading, request, tool_words};
-use crate::llm::{Api, Model, Usage};
-use crate::shown::Outside;
+use super::Decision;
+use super::Judgement;
+use super::words::{Reading, content_words, reading, tool_words};
+use super::{Choice, Entry, ToolSpec, View};
 
 /// The guess's verdict on the called tools: kept or declined, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,19 +54,19 @@ pub(crate) enum Verdict {
 /// The called tools a turn is judged on: under `tool_choice: auto`, a turn of calls right after
 /// a user message (after results, a call is the conversation's doing); `None` when the turn is
 /// not judged.
-pub(crate) fn judged<'a>(ask: &'a Ask, decision: &Decision) -> Option<Vec<&'a ToolSpec>> {
+pub(crate) fn judged<'a>(view: &View<'a>, decision: &Decision) -> Option<Vec<&'a ToolSpec>> {
     let Decision::Calls(calls) = decision else {
         return None;
     };
-    let Some(Entry::Question(_)) = ask.conversation.last() else {
+    let Some(Entry::Question(_)) = view.conversation.last() else {
         return None;
     };
-    if ask.choice != Choice::Auto {
+    if view.choice != Choice::Auto {
         return None;
     }
     let mut called: Vec<&ToolSpec> = Vec::new();
     for (name, _) in calls {
-        if let Some(tool) = ask.tool(name)
+        if let Some(tool) = view.tool(name)
             && !called.iter().any(|t| t.name == tool.name)
         {
             called.push(tool);
@@ -77,7 +75,7 @@ pub(crate) fn judged<'a>(ask: &'a Ask, decision: &Decision) -> Option<Vec<&'a To
     (!called.is_empty()).then_some(called)
 }
 
-/// What asking for the guess gave, before any call is judged by it (`ahead.rs` asks it
+/// What asking for the guess gave, before any call is judged by it (`serve/ahead.rs` asks it
 /// beside the turn, so the answer may come before the turn's call does).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Guessed {
@@ -93,35 +91,6 @@ pub(crate) enum Guessed {
     /// (`--timeout`, `clients.rs`, in seconds): the request is over, as any slow upstream request
     /// ends it.
     OutOfTime(u64),
-}
-
-/// Ask `model` for its guess at `question`'s function: the outcome and the request's usage
-/// (default when it was not answered). The guess has what is left of the request's time
-/// limit, as any upstream request of the answer has: the caller's deadline ends the request
-/// (504) and not the check; a bound of its own (`--guess-timeout`) is `ahead.rs`'s.
-pub(crate) async fn ask(model: &dyn Model, api: Api, question: &str) -> (Guessed, Usage) {
-    let request = request(question, api, model.wants_grammar());
-    let mut ignore = |_: &str| {};
-    match model.turn(&request, &mut ignore).await {
-        Ok(result) => {
-            let guessed = match name_of(&result.text) {
-                Some(name) => Guessed::Named(name),
-                None => {
-                    tracing::debug!("the guess at the question's function named none");
-                    Guessed::NoName
-                }
-            };
-            (guessed, result.usage)
-        }
-        Err(e) => {
-            if let Some(super::ServeError::Timeout { secs }) = super::ServeError::out_of_time(&e) {
-                tracing::warn!(secs, "the request's time ran out during the guess");
-                return (Guessed::OutOfTime(secs), Usage::default());
-            }
-            tracing::warn!(error = %Outside(&e), "the guess at the question's function failed; a call is kept");
-            (Guessed::Failed(e.status()), Usage::default())
-        }
-    }
 }
 
 /// The judgement of `called` by what asking for the guess gave: only a named guess can
@@ -143,7 +112,7 @@ pub(crate) fn judgement(guessed: &Guessed, question: &str, called: &[&ToolSpec])
                 "the guess's request failed{status}: the call is kept unchecked"
             ))
         }
-        // The request ends with it (`ahead.rs` returns its 504); kept, should anything read it.
+        // The request ends with it (`serve/ahead.rs` returns its 504); kept, should anything read it.
         Guessed::OutOfTime(_) => Judgement::unfinished(called),
         Guessed::TimedOut(seconds) => Judgement {
             timed_out: true,
@@ -200,9 +169,7 @@ pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::guess::{INSTRUCTIONS, MAX_TOKENS};
-    use crate::llm::Prompt;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
     use serde_json::Value;
 
     fn tool(name: &str, description: &str, params: Value) -> Ask {
@@ -289,43 +256,5 @@ mod tests {
         assert!(!kept("calculate_velocity", &weather));
         // A name of stop words only says nothing: kept.
         assert!(kept("get_value", &weather));
-    }
-
-    #[test]
-    fn the_name_is_read_out_of_whatever_the_model_wrapped_it_in() {
-        assert_eq!(name_of("triangle_area").as_deref(), Some("triangle_area"));
-        assert_eq!(
-            name_of("```python\ndef triangle_area(b, h):").as_deref(),
-            Some("triangle_area")
-        );
-        assert_eq!(name_of("  `gcd4050`").as_deref(), Some("gcd4050"));
-        assert_eq!(name_of(""), None);
-        assert_eq!(name_of("```\n42"), None);
-    }
-
-    #[test]
-    fn the_request_is_the_question_alone_bounded_and_constrained_where_it_can_be() {
-        let r = request("  Area of a triangle?\n", Api::Chat, true);
-        let Prompt::Chat(messages) = &r.prompt else {
-            panic!("not chat")
-        };
-        assert_eq!(messages.len(), 2);
-        assert_eq!(messages[0].content, INSTRUCTIONS);
-        assert!(
-            messages[1]
-                .content
-                .starts_with("Question: Area of a triangle?\n\n")
-        );
-        assert_eq!(r.max_tokens, Some(MAX_TOKENS));
-        assert_eq!(r.temperature, Some(0.0));
-        assert!(
-            r.grammar
-                .is_some_and(|g| g.gbnf.starts_with("root ::= [a-z]"))
-        );
-        assert!(request("q", Api::Chat, false).grammar.is_none());
-        let Prompt::Text(text) = request("q", Api::Completions, false).prompt else {
-            panic!("not text")
-        };
-        assert!(text.starts_with(INSTRUCTIONS) && text.ends_with("Function name: "));
     }
 }

@@ -18,7 +18,7 @@
 //!   the question, gave those. A call with no argument left to judge is kept, unless a required
 //!   free string is empty (`url=""`): a slot filled with nothing the question gave.
 //! * A call after the first is held to more (every value grounded) as the turn streams
-//!   (`grounded.rs`); a call already answered in the history is dropped (`read.rs`).
+//!   (`grounded.rs`); a call already answered in the history is dropped (`serve/read.rs`).
 //! * A first call this rule keeps is judged next by the model's own guess at the function the
 //!   question needs, asked without the tools (`guess.rs`): the wrong tool filled with the
 //!   question's own numbers is grounded, and only that tells it apart.
@@ -29,31 +29,31 @@
 
 use serde_json::Value;
 
-use super::read::Decision;
-use super::request::{Ask, Choice, Entry, ToolSpec};
+use super::Decision;
+use super::{Choice, Entry, ToolSpec, View};
 
 /// Whether the read turn's calls are declined, and why (for the transcript and the log):
 /// `None` keeps the decision as read.
-pub(crate) fn decline(ask: &Ask, decision: &Decision) -> Option<String> {
+pub(crate) fn decline(view: &View<'_>, decision: &Decision) -> Option<String> {
     match decision {
         Decision::Calls(calls) => calls
             .first()
-            .and_then(|(name, args)| declined_first_call(ask, name, args)),
+            .and_then(|(name, args)| declined_first_call(view, name, args)),
         Decision::Answer { .. } => None,
     }
 }
 
 /// Why a turn whose first call is `name(args)` is declined.
 fn declined_first_call(
-    ask: &Ask,
+    view: &View<'_>,
     name: &str,
     args: &serde_json::Map<String, Value>,
 ) -> Option<String> {
-    if ask.choice != Choice::Auto {
+    if view.choice != Choice::Auto {
         return None;
     }
-    let tool = ask.tool(name)?;
-    let said = Said::of(ask);
+    let tool = view.tool(name)?;
+    let said = Said::of(view);
     let judged: Vec<&str> = judged_arguments(tool, args).collect();
     if judged.is_empty() {
         // A required string left empty (`url=""`) is a value nobody gave: with nothing else
@@ -114,12 +114,12 @@ fn empty_required<'a>(
 
 /// Whether a property's schema lists its values (`enum`, `const`): the tool, not the
 /// conversation, gave a value chosen from them.
-pub(super) fn listed(schema: &Value) -> bool {
+pub(crate) fn listed(schema: &Value) -> bool {
     schema.get("enum").is_some() || schema.get("const").is_some()
 }
 
 /// Whether a value says something the question could have given.
-pub(super) fn judgeable(value: &Value) -> bool {
+pub(crate) fn judgeable(value: &Value) -> bool {
     match value {
         Value::String(s) => !s.trim().is_empty(),
         Value::Number(_) => true,
@@ -130,16 +130,16 @@ pub(super) fn judgeable(value: &Value) -> bool {
 }
 
 /// What the conversation said: its text lower-cased, its words, and its numbers.
-pub(super) struct Said {
+pub(crate) struct Said {
     text: String,
     words: Vec<String>,
     numbers: Vec<f64>,
 }
 
 impl Said {
-    pub(super) fn of(ask: &Ask) -> Said {
-        let mut text = ask.instructions.to_lowercase();
-        for entry in &ask.conversation {
+    pub(crate) fn of(view: &View<'_>) -> Said {
+        let mut text = view.instructions.to_lowercase();
+        for entry in view.conversation {
             text.push('\n');
             match entry {
                 Entry::Question(q) => text.push_str(&q.to_lowercase()),
@@ -163,7 +163,7 @@ impl Said {
     }
 
     /// Whether the conversation gave `value` (for a list or an object: any of its values).
-    pub(super) fn mentions(&self, value: &Value) -> bool {
+    pub(crate) fn mentions(&self, value: &Value) -> bool {
         match value {
             Value::String(s) => self.mentions_text(s),
             Value::Number(n) => n.as_f64().is_some_and(|n| self.mentions_number(n)),
@@ -300,7 +300,7 @@ const STOP_WORDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
 
     fn ask(question: &str, properties: Value, required: &[&str]) -> Ask {
         let body = serde_json::json!({
@@ -316,7 +316,7 @@ mod tests {
         let Value::Object(args) = args else {
             panic!("not an object")
         };
-        declined_first_call(ask, "f", &args).is_some()
+        declined_first_call(&ask.view(), "f", &args).is_some()
     }
 
     #[test]

@@ -38,18 +38,18 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::Decision;
 use super::grounded;
-use super::read::{Decision, Read};
-use super::request::{Ask, Entry, ToolSpec};
-use crate::agent::guess::content_words;
+use super::words::content_words;
+use super::{Entry, ToolSpec, View};
 use crate::protocol::{self, Call};
 
 /// The check for `ask`'s turns: given an `<action>` block's body and the bodies of the blocks
 /// the turn kept before it, whether its call is grounded and asked for. A body that does not
 /// parse passes (the reader refuses it with the reason).
-pub(crate) fn check(ask: &Ask) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
-    let grounded = grounded::check(ask);
-    let question = ask
+pub(crate) fn check(view: &View<'_>) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
+    let grounded = grounded::check(view);
+    let question = view
         .conversation
         .iter()
         .rev()
@@ -59,8 +59,8 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str, &[String]) -> bool + Send + Sync
         })
         .unwrap_or_default();
     let said = content_words(question);
-    let fresh = matches!(ask.conversation.last(), Some(Entry::Question(_)));
-    let tools: Vec<(String, HashSet<String>)> = ask
+    let fresh = matches!(view.conversation.last(), Some(Entry::Question(_)));
+    let tools: Vec<(String, HashSet<String>)> = view
         .tools
         .iter()
         .map(|t| (t.name.clone(), name_words(t)))
@@ -88,11 +88,11 @@ pub(crate) fn check(ask: &Ask) -> impl Fn(&str, &[String]) -> bool + Send + Sync
 /// 0.5B on BFCL's `parallel_multiple` opens "the GCD of 96 and 128 and the LCM of 15 and 25"
 /// with `primeFactors` of each number before `gcd` and `lcm`, and "all prime numbers between 50
 /// and 150" with `count_items` of a list it made up. Only a turn right after a user message.
-pub(crate) fn drop_unnamed(ask: &Ask, read: &mut Read) {
-    let Decision::Calls(calls) = &mut read.decision else {
+pub(crate) fn drop_unnamed(view: &View<'_>, decision: &mut Decision) {
+    let Decision::Calls(calls) = decision else {
         return;
     };
-    let Some(Entry::Question(question)) = ask.conversation.last() else {
+    let Some(Entry::Question(question)) = view.conversation.last() else {
         return;
     };
     let said = content_words(question);
@@ -188,7 +188,7 @@ fn name_words(tool: &ToolSpec) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
     use serde_json::json;
 
     fn tool(name: &str, params: &[&str]) -> Value {
@@ -206,7 +206,7 @@ mod tests {
     /// Whether each of `calls`, in turn, is kept after the ones before it (the first is never
     /// judged, as in the watch).
     fn kept(ask: &Ask, calls: &[&str]) -> Vec<bool> {
-        let check = check(ask);
+        let check = check(&ask.view());
         let mut before: Vec<String> = Vec::new();
         calls
             .iter()
@@ -337,28 +337,19 @@ mod tests {
             ],
         );
         let call = |n: &str| (n.to_string(), serde_json::Map::new());
-        let mut read = Read {
-            thought: None,
-            decision: Decision::Calls(vec![
-                call("primeFactors"),
-                call("gcd"),
-                call("primeFactors"),
-                call("lcm"),
-            ]),
-        };
-        drop_unnamed(&a, &mut read);
-        assert_eq!(
-            read.decision,
-            Decision::Calls(vec![call("gcd"), call("lcm")])
-        );
+        let mut decision = Decision::Calls(vec![
+            call("primeFactors"),
+            call("gcd"),
+            call("primeFactors"),
+            call("lcm"),
+        ]);
+        drop_unnamed(&a.view(), &mut decision);
+        assert_eq!(decision, Decision::Calls(vec![call("gcd"), call("lcm")]));
         // None named, or one tool only: left to the other rules.
-        let mut read = Read {
-            thought: None,
-            decision: Decision::Calls(vec![call("primeFactors"), call("primeFactors")]),
-        };
-        let before = read.clone();
-        drop_unnamed(&a, &mut read);
-        assert_eq!(read, before);
+        let mut decision = Decision::Calls(vec![call("primeFactors"), call("primeFactors")]);
+        let before = decision.clone();
+        drop_unnamed(&a.view(), &mut decision);
+        assert_eq!(decision, before);
     }
 
     #[test]

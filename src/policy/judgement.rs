@@ -1,5 +1,5 @@
 //! A judgement of a turn's calls, as the transcript (`--session-dir`) records it: under
-//! `tool_choice: auto`, the grounding rule (`decide.rs`) and the model's own guess (`guess.rs`)
+//! `tool_choice: auto`, the grounding rule (`grounding.rs`) and the model's own guess (`guess.rs`)
 //! judge a first call, and each judgement of the guess, kept or declined, and each decline of
 //! the grounding rule is one entry of the transcript's `decisions`, like a run's `decision`
 //! event (`src/agent/events.rs`, which has one `tool`): the tools, the guess, whether the call
@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use super::read::Decision;
-use super::request::ToolSpec;
+use super::Decision;
+use super::ToolSpec;
 
 /// One judgement of a turn's calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,7 +36,7 @@ pub(crate) struct Judgement {
 }
 
 impl Judgement {
-    /// The grounding rule declined the turn's first call (`decide.rs`), for `why`.
+    /// The grounding rule declined the turn's first call (`grounding.rs`), for `why`.
     pub(crate) fn ungrounded(decision: &Decision, why: &str) -> Self {
         let tools = match decision {
             Decision::Calls(calls) => calls.iter().take(1).map(|(n, _)| n.clone()).collect(),

@@ -6,7 +6,7 @@
 //! the question asks for. The question's own words tell them apart: of BFCL's 200 `multiple`
 //! cases, the right tool shares strictly the most content words with the question (its name,
 //! description, and its parameters' names and descriptions, as the guess's words are counted,
-//! `agent/guess.rs`) in 189, ties for the most in 11, and is beaten by another tool in none
+//! `words.rs`) in 189, ties for the most in 11, and is beaten by another tool in none
 //! (docs/experiments.md, "Serve's 0.5B on multiple").
 //!
 //! So when a turn right after the question holds one call, under `auto` or `required`, and
@@ -17,25 +17,17 @@
 //! tool's very name says a word of the question ("What is the capital of Brazil?" with
 //! `country_info_capital` among the tools, answered "Brazil has no capital."); a lone tool,
 //! BFCL's `irrelevance` kind, is never re-asked for. The re-asked call is read, bound and validated as any turn's, and judged next by
-//! the grounding and the guess (`decide.rs`, `guess.rs`) like the call it replaces; a re-ask
+//! the grounding and the guess (`grounding.rs`, `guess.rs`) like the call it replaces; a re-ask
 //! that fails or cannot be read leaves the first call as it was. Either way the re-ask is one
 //! more upstream request of the answer, counted and its usage summed as any, and the turn it
 //! wrote goes to the transcript, used or not (`answer.rs`). Without a grammar (an upstream
 //! that takes none) nothing is re-asked: nothing would hold the model to the tool.
 
-use crate::policy::Policies;
 use std::collections::HashSet;
 
-use super::grammar;
-use super::read::{Decision, Read, read};
-use super::request::{Ask, Choice, Entry, ToolSpec};
-use super::thought::ThoughtMode;
-use crate::agent::Role;
-use crate::agent::guess::{content_words, tool_words};
-use crate::agent::history::History;
-use crate::llm::{Api, Model, TurnRequest, Usage};
-use crate::protocol::STOP_SEQUENCES;
-use crate::shown::Outside;
+use super::Decision;
+use super::words::{content_words, tool_words};
+use super::{Choice, Entry, ToolSpec, View};
 
 /// The tool a turn's call is re-asked for, and why (for the transcript).
 pub(crate) struct Better<'a> {
@@ -47,22 +39,22 @@ pub(crate) struct Better<'a> {
 
 /// The tool `decision`'s one call should have called, when the question's words name another
 /// clearly; `None` keeps the call.
-pub(crate) fn better_tool<'a>(ask: &'a Ask, decision: &Decision) -> Option<Better<'a>> {
-    if !matches!(ask.choice, Choice::Auto | Choice::Required) || ask.tools.len() < 2 {
+pub(crate) fn better_tool<'a>(view: &View<'a>, decision: &Decision) -> Option<Better<'a>> {
+    if !matches!(view.choice, Choice::Auto | Choice::Required) || view.tools.len() < 2 {
         return None;
     }
-    let Some(Entry::Question(question)) = ask.conversation.last() else {
+    let Some(Entry::Question(question)) = view.conversation.last() else {
         return None;
     };
     let asked = content_words(question);
     let score = |t: &ToolSpec| shared(&asked, t);
-    let (top, tool) = leading(ask, &asked)?;
+    let (top, tool) = leading(view, &asked)?;
     match decision {
         Decision::Calls(calls) => {
             let [(called, _)] = calls.as_slice() else {
                 return None;
             };
-            let called_score = score(ask.tool(called)?);
+            let called_score = score(view.tool(called)?);
             (top > called_score && tool.name != *called).then(|| Better {
                 tool,
                 why: format!(
@@ -74,7 +66,7 @@ pub(crate) fn better_tool<'a>(ask: &'a Ask, decision: &Decision) -> Option<Bette
         // The model's own answer, where a tool's very name says a word of the question and
         // that tool leads: asked for its call, which the grounding and the guess then judge
         // (a call they decline is answered again, as any).
-        Decision::Answer { .. } => (ask.choice == Choice::Auto
+        Decision::Answer { .. } => (view.choice == Choice::Auto
             && !asked.is_disjoint(&content_words(&tool.name)))
         .then(|| Better {
             tool,
@@ -86,80 +78,11 @@ pub(crate) fn better_tool<'a>(ask: &'a Ask, decision: &Decision) -> Option<Bette
     }
 }
 
-/// What the re-ask gave.
-pub(crate) enum Reasked {
-    /// A usable call of the better tool: the turn's text, its reading, and the server's own
-    /// reasoning.
-    Call(String, Read, Option<String>),
-    /// A turn that is no usable call of the better tool (the first call stands): its text, and
-    /// why it is not.
-    Unusable(String, String),
-    /// No turn: no grammar of the tool could be built (nothing was asked), or the request
-    /// failed.
-    Nothing,
-}
-
-/// Ask `asked` (the request just answered, its prompt fitted) once more for one call of
-/// `better`'s tool only, under that call's grammar. The request is counted in `requests` when
-/// it is made, and its usage added to `usage` when it is answered.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn reask(
-    model: &dyn Model,
-    (api, thought, policies): (Api, ThoughtMode, Policies),
-    history: &History,
-    asked: &TurnRequest,
-    ask: &Ask,
-    role: &Role,
-    better: &Better<'_>,
-    requests: &mut u32,
-    usage: &mut Usage,
-) -> Reasked {
-    let Some(grammar) = grammar::one_call_of(ask, api, thought, &better.tool.name) else {
-        return Reasked::Nothing;
-    };
-    let request = TurnRequest {
-        grammar: Some(grammar),
-        stop: STOP_SEQUENCES.iter().map(|s| s.to_string()).collect(),
-        end_at_repeated_block: None,
-        ..asked.clone()
-    };
-    *requests += 1;
-    let result = match model.turn(&request, &mut |_| {}).await {
-        Ok(result) => result,
-        Err(e) => {
-            tracing::warn!(error = %Outside(&e), "the re-ask for the better tool failed; the first call stands");
-            return Reasked::Nothing;
-        }
-    };
-    usage.add(result.usage);
-    let text = history.turn_text(&result.text);
-    let tool = &better.tool.name;
-    match read(&text, &result.finish, ask, role, false, thought, policies) {
-        Ok(r) if matches!(&r.decision, Decision::Calls(c) if c.iter().all(|(n, _)| n == tool)) => {
-            Reasked::Call(text, r, result.reasoning)
-        }
-        Ok(r) => {
-            let wrote = match &r.decision {
-                Decision::Calls(_) => "a call of another tool",
-                Decision::Answer { .. } => "a text answer",
-            };
-            Reasked::Unusable(text, format!("it gave {wrote}, not a call of {tool}"))
-        }
-        Err(refusal) => {
-            tracing::debug!(reason = %Outside(&refusal.message), "the re-ask for the better tool gave no usable call; the first call stands");
-            Reasked::Unusable(
-                text,
-                format!("it gave no usable call of {tool}: {}", refusal.message),
-            )
-        }
-    }
-}
-
 /// The tool that shares the most of `asked` (the question's content words), with that count,
 /// when it leads alone.
-fn leading<'a>(ask: &'a Ask, asked: &HashSet<String>) -> Option<(usize, &'a ToolSpec)> {
+fn leading<'a>(view: &View<'a>, asked: &HashSet<String>) -> Option<(usize, &'a ToolSpec)> {
     let mut scores: Vec<(usize, &ToolSpec)> =
-        ask.tools.iter().map(|t| (shared(asked, t), t)).collect();
+        view.tools.iter().map(|t| (shared(asked, t), t)).collect();
     scores.sort_by_key(|s| std::cmp::Reverse(s.0));
     match scores.as_slice() {
         [(top, tool), (next, _), ..] if top > next => Some((*top, *tool)),
@@ -170,12 +93,12 @@ fn leading<'a>(ask: &'a Ask, asked: &HashSet<String>) -> Option<(usize, &'a Tool
 /// Whether a text answer to `ask` would be asked again ([`better_tool`]); decided before the
 /// turn, since it does not depend on the answer. Such an answer is held until its turn is read
 /// instead of streaming as the upstream writes it (`live.rs`): it may not be the client's.
-pub(crate) fn reasks_answers(ask: &Ask) -> bool {
+pub(crate) fn reasks_answers(view: &View<'_>) -> bool {
     let answer = Decision::Answer {
         text: String::new(),
         cut: false,
     };
-    better_tool(ask, &answer).is_some()
+    better_tool(view, &answer).is_some()
 }
 
 /// How many of the question's content words `tool`'s words hold.
@@ -188,7 +111,7 @@ fn shared(asked: &HashSet<String>, tool: &ToolSpec) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse_json;
+    use crate::serve::{Ask, parse_json};
     use serde_json::{Map, Value, json};
 
     fn ask(question: &str, choice: Value, tools: &[(&str, &str)]) -> Ask {
@@ -224,7 +147,7 @@ mod tests {
     #[test]
     fn a_call_of_the_tool_the_question_names_less_is_re_asked_for_the_other() {
         let a = ask(DEER, json!("auto"), DEER_TOOLS);
-        let better = better_tool(&a, &one_call("ecological_impact_analyze")).unwrap();
+        let better = better_tool(&a.view(), &one_call("ecological_impact_analyze")).unwrap();
         assert_eq!(better.tool.name, "wildlife_population_assess_growth");
         assert!(
             better.why.contains("ecological_impact_analyze"),
@@ -232,9 +155,9 @@ mod tests {
             better.why
         );
         // The right tool is kept, and so is any call under `required` of the right one.
-        assert!(better_tool(&a, &one_call("wildlife_population_assess_growth")).is_none());
+        assert!(better_tool(&a.view(), &one_call("wildlife_population_assess_growth")).is_none());
         let r = ask(DEER, json!("required"), DEER_TOOLS);
-        assert!(better_tool(&r, &one_call("ecological_impact_analyze")).is_some());
+        assert!(better_tool(&r.view(), &one_call("ecological_impact_analyze")).is_some());
     }
 
     #[test]
@@ -256,13 +179,13 @@ mod tests {
         ];
         let q = "Find the conversion rate from Euro to Dollar at January 1, 2022";
         let a = ask(q, json!("auto"), &tools);
-        assert!(better_tool(&a, &one_call("currency_conversion_convert")).is_none());
+        assert!(better_tool(&a.view(), &one_call("currency_conversion_convert")).is_none());
         let named = ask(
             DEER,
             json!({"type": "function", "function": {"name": "ecological_impact_analyze"}}),
             DEER_TOOLS,
         );
-        assert!(better_tool(&named, &one_call("ecological_impact_analyze")).is_none());
+        assert!(better_tool(&named.view(), &one_call("ecological_impact_analyze")).is_none());
     }
 
     #[test]
@@ -276,9 +199,9 @@ mod tests {
                 m
             }),
         ]);
-        assert!(better_tool(&a, &two).is_none());
+        assert!(better_tool(&a.view(), &two).is_none());
         let lone = ask(DEER, json!("auto"), &DEER_TOOLS[1..]);
-        assert!(better_tool(&lone, &one_call("ecological_impact_analyze")).is_none());
+        assert!(better_tool(&lone.view(), &one_call("ecological_impact_analyze")).is_none());
     }
 
     #[test]
@@ -303,11 +226,13 @@ mod tests {
             ),
         ];
         let a = ask("What is the capital of Brazil?", json!("auto"), &tools);
-        let better = better_tool(&a, &answer).unwrap();
+        let better = better_tool(&a.view(), &answer).unwrap();
         assert_eq!(better.tool.name, "country_info_capital");
         // A question no tool's name says, even when a description leads: the answer stands.
         let q = "Which city of Brazil is the largest?";
-        assert!(better_tool(&ask(q, json!("auto"), &tools[1..]), &answer).is_none());
-        assert!(better_tool(&ask("Hello there", json!("auto"), &tools), &answer).is_none());
+        assert!(better_tool(&(ask(q, json!("auto"), &tools[1..])).view(), &answer).is_none());
+        assert!(
+            better_tool(&(ask("Hello there", json!("auto"), &tools)).view(), &answer).is_none()
+        );
     }
 }

@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""The model's own odds of calling against answering, read where serve's turn decides (issue 43
-item 4: "the call's own likelihood against the answer branch's").
+"""The model's own odds where serve's turn decides (issue 43 item 4): of calling at all, or of the
+tool name its call writes.
 
 serve's default turn has no thought: its grammar (`root ::= action | final`) begins the turn at
-the decision, `<action>` or `<final_answer>`. The model's raw log-probabilities at the token after
-`<` (llama-server's `logprobs`/`top_logprobs` are taken before the grammar) say how much it
-prefers the call: score = ln P("action") − ln P("final"). A tool that fits should score high,
-a question no offered tool answers low. No rule reads words.
+the decision, `<action>` or `<final_answer>`. llama-server's `logprobs`/`top_logprobs` report the
+model's own distribution before the grammar narrowed it. Two readings (`--measure`):
+
+- `branch`: at the token after the forced `<`, score = ln P("action") − ln P("final"). A tool
+  that fits should score high, a question no offered tool answers low. (It does not: AUC 0.48
+  on the 0.5B, docs/experiments.md.)
+- `name`: the mean log-probability of the tokens the turn writes between `<action>` and `(`, the
+  name the grammar lets it choose among the declared tools: a tool the model would not have
+  named itself scores low (serve's `call-odds` policy, src/policy/odds.rs).
+
+No rule reads words.
 
 Input: the turn requests serve sent for each case (bench/bfcl/capture_upstream.py behind
 `tagloop serve --grammar on --no-stream`), one file per category; the first turn request of each
-question is asked again with `max_tokens: 2` and the log-probabilities.
+question is asked again with the log-probabilities.
 
     ~/.cache/tagloop-bfcl/bin/python bench/bfcl/branch_calibrate.py --base-url http://127.0.0.1:PORT/v1 \\
-        --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
+        [--measure branch|name] [--limit N] --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
         --none irrelevance.jsonl,live_irrelevance.jsonl --out scores.jsonl
 
 Prints, for the scores, the separation (AUC: the chance a case that should call scores above
@@ -51,13 +58,37 @@ def score(base_url, body, timeout):
     with urllib.request.urlopen(req, timeout=timeout) as r:
         answer = json.load(r)
     tokens = answer["choices"][0]["logprobs"]["content"]
-    # The decision is the token after "<" (the grammar forces it first).
-    for position in tokens:
-        top = {t["token"]: t["logprob"] for t in position["top_logprobs"]}
-        if "action" in top or "final" in top:
-            floor = min(top.values(), default=FLOOR)
-            return top.get("action", floor) - top.get("final", floor)
-    return None
+    # The decision is the token after "<" (the grammar forces "<" first; the first position's
+    # own alternatives may hold the word "action" too, as a turn's first word; llama-server
+    # names the sampled tokens oddly under a grammar, so the position is counted, not read).
+    if len(tokens) > 1:
+        top = {t["token"]: t["logprob"] for t in tokens[1]["top_logprobs"]}
+        floor = min(top.values(), default=FLOOR)
+        return top.get("action", floor) - top.get("final", floor), top
+    return None, None
+
+
+def name_score(base_url, body, timeout):
+    """The call's own tool name: the mean log-probability (before the grammar) of the tokens the
+    turn wrote between `<action>` and `(`, the name the grammar lets it choose among the tools.
+    A tool the model would not have named itself scores low. None when the turn did not call."""
+    body = dict(body, max_tokens=12, logprobs=True, top_logprobs=1, stream=False)
+    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        answer = json.load(r)
+    tokens = answer["choices"][0]["logprobs"]["content"]
+    text = "".join(t["token"] for t in tokens)
+    if "<action>" not in text:
+        return None, text
+    start, seen, logps = text.index("<action>") + len("<action>"), 0, []
+    for t in tokens:
+        if seen >= start and "(" not in t["token"]:
+            logps.append(t["logprob"])
+        elif seen >= start:
+            break
+        seen += len(t["token"])
+    return (sum(logps) / len(logps) if logps else None), text
 
 
 def auc(pos, neg):
@@ -72,15 +103,19 @@ def main():
     ap.add_argument("--none", required=True, help="comma list of captured files whose cases should not")
     ap.add_argument("--out", required=True, help="one JSON line per case with its score")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--limit", type=int, default=None, help="the first N questions of each file")
+    ap.add_argument("--measure", choices=["branch", "name"], default="branch",
+                    help="branch: ln P(action) - ln P(final) after '<'; name: the called name's mean token log-probability")
     args = ap.parse_args()
     scores = {True: [], False: []}
     with open(args.out, "w") as out:
         for should_call, files in ((True, args.call), (False, args.none)):
             for path in files.split(","):
-                for i, body in enumerate(first_turns(path)):
-                    s = score(args.base_url, body, args.timeout)
+                for i, body in enumerate(first_turns(path)[:args.limit]):
+                    measure = score if args.measure == "branch" else name_score
+                    s, top = measure(args.base_url, body, args.timeout)
                     out.write(json.dumps({"file": path, "case": i, "should_call": should_call,
-                                          "score": s}) + "\n")
+                                          "score": s, "top": top}) + "\n")
                     out.flush()
                     if s is not None:
                         scores[should_call].append(s)

@@ -53,7 +53,7 @@ fn declined_first_call(
         return None;
     }
     let tool = view.tool(name)?;
-    let said = Said::of(view);
+    let said = view.said();
     let judged: Vec<&str> = judged_arguments(tool, args).collect();
     if judged.is_empty() {
         // A required string left empty (`url=""`) is a value nobody gave: with nothing else
@@ -130,6 +130,7 @@ pub(crate) fn judgeable(value: &Value) -> bool {
 }
 
 /// What the conversation said: its text lower-cased, its words, and its numbers.
+#[derive(Debug, Clone)]
 pub(crate) struct Said {
     text: String,
     words: Vec<String>,

@@ -12,7 +12,7 @@
 //!
 //! The score is the mean log-probability of the tokens between `<action>` and the call's `(`.
 //! Calibrated on BFCL's dev cases only (`bench/bfcl/branch_calibrate.py --measure name`,
-//! docs/experiments.md): on the 0.5B, 56 right first calls (simple_python 0–24, multiple 0–14,
+//! docs/experiments.md): on the 0.5B, 56 right first calls (simple_python 0–24, multiple 0–15,
 //! live_simple 0–14) all score above [`DECLINE_BELOW`], and 23 of 30 questions no tool answers
 //! (irrelevance and live_irrelevance 0–14) below it (separation, AUC, 0.94). The odds of the
 //! branch itself (`<action>` against `<final_answer>`) did not separate at all (AUC 0.48).

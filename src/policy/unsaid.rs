@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use super::Decision;
 use super::Judgement;
 use super::View;
-use super::grounding::{Said, judgeable, listed};
+use super::grounding::{judgeable, listed};
 
 /// Leaves out of `decision`'s calls the optional arguments whose values `ask`'s conversation
 /// never gave; the judgement of each call that lost one.
@@ -31,7 +31,7 @@ pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgeme
     let Decision::Calls(calls) = decision else {
         return Vec::new();
     };
-    let said = Said::of(view);
+    let said = view.said();
     let mut judged = Vec::new();
     for (name, args) in calls.iter_mut() {
         let Some(tool) = view.tool(name) else {

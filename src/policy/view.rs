@@ -3,9 +3,11 @@
 //! decided ([`Decision`]). Serve reads a request into these (`serve/request.rs`); the rules of
 //! this room read only them, so none of them depends on how the conversation arrived.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
+
+use super::grounding::Said;
 
 /// Which decisions the upstream may take this turn (OpenAI's `tool_choice`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +67,9 @@ pub(crate) enum Decision {
     Answer { text: String, cut: bool },
 }
 
-/// A conversation as the rules see it (serve's [`Ask::view`](crate::serve)).
+/// A conversation as the rules see it (serve's `Ask::view`). Built once per request; what
+/// several rules read of it is computed once, on first use (what the conversation said:
+/// [`View::said`]).
 #[derive(Clone)]
 pub(crate) struct View<'a> {
     /// The client's system (and developer) messages, joined.
@@ -76,11 +80,35 @@ pub(crate) struct View<'a> {
     pub tools: &'a [ToolSpec],
     /// What the turn may decide.
     pub choice: Choice,
+    /// [`View::said`], once asked for.
+    said: OnceLock<Said>,
 }
 
 impl<'a> View<'a> {
+    /// The view of a conversation.
+    pub(crate) fn new(
+        instructions: &'a str,
+        conversation: &'a [Entry],
+        tools: &'a [ToolSpec],
+        choice: Choice,
+    ) -> Self {
+        View {
+            instructions,
+            conversation,
+            tools,
+            choice,
+            said: OnceLock::new(),
+        }
+    }
+
     /// The tool declared under `name`.
     pub(crate) fn tool(&self, name: &str) -> Option<&'a ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// What the conversation said, its words and numbers (grounding's and unsaid-optional's
+    /// reading of it), read once.
+    pub(crate) fn said(&self) -> &Said {
+        self.said.get_or_init(|| Said::of(self))
     }
 }

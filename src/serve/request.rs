@@ -154,12 +154,12 @@ impl Ask {
 
     /// What the decision room's rules see of this request (`crate::policy`).
     pub(crate) fn view(&self) -> View<'_> {
-        View {
-            instructions: &self.instructions,
-            conversation: &self.conversation,
-            tools: &self.tools,
-            choice: self.choice.clone(),
-        }
+        View::new(
+            &self.instructions,
+            &self.conversation,
+            &self.tools,
+            self.choice.clone(),
+        )
     }
 }
 

@@ -183,7 +183,7 @@ async fn call_odds() {
         json!(["weight", "height"])
     )]);
     let body = question("The area of a triangle of base 10 and height 5?", bmi);
-    let [(on, on_fake), (off, off_fake)] = both(Policy::CallOdds, fake, false, &body).await;
+    let [(on, on_fake), (off, off_fake)] = both(Policy::CallOdds, fake, true, &body).await;
     assert!(calls(&on).is_empty(), "{on}");
     assert_eq!(on["choices"][0]["message"]["content"], "25 square meters.");
     assert_eq!(

@@ -21,8 +21,9 @@
 //!
 //! Judged as the guess is: a turn of calls right after a user message under `tool_choice:
 //! auto` (`guess::judged`), on the turn as the model wrote it (not a re-ask's, not a turn
-//! continued from a cut). A turn without the odds (a server that sends none, the completions
-//! API) is kept: no score, no verdict.
+//! continued from a cut). Serve asks for the odds only where its grammar went to the server
+//! (a server it knows takes one) and over the chat API; a turn without them (a server that
+//! sends none) is kept: no score, no verdict.
 
 use super::Judgement;
 use super::ToolSpec;

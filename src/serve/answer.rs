@@ -150,8 +150,10 @@ pub(crate) async fn answer(
     // temperature 0 the next repair would write it a third time), and once the repair budget is
     // spent, the turn is asked for an answer only (one more request at most).
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
-    // The first call's own odds are read where they can judge it (policy/odds.rs).
+    // The first call's own odds are read where they can judge it (policy/odds.rs): where the
+    // grammar made the model write a declared name, of a server that takes our grammar.
     request.token_odds = may_fall_back
+        && request.grammar.is_some()
         && on(Policy::CallOdds)
         && matches!(ask.conversation.last(), Some(Entry::Question(_)));
     let mut answer_only = false;

@@ -29,7 +29,7 @@
 //! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
 //! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
 //! [`Watch`]). Serve's rules judge a conversation as a `View` (the client's instructions, its
-//! messages, its tools, what `tool_choice` allows; `view.rs`) and a turn's `Decision`, and
+//! messages, its tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`) and a turn's `Decision`, and
 //! the judgements they keep for the transcript have one shape, `Judgement`: grounding
 //! (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`), further calls
 //! (`further.rs`), choose (`choose.rs`), unsaid-optional (`unsaid.rs`), all reading words one
@@ -50,6 +50,8 @@
 #[cfg(feature = "serve")]
 pub(crate) mod choose;
 #[cfg(feature = "serve")]
+mod conversation;
+#[cfg(feature = "serve")]
 pub(crate) mod further;
 mod given;
 #[cfg(feature = "serve")]
@@ -60,6 +62,8 @@ pub(crate) mod grounding;
 pub(crate) mod guess;
 #[cfg(feature = "serve")]
 mod judgement;
+#[cfg(feature = "serve")]
+mod mentions;
 mod named;
 mod observed;
 #[cfg(feature = "serve")]
@@ -84,6 +88,8 @@ use std::str::FromStr;
 #[cfg(feature = "serve")]
 pub(crate) use choose::Better;
 #[cfg(feature = "serve")]
+pub(crate) use conversation::{Choice, Decision, Entry, PastCall, ToolSpec};
+#[cfg(feature = "serve")]
 pub(crate) use judgement::Judgement;
 pub(crate) use named::QuestionNames;
 pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
@@ -95,7 +101,7 @@ pub(crate) use runaway::without_runaway_string;
 pub(crate) use said::Said;
 pub(crate) use thought_cut::thought_end;
 #[cfg(feature = "serve")]
-pub(crate) use view::{Choice, Decision, Entry, PastCall, ToolSpec, View};
+pub(crate) use view::View;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
 pub(crate) use words::{MAX_NAME, Reading, content_words, name_of, reading, tool_words};
 

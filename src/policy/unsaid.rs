@@ -9,7 +9,7 @@
 //!
 //! So, once a turn's calls are kept, every call loses the **optional** arguments (not in the
 //! schema's `required`) whose value the conversation never gave, judged as the grounding rule
-//! judges a value (`grounding.rs`'s `Said`: the instructions, the user's messages and the tools'
+//! judges a value (`mentions.rs`: the instructions, the user's messages and the tools'
 //! results, allowing for case, a word of a longer value and a number written differently).
 //! Left alone: booleans and nulls (nothing to find in the words), values of a property whose
 //! schema lists its choices (`enum`, `const`: the tool gave those), and required arguments (the
@@ -23,7 +23,8 @@ use serde_json::{Map, Value};
 use super::Decision;
 use super::Judgement;
 use super::View;
-use super::grounding::{judgeable, listed};
+use super::grounding::listed;
+use super::mentions::judgeable;
 
 /// Leaves out of `decision`'s calls the optional arguments whose values `ask`'s conversation
 /// never gave; the judgement of each call that lost one.
@@ -31,7 +32,7 @@ pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgeme
     let Decision::Calls(calls) = decision else {
         return Vec::new();
     };
-    let said = view.said();
+    let said = view.mentions();
     let mut judged = Vec::new();
     for (name, args) in calls.iter_mut() {
         let Some(tool) = view.tool(name) else {

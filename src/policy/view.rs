@@ -1,75 +1,16 @@
-//! What a decision rule sees of a conversation: the client's instructions, its messages in
-//! order, the tools it declared and what `tool_choice` allows ([`View`]), and what a read turn
-//! decided ([`Decision`]). Serve reads a request into these (`serve/request.rs`); the rules of
-//! this room read only them, so none of them depends on how the conversation arrived.
+//! What a decision rule sees of a conversation ([`View`]): the client's instructions, its
+//! messages in order, the tools it declared and what `tool_choice` allows (the types are
+//! `conversation.rs`'s). Serve reads a request into one (`serve/request.rs`); the rules of this
+//! room read only it, so none of them depends on how the conversation arrived.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use serde_json::{Map, Value};
-
-use super::grounding::Said;
-
-/// Which decisions the upstream may take this turn (OpenAI's `tool_choice`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Choice {
-    /// A call or an answer.
-    Auto,
-    /// Calls only.
-    Required,
-    /// A call of this tool only.
-    Named(String),
-    /// An answer only.
-    None,
-}
-
-/// A tool the client declared, with its parameters' validator.
-#[derive(Clone)]
-pub(crate) struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-    pub validator: Arc<jsonschema::Validator>,
-}
-
-/// One call of an assistant message in the history.
-#[derive(Debug, Clone)]
-pub(crate) struct PastCall {
-    pub name: String,
-    pub arguments: Map<String, Value>,
-}
-
-/// The conversation after the system messages, in order.
-#[derive(Debug, Clone)]
-pub(crate) enum Entry {
-    /// A user message.
-    Question(String),
-    /// An assistant message with text (an earlier answer).
-    Answer {
-        reasoning: Option<String>,
-        text: String,
-    },
-    /// An assistant message with tool calls.
-    Calls {
-        reasoning: Option<String>,
-        calls: Vec<PastCall>,
-    },
-    /// The results of calls (`tool` messages), each with the name of the tool that made it.
-    Results(Vec<(String, String)>),
-}
-
-/// What the client gets from a turn that could be used.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Decision {
-    /// Tool calls: the tool's name and its validated arguments, in the order written.
-    Calls(Vec<(String, Map<String, Value>)>),
-    /// An answer: its text (for a schema, the validated JSON's text); `cut` when the token
-    /// limit ended the turn inside it.
-    Answer { text: String, cut: bool },
-}
+use super::conversation::{Choice, Entry, ToolSpec};
+use super::mentions::Mentions;
 
 /// A conversation as the rules see it (serve's `Ask::view`). Built once per request; what
 /// several rules read of it is computed once, on first use (what the conversation said:
-/// [`View::said`]).
+/// [`View::mentions`]).
 #[derive(Clone)]
 pub(crate) struct View<'a> {
     /// The client's system (and developer) messages, joined.
@@ -80,8 +21,8 @@ pub(crate) struct View<'a> {
     pub tools: &'a [ToolSpec],
     /// What the turn may decide.
     pub choice: Choice,
-    /// [`View::said`], once asked for.
-    said: OnceLock<Said>,
+    /// [`View::mentions`], once asked for.
+    mentions: OnceLock<Mentions>,
 }
 
 impl<'a> View<'a> {
@@ -97,7 +38,7 @@ impl<'a> View<'a> {
             conversation,
             tools,
             choice,
-            said: OnceLock::new(),
+            mentions: OnceLock::new(),
         }
     }
 
@@ -106,9 +47,10 @@ impl<'a> View<'a> {
         self.tools.iter().find(|t| t.name == name)
     }
 
-    /// What the conversation said, its words and numbers (grounding's and unsaid-optional's
-    /// reading of it), read once.
-    pub(crate) fn said(&self) -> &Said {
-        self.said.get_or_init(|| Said::of(self))
+    /// What the conversation mentions, its words and numbers (grounding's and
+    /// unsaid-optional's reading of it), read once.
+    pub(crate) fn mentions(&self) -> &Mentions {
+        self.mentions
+            .get_or_init(|| Mentions::of(self.instructions, self.conversation))
     }
 }

@@ -36,8 +36,20 @@ pub(crate) struct WireChoice {
     pub(crate) stop_reason: Option<Value>,
     /// Some servers put reasoning on the choice for completions.
     pub(crate) reasoning_content: Option<String>,
-    /// The sampled tokens' log-probabilities, when asked for (`logprobs: true`).
+    /// The sampled tokens' log-probabilities, when asked for (`logprobs: true`); any other
+    /// shape (a server's own, a legacy completions object) reads as none.
+    #[serde(deserialize_with = "lenient")]
     pub(crate) logprobs: Option<WireLogprobs>,
+}
+
+/// A field read when it has the expected shape, and `None` when not, never an error.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 /// OpenAI's `choices[].logprobs`: one entry per sampled token.
@@ -123,8 +135,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("<", -0.07), ("a", -1.5)]
         );
-        let c: WireChunk =
-            serde_json::from_str(r#"{"choices":[{"index":0,"logprobs":null}]}"#).unwrap();
-        assert!(c.choices[0].logprobs.is_none());
+        for other in [
+            "null",
+            "[1, 2]",
+            r#"{"tokens": ["a"], "token_logprobs": [-1.0]}"#,
+        ] {
+            let raw = format!(r#"{{"choices":[{{"index":0,"text":"a","logprobs":{other}}}]}}"#);
+            let c: WireChunk = serde_json::from_str(&raw).unwrap();
+            assert!(
+                c.choices[0]
+                    .logprobs
+                    .as_ref()
+                    .and_then(|l| l.content.as_ref())
+                    .is_none(),
+                "{other}"
+            );
+        }
     }
 }

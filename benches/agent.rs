@@ -73,7 +73,6 @@ impl Model for Replay {
                 elapsed: std::time::Duration::ZERO,
                 first_token: None,
                 constraint: Default::default(),
-                token_odds: Vec::new(),
             })
         })
     }

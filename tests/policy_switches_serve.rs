@@ -164,42 +164,6 @@ async fn answered_call() {
 }
 
 #[tokio::test]
-async fn call_odds() {
-    // The model writes the one declared tool's name, token by token against its own odds.
-    let fake = || FakeConfig {
-        logprob: Some(-2.0),
-        guess: FakeGuess {
-            reply: Some("determine_body_mass_index".into()),
-            ..FakeGuess::default()
-        },
-        ..FakeConfig::turns([
-            "<action>determine_body_mass_index(weight=10, height=5)</action>",
-            "<final_answer>25 square meters.</final_answer>",
-        ])
-    };
-    let bmi = json!([function(
-        "determine_body_mass_index",
-        json!({"weight": {"type": "number"}, "height": {"type": "number"}}),
-        json!(["weight", "height"])
-    )]);
-    let body = question("The area of a triangle of base 10 and height 5?", bmi);
-    let [(on, on_fake), (off, off_fake)] = both(Policy::CallOdds, fake, true, &body).await;
-    assert!(calls(&on).is_empty(), "{on}");
-    assert_eq!(on["choices"][0]["message"]["content"], "25 square meters.");
-    assert_eq!(
-        calls(&off),
-        [(
-            "determine_body_mass_index".into(),
-            json!({"weight": 10, "height": 5})
-        )]
-    );
-    // The odds are asked for only where the policy reads them.
-    let asked = |f: &FakeServer| f.requests().iter().any(|r| r.body["logprobs"] == true);
-    assert!(asked(&on_fake));
-    assert!(!asked(&off_fake));
-}
-
-#[tokio::test]
 async fn further() {
     // Asked for one factorial, the turn goes on to others nobody asked for.
     let turn = "<thought>Factorial.</thought>\n<action>math_factorial(number=5)</action>\n<action>math_factorial(number=4)</action>\n<action>math_factorial(number=3)</action>\n";

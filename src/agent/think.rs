@@ -122,7 +122,6 @@ impl Run<'_> {
                 .filter(|_| policies.on(Policy::Echo))
                 .and(self.memory.said.notes()),
             end_at_repeated_block: None,
-            token_odds: false,
             extra: agent.config.extra.clone(),
             grammar,
             notices: Some(notices),

@@ -137,10 +137,6 @@ pub struct TurnRequest {
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.
     pub end_at_repeated_block: Option<RepeatedBlock>,
-    /// Ask the server for the log-probability of each token it samples (OpenAI's `logprobs`,
-    /// chat only): [`TurnResult::token_odds`] then holds the turn's first
-    /// [`MAX_TOKEN_ODDS`] tokens with theirs. Serve's `call-odds` policy reads them.
-    pub token_odds: bool,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
     /// The grammar of the turn, for clients that can have the server constrain sampling to it
@@ -258,23 +254,6 @@ pub struct TurnResult {
     pub first_token: Option<Duration>,
     /// Whether a grammar constrained the turn.
     pub constraint: Constraint,
-    /// The sampled tokens and their log-probabilities, in order, when the request asked for
-    /// them ([`TurnRequest::token_odds`]) and the server sent them; at most
-    /// [`MAX_TOKEN_ODDS`].
-    pub token_odds: Vec<TokenOdds>,
-}
-
-/// Most tokens of a turn whose log-probabilities are kept.
-pub const MAX_TOKEN_ODDS: usize = 256;
-
-/// One sampled token and its log-probability, as the server reports it (llama.cpp reports the
-/// model's own distribution, before a grammar or a sampler narrowed it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TokenOdds {
-    /// The token's text.
-    pub token: String,
-    /// Its natural log-probability.
-    pub logprob: f64,
 }
 
 /// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).

@@ -276,7 +276,6 @@ impl ScriptedModel {
             elapsed: started.elapsed(),
             first_token,
             constraint: Default::default(),
-            token_odds: Vec::new(),
         })
     }
 }

@@ -8,7 +8,6 @@
 //! |---|---|---|
 //! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/grounded.rs` |
 //! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `policy/guess.rs` (asked by `serve/ahead.rs`) |
-//! | `call-odds` | serve declines a first call whose tool name the model's own token odds (before the grammar) rate low | `policy/odds.rs` |
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
@@ -66,8 +65,6 @@ mod judgement;
 mod mentions;
 mod named;
 mod observed;
-#[cfg(feature = "serve")]
-pub(crate) mod odds;
 mod own_words;
 mod path_words;
 mod repeat;
@@ -113,8 +110,6 @@ pub enum Policy {
     Grounding,
     /// Serve's guess: a call whose tool is not about the model's own function is declined.
     Guess,
-    /// Serve's call odds: a first call whose tool name the model gave low odds is declined.
-    CallOdds,
     /// Serve's further calls: one that brings nothing the question asks for is dropped.
     Further,
     /// Serve's choice: a lone call is asked again for the tool the question's words name.
@@ -151,10 +146,9 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 19] = [
+    pub const ALL: [Policy; 18] = [
         Policy::Grounding,
         Policy::Guess,
-        Policy::CallOdds,
         Policy::Further,
         Policy::Choose,
         Policy::Runaway,
@@ -192,10 +186,6 @@ impl Policy {
             Policy::Guess => (
                 "guess",
                 "serve declines a call whose tool shares no word with the function the model names for the question alone",
-            ),
-            Policy::CallOdds => (
-                "call-odds",
-                "serve declines a first call whose tool name the model's own token odds (before the grammar) rate low",
             ),
             Policy::Further => (
                 "further",
@@ -351,7 +341,6 @@ impl Policy {
         match self {
             Policy::Grounding => "serve: policy/grounding.rs, policy/grounded.rs",
             Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
-            Policy::CallOdds => "serve: policy/odds.rs",
             Policy::Further => "serve: policy/further.rs",
             Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
             Policy::Runaway => "serve: policy/runaway.rs",

@@ -36,7 +36,7 @@ use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
 use crate::policy::Choice;
 use crate::policy::Decision;
 use crate::policy::thought_end;
-use crate::policy::{Entry, Judgement, choose, further, grounded, grounding, guess, odds, unsaid};
+use crate::policy::{Judgement, choose, further, grounded, grounding, guess, unsaid};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;
@@ -150,12 +150,6 @@ pub(crate) async fn answer(
     // temperature 0 the next repair would write it a third time), and once the repair budget is
     // spent, the turn is asked for an answer only (one more request at most).
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
-    // The first call's own odds are read where they can judge it (policy/odds.rs): where the
-    // grammar made the model write a declared name, of a server that takes our grammar.
-    request.token_odds = may_fall_back
-        && request.grammar.is_some()
-        && on(Policy::CallOdds)
-        && matches!(ask.conversation.last(), Some(Entry::Question(_)));
     let mut answer_only = false;
     // The guess that judges a first call is sent beside the first turn (ahead.rs).
     let mut ahead = Ahead::start(
@@ -279,9 +273,6 @@ pub(crate) async fn answer(
         let mut text = text;
         // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
         let mut reasoning = result.reasoning.clone();
-        // Whether the call read is the turn's own (not continued from a cut, not a re-ask's):
-        // only then do the turn's token odds speak of it.
-        let mut own_call = partial.is_empty();
         if partial.is_empty()
             && !answer_only
             && request.grammar.is_some()
@@ -298,7 +289,6 @@ pub(crate) async fn answer(
             );
             match again.await {
                 reask::Reasked::Call(new_text, new_read, new_reasoning) => {
-                    own_call = false;
                     trace.turns.push((text, Some(better.why)));
                     text = new_text;
                     read = Ok(new_read);
@@ -324,23 +314,6 @@ pub(crate) async fn answer(
             }
             _ => None,
         };
-        if declined.is_none()
-            && may_fall_back
-            && !answer_only
-            && own_call
-            && on(Policy::CallOdds)
-            && let Ok(r) = &read
-            && let Some(called) = guess::judged(&seen, &r.decision)
-            && let Some(score) =
-                odds::name_odds((result.token_odds.iter()).map(|t| (t.token.as_str(), t.logprob)))
-        {
-            // A first call of a tool the model itself would hardly have named (odds.rs).
-            let judged = odds::judgement(&called, score);
-            if judged.declined {
-                declined = Some(judged.why.clone());
-            }
-            trace.decisions.push(judged);
-        }
         if declined.is_none()
             && may_fall_back
             && !answer_only

@@ -190,6 +190,5 @@ pub fn turn_result(text: impl Into<String>, finish: Finish) -> TurnResult {
         elapsed: Duration::ZERO,
         first_token: None,
         constraint: Default::default(),
-        token_odds: Vec::new(),
     }
 }

@@ -110,10 +110,6 @@ impl OpenAiModel {
                 serde_json::json!({ "include_usage": true }),
             );
         }
-        if req.token_odds && self.cfg.api == Api::Chat {
-            body.insert("logprobs".into(), Value::Bool(true));
-            body.insert("top_logprobs".into(), Value::from(1));
-        }
         for (k, v) in self.cfg.extra.iter().chain(req.extra.iter()) {
             body.insert(k.clone(), v.clone());
         }

@@ -16,10 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::llm::{
-    ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, MAX_TOKEN_ODDS, TokenOdds, TurnResult,
-    Usage,
-};
+use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
 use crate::policy::{RepeatGuard, Repetition, RepetitionKind};
 use crate::scan::BlockWatch;
 use crate::scan::StopScanner;
@@ -58,9 +55,6 @@ pub(super) struct TurnState {
     kept: usize,
     /// The cap was reached: the turn ends as [`Finish::Length`].
     capped: bool,
-    /// The sampled tokens' log-probabilities, when the server sends them (the first
-    /// [`MAX_TOKEN_ODDS`]).
-    token_odds: Vec<TokenOdds>,
 }
 
 impl TurnState {
@@ -98,7 +92,6 @@ impl TurnState {
             emitted: false,
             started,
             first_token: None,
-            token_odds: Vec::new(),
         }
     }
 
@@ -154,14 +147,6 @@ impl TurnState {
         }
         if choice.stop_reason.as_ref().is_some_and(|v| !v.is_null()) {
             self.stop_reason = choice.stop_reason;
-        }
-        if let Some(tokens) = choice.logprobs.and_then(|l| l.content) {
-            let room = MAX_TOKEN_ODDS.saturating_sub(self.token_odds.len());
-            self.token_odds
-                .extend(tokens.into_iter().take(room).map(|t| TokenOdds {
-                    token: t.token,
-                    logprob: t.logprob,
-                }));
         }
         let text = content.or(choice.text).unwrap_or_default();
         self.absorb_text(&text, on_delta);
@@ -277,7 +262,6 @@ impl TurnState {
                 elapsed: self.started.elapsed(),
                 first_token: self.first_token,
                 constraint: Default::default(),
-                token_odds: self.token_odds,
             });
         }
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
@@ -312,7 +296,6 @@ impl TurnState {
                 elapsed: self.started.elapsed(),
                 first_token: self.first_token,
                 constraint: Default::default(),
-                token_odds: self.token_odds,
             });
         } else {
             let held = self.scanner.held().to_owned();
@@ -349,7 +332,6 @@ impl TurnState {
             elapsed: self.started.elapsed(),
             first_token: self.first_token,
             constraint: Default::default(),
-            token_odds: self.token_odds,
         })
     }
 }

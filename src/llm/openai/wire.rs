@@ -36,38 +36,6 @@ pub(crate) struct WireChoice {
     pub(crate) stop_reason: Option<Value>,
     /// Some servers put reasoning on the choice for completions.
     pub(crate) reasoning_content: Option<String>,
-    /// The sampled tokens' log-probabilities, when asked for (`logprobs: true`); any other
-    /// shape (a server's own, a legacy completions object) reads as none.
-    #[serde(deserialize_with = "lenient")]
-    pub(crate) logprobs: Option<WireLogprobs>,
-}
-
-/// A field read when it has the expected shape, and `None` when not, never an error.
-fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::de::DeserializeOwned,
-{
-    let value = Value::deserialize(d)?;
-    Ok(serde_json::from_value(value).ok())
-}
-
-/// OpenAI's `choices[].logprobs`: one entry per sampled token.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct WireLogprobs {
-    /// The tokens, in order (`null` from a server with nothing to say).
-    pub(crate) content: Option<Vec<WireTokenLogprob>>,
-}
-
-/// One token's log-probability.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct WireTokenLogprob {
-    /// The token's text.
-    pub(crate) token: String,
-    /// Its natural log-probability.
-    pub(crate) logprob: f64,
 }
 
 /// Chat message or delta.
@@ -116,40 +84,5 @@ mod tests {
             (m.content.as_deref(), m.reasoning_content.as_deref()),
             (Some("done"), Some("r"))
         );
-        // The sampled tokens' log-probabilities, as llama.cpp streams them; null is nothing.
-        let c: WireChunk = serde_json::from_str(
-            r#"{"choices":[{"index":0,"delta":{"content":"<a"},"logprobs":{"content":[{"token":"<","logprob":-0.07,"top_logprobs":[]},{"token":"a","logprob":-1.5}]}}]}"#,
-        )
-        .unwrap();
-        let tokens = c.choices[0]
-            .logprobs
-            .as_ref()
-            .unwrap()
-            .content
-            .as_ref()
-            .unwrap();
-        assert_eq!(
-            tokens
-                .iter()
-                .map(|t| (t.token.as_str(), t.logprob))
-                .collect::<Vec<_>>(),
-            [("<", -0.07), ("a", -1.5)]
-        );
-        for other in [
-            "null",
-            "[1, 2]",
-            r#"{"tokens": ["a"], "token_logprobs": [-1.0]}"#,
-        ] {
-            let raw = format!(r#"{{"choices":[{{"index":0,"text":"a","logprobs":{other}}}]}}"#);
-            let c: WireChunk = serde_json::from_str(&raw).unwrap();
-            assert!(
-                c.choices[0]
-                    .logprobs
-                    .as_ref()
-                    .and_then(|l| l.content.as_ref())
-                    .is_none(),
-                "{other}"
-            );
-        }
     }
 }

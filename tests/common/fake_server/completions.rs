@@ -259,12 +259,7 @@ pub(super) async fn handle(
                 continue;
             }
             let choice = if chat {
-                let mut choice =
-                    json!({"index": 0, "delta": {"content": piece}, "finish_reason": empty_fr});
-                if let Some(lp) = cfg.logprob.filter(|_| body["logprobs"] == true) {
-                    choice["logprobs"] = json!({"content": [{"token": piece, "logprob": lp}]});
-                }
-                choice
+                json!({"index": 0, "delta": {"content": piece}, "finish_reason": empty_fr})
             } else {
                 json!({"index": 0, "text": piece, "finish_reason": empty_fr})
             };

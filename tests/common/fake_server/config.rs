@@ -161,9 +161,6 @@ pub struct FakeConfig {
     pub close_after_answer: bool,
     /// `400` to `stream: true`.
     pub reject_stream: bool,
-    /// Asked for `logprobs`, every content piece ("token") of a chat turn carries this
-    /// log-probability (`choices[].logprobs.content`, as llama.cpp sends it).
-    pub logprob: Option<f64>,
 }
 
 impl Default for FakeConfig {
@@ -209,7 +206,6 @@ impl Default for FakeConfig {
             guess: super::FakeGuess::default(),
             done_delay: Duration::ZERO,
             close_after_answer: false,
-            logprob: None,
             reject_stream: false,
         }
     }

@@ -30,7 +30,6 @@
 //! | `reasoning` | sent first as `reasoning_content` deltas |
 //! | `stop_reason` | vLLM-style `stop_reason` naming the stop that fired |
 //! | `props` | answer `GET /props` as llama.cpp does |
-//! | `logprob` | asked for `logprobs`, each streamed content piece of a chat turn carries this log-probability |
 //! | `owned_by` | answer `GET /v1/models` with this `owned_by` (vLLM, SGLang, Ollama's `library`) |
 //! | `served_models` | the ids `GET /v1/models` lists (default: `fake-model`) |
 //! | `reject_grammar` | `400` naming the field when a request carries a grammar |

@@ -51,18 +51,13 @@ def first_turns(path):
     return out
 
 
-def sampled(base_url, body, timeout, max_tokens, top):
-    """The turn `body` asks for, at most `max_tokens`, with each sampled token's log-probability
-    and its `top` alternatives: llama-server's `choices[0].logprobs.content`."""
-    body = dict(body, max_tokens=max_tokens, logprobs=True, top_logprobs=top, stream=False)
+def score(base_url, body, timeout):
+    body = dict(body, max_tokens=2, logprobs=True, top_logprobs=20, stream=False)
     req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)["choices"][0]["logprobs"]["content"]
-
-
-def score(base_url, body, timeout):
-    tokens = sampled(base_url, body, timeout, max_tokens=2, top=20)
+        answer = json.load(r)
+    tokens = answer["choices"][0]["logprobs"]["content"]
     # The decision is the token after "<" (the grammar forces "<" first; the first position's
     # own alternatives may hold the word "action" too, as a turn's first word; llama-server
     # names the sampled tokens oddly under a grammar, so the position is counted, not read).
@@ -77,7 +72,12 @@ def name_score(base_url, body, timeout):
     """The call's own tool name: the mean log-probability (before the grammar) of the tokens the
     turn wrote between `<action>` and `(`, the name the grammar lets it choose among the tools.
     A tool the model would not have named itself scores low. None when the turn did not call."""
-    tokens = sampled(base_url, body, timeout, max_tokens=12, top=1)
+    body = dict(body, max_tokens=12, logprobs=True, top_logprobs=1, stream=False)
+    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        answer = json.load(r)
+    tokens = answer["choices"][0]["logprobs"]["content"]
     text = "".join(t["token"] for t in tokens)
     if "<action>" not in text:
         return None, text

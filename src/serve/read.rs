@@ -14,6 +14,7 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
+use crate::policy::{Decision, Policies, Policy};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, MAX_PARALLEL_CALLS};
@@ -22,7 +23,8 @@ use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
-use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy, without_runaway_string};
+use crate::policy::without_runaway_string;
+use crate::policy::{Choice, Entry, PastCall};
 use crate::protocol::{self, Call, Turn, TurnKind};
 use crate::shown::Outside;
 

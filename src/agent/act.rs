@@ -19,10 +19,9 @@ use crate::tools::{Tool, ToolError};
 use super::Status;
 use super::correction::Correction;
 use super::events::Event;
-use super::loopguard::Check;
 use super::next::{Ending, Next};
 use super::run::Run;
-use crate::policy::{DECIDE_NOTE, tool_result};
+use crate::policy::{Check, DECIDE_NOTE, tool_result};
 
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool: the step's observation (a correction when

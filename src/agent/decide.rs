@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::llm::{Finish, Message, Role as MsgRole};
-use crate::policy::Policy;
+use crate::policy::{Answering, Policy, named_refusal};
 use crate::protocol::{self, Turn, TurnKind};
 
 use super::Status;
@@ -19,9 +19,6 @@ use super::finalcheck::{self, Verdict};
 use super::next::{Ending, Next};
 use super::run::Run;
 use super::turn::ModelTurn;
-
-/// How many answers a run refuses for files the question names and no call has used.
-const NAMED_REFUSALS: u32 = 4;
 
 impl Run<'_> {
     /// Read the turn and decide what happens next.
@@ -103,31 +100,25 @@ impl Run<'_> {
         }
     }
 
-    /// An answer that comes while the question names files no call has used is refused, with
-    /// those names: the 1.5B Qwen, shown them after each result, answered a four-file total from
-    /// the first file and a two-file comparison with the second file's number made up; refused
-    /// once, it read the second file, then answered at once with a third number made up. Never
-    /// the refusal that would end the run (the last of `max_refusals` in a row: that answer is
-    /// judged as usual) and at most [`NAMED_REFUSALS`] times a run, so a question that names a
-    /// file no call needs costs turns, not the answer.
+    /// The `named-files-refusal` policy (`crate::policy::named_refusal`): an answer that comes
+    /// while the question names files no call has used is refused, with those names.
     fn before_named_files(&mut self) -> Option<Next> {
-        // Once the loop guard asked for the answer, the answer is not refused for names; nor
-        // is a run with no tools (`wrap`'s extraction, a single-turn call), which could never
-        // use them.
-        let memory = &self.memory;
-        if self.agent.tools.is_empty()
-            || !self.agent.config.policies.on(Policy::NamedFilesRefusal)
-            || memory.refusals + 1 >= self.agent.config.max_refusals
-            || memory.named_refusals >= NAMED_REFUSALS
-            || memory.guard.answer_asked()
-        {
+        if !self.agent.config.policies.on(Policy::NamedFilesRefusal) {
             return None;
         }
-        let notice = memory.named.notice()?;
+        let memory = &self.memory;
+        let at = Answering {
+            tools: !self.agent.tools.is_empty(),
+            refusals: memory.refusals,
+            max_refusals: self.agent.config.max_refusals,
+            named_refusals: memory.named_refusals,
+            answer_asked: memory.guard.answer_asked(),
+        };
+        let refused = named_refusal::refusal(&memory.named, at)?;
         // The correction counts the refusal in the run's memory (`memory.rs`).
-        Some(Next::Refused(self.correct(Correction::NamedFiles {
-            why: format!("Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"),
-        })))
+        Some(Next::Refused(
+            self.correct(Correction::NamedFiles { why: refused.why }),
+        ))
     }
 
     /// Check a final answer against the role; an accepted one is announced.

@@ -1,7 +1,7 @@
 //! What a run remembers that changes what its loop does, as a fold over its own events.
 //!
 //! The files the question names and which calls used them (`named.rs`), final answers refused
-//! in a row and for names, the loop guard's calls and results (`loopguard/`), whether the
+//! in a row and for names, the loop guard's calls and results (`crate::policy::LoopGuard`), whether the
 //! decision step has judged (`first_call.rs`), what the run was given and the runtime's notes
 //! (`said.rs`), and what the next turn may do after the last step: none of it is kept beside
 //! the transcript. [`Memory::apply`] reads each event as the run emits it (`Run::emit`), and a
@@ -19,9 +19,8 @@ use crate::llm::Role;
 use crate::policy::{Policies, Policy};
 
 use super::events::Event;
-use super::loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
-use crate::policy::QuestionNames;
 use crate::policy::Said;
+use crate::policy::{Again, CallKey, Check, LoopGuard, QuestionNames, fingerprint};
 
 /// The correction kind of an answer refused for the files the question names (`decide.rs`).
 pub(crate) const NAMED_FILES_KIND: &str = "named_files";

@@ -35,7 +35,6 @@ mod first_call;
 mod grammars;
 pub(crate) mod guess;
 pub(crate) mod history;
-mod loopguard;
 mod memory;
 mod next;
 mod notices;

@@ -1,7 +1,8 @@
 //! The conversation's parts, as the decision room's rules read them: what `tool_choice` allows
 //! ([`Choice`]), a declared tool ([`ToolSpec`]), the messages in order ([`Entry`], with the calls
 //! of earlier turns as [`PastCall`]s) and what a read turn decided ([`Decision`]). Serve reads a
-//! request into these (`serve/request.rs`); `view.rs` puts them together for the rules.
+//! request into these (`serve/request.rs`), a run its question and tools (`agent/first_call.rs`);
+//! `view.rs` puts them together for the rules.
 
 use std::sync::Arc;
 
@@ -27,6 +28,21 @@ pub(crate) struct ToolSpec {
     pub description: String,
     pub parameters: Value,
     pub validator: Arc<jsonschema::Validator>,
+}
+
+impl ToolSpec {
+    /// A tool from its name, description and parameters' schema; `None` when the schema does
+    /// not compile (`crate::schema::compile`'s bounds). Serve reads a client's tools with its
+    /// own refusals (`serve/request.rs`); a run's tools are its toolkit's.
+    pub(crate) fn of(name: &str, description: &str, parameters: &Value) -> Option<Self> {
+        let validator = crate::schema::compile(parameters).ok()?;
+        Some(ToolSpec {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters: parameters.clone(),
+            validator: Arc::new(validator),
+        })
+    }
 }
 
 /// One call of an assistant message in the history.

@@ -127,6 +127,28 @@ pub(crate) fn judgement(guessed: &Guessed, question: &str, called: &[&ToolSpec])
 /// with the question itself says nothing about it (SmolLM2-135M names functions unrelated to
 /// the question, and judged by those lost right calls): such a guess keeps the call.
 pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Verdict {
+    verdict_for(Asker::Serve, question, guessed, called)
+}
+
+/// Who asked for the guess: the one thing that differs between serve's verdict and a run's
+/// decision step (`decide.rs`), an input rather than a second copy of the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asker {
+    /// Serve: a client's tools are whatever it declared, so a guess that shares no word with the
+    /// question says nothing about them and keeps the call.
+    Serve,
+    /// A run: its tools are the workspace's, and a question that names the workspace was kept
+    /// before any guess (`decide.rs`), so every guess with words judges.
+    Run,
+}
+
+/// The verdict on `called` given the name guessed for `question`, for `asker`.
+pub(crate) fn verdict_for(
+    asker: Asker,
+    question: &str,
+    guessed: &str,
+    called: &[&ToolSpec],
+) -> Verdict {
     let names: Vec<&str> = called.iter().map(|t| t.name.as_str()).collect();
     let names = names.join(", ");
     let guess = match reading(guessed) {
@@ -144,7 +166,7 @@ pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Ve
             ));
         }
     };
-    if guess.is_disjoint(&content_words(question)) {
+    if asker == Asker::Serve && guess.is_disjoint(&content_words(question)) {
         tracing::debug!(
             guessed,
             "the guess names nothing the question says; the call is kept"
@@ -161,12 +183,17 @@ pub(crate) fn verdict(question: &str, guessed: &str, called: &[&ToolSpec]) -> Ve
             "the model's own function for the question, {guessed}, is about {names}"
         ));
     }
-    Verdict::Decline(format!(
-        "declined: asked without the tools, the model would call {guessed}, which shares no word with {names}"
-    ))
+    Verdict::Decline(match asker {
+        Asker::Serve => format!(
+            "declined: asked without the tools, the model would call {guessed}, which shares no word with {names}"
+        ),
+        Asker::Run => format!(
+            "the question names no file, and asked without the tools the model would call {guessed}, which shares no word with {names}"
+        ),
+    })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "serve"))]
 mod tests {
     use super::*;
     use crate::serve::{Ask, parse_json};

@@ -18,38 +18,43 @@
 //! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `policy/repeat.rs` |
 //! | `echo` | a constrained answer or call that says the runtime's own notes again is cut | `policy/own_words.rs`, `policy/said.rs` |
 //! | `given` | a constrained call's arguments repeating what the run was never given are cut | `policy/given.rs`, `policy/said.rs` |
-//! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `agent/first_call.rs` |
+//! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `policy/decide.rs` (asked by `agent/first_call.rs`) |
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
-//! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `agent/decide.rs` |
+//! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
 //! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `policy/observed.rs` |
-//! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `agent/loopguard/` |
+//! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `policy/loopguard/` |
 //!
 //! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
 //! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
-//! [`Watch`]). Serve's rules judge a conversation as a `View` (the client's instructions, its
-//! messages, its tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`) and a turn's `Decision`, and
-//! the judgements they keep for the transcript have one shape, `Judgement`: grounding
-//! (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`), further calls
-//! (`further.rs`), choose (`choose.rs`), unsaid-optional (`unsaid.rs`), all reading words one
-//! way (`words.rs`). The degeneration guard and its parts (`repeat.rs`, `wordless.rs`,
-//! `given.rs`, `own_words.rs`), what a run has been told (`said.rs`), the words of a question
-//! that name a path (`path_words.rs`) and its named files (`named.rs`), a tool result's header
-//! and closing line (`observed.rs`), the runaway string (`runaway.rs`) and the close of a thought
-//! cut short (`thought_cut.rs`, the repair of §1.7) are the run's and the client's alike. What
-//! sends a request or writes through the agent's own types stays with its caller: serve's guess
-//! request and its race with the turn (`serve/ahead.rs`), choose's re-ask (`serve/reask.rs`),
-//! the answered-call refusal inside the reader (`serve/read.rs`); the agent's decision step and
-//! notices (`agent/first_call.rs`, `decide.rs`, `notices.rs`, `loopguard/`).
+//! [`Watch`]). A rule that judges a conversation reads it as a `View` (the instructions, the
+//! messages, the tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`):
+//! serve reads a client's request into one, a run its question and its toolkit. The judgements
+//! they keep for the transcript have one shape, `Judgement` (a run's `decision` event is one):
+//! grounding (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
+//! run's decision step's alike, who asked being an input), the decision step's first rule
+//! (`decide.rs`), further calls (`further.rs`), choose (`choose.rs`), unsaid-optional
+//! (`unsaid.rs`), the named-files refusal (`named_refusal.rs`), all reading words one way
+//! (`words.rs`). The degeneration guard and its parts (`repeat.rs`, `wordless.rs`, `given.rs`,
+//! `own_words.rs`), what a run has been told (`said.rs`), the words of a question that name a
+//! path (`path_words.rs`) and its named files (`named.rs`), a tool result's header and closing
+//! line (`observed.rs`), the loop guard (`loopguard/`), the runaway string (`runaway.rs`) and
+//! the close of a thought cut short (`thought_cut.rs`, the repair of §1.7) are the run's and the
+//! client's alike. What sends a request, or writes through the caller's own types, stays with
+//! its caller: serve's guess request and its race with the turn (`serve/ahead.rs`), choose's
+//! re-ask (`serve/reask.rs`), the answered-call refusal inside the reader (`serve/read.rs`); the
+//! run's guess request and answer-only turn (`agent/first_call.rs`), the refusal's correction
+//! (`agent/decide.rs`), and the run's memory that feeds the loop guard and the named files from
+//! its events (`agent/memory.rs`).
 //!
-//! What is not here is the protocol itself (docs/protocol.md): reading a turn, binding arguments,
-//! the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules, which end a run
-//! that would otherwise never end.
+//! What is not a policy is the protocol itself (docs/protocol.md): reading a turn, binding
+//! arguments, the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules
+//! (`loopguard/`, §1.6), which end a run that would otherwise never end.
 
 #[cfg(feature = "serve")]
 pub(crate) mod choose;
-#[cfg(feature = "serve")]
 mod conversation;
+pub(crate) mod decide;
 #[cfg(feature = "serve")]
 pub(crate) mod further;
 mod given;
@@ -57,13 +62,12 @@ mod given;
 pub(crate) mod grounded;
 #[cfg(feature = "serve")]
 pub(crate) mod grounding;
-#[cfg(feature = "serve")]
 pub(crate) mod guess;
-#[cfg(feature = "serve")]
 mod judgement;
-#[cfg(feature = "serve")]
+mod loopguard;
 mod mentions;
 mod named;
+pub(crate) mod named_refusal;
 mod observed;
 mod own_words;
 mod path_words;
@@ -74,7 +78,6 @@ mod said;
 mod thought_cut;
 #[cfg(feature = "serve")]
 pub(crate) mod unsaid;
-#[cfg(feature = "serve")]
 mod view;
 mod wordless;
 mod words;
@@ -84,11 +87,11 @@ use std::str::FromStr;
 
 #[cfg(feature = "serve")]
 pub(crate) use choose::Better;
-#[cfg(feature = "serve")]
 pub(crate) use conversation::{Choice, Decision, Entry, PastCall, ToolSpec};
-#[cfg(feature = "serve")]
 pub(crate) use judgement::Judgement;
+pub(crate) use loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
 pub(crate) use named::QuestionNames;
+pub(crate) use named_refusal::Answering;
 pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
 pub use own_words::OwnWords;
 pub(crate) use path_words::path_words;
@@ -97,10 +100,9 @@ pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
 pub(crate) use runaway::without_runaway_string;
 pub(crate) use said::Said;
 pub(crate) use thought_cut::thought_end;
-#[cfg(feature = "serve")]
 pub(crate) use view::View;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
-pub(crate) use words::{MAX_NAME, Reading, content_words, name_of, reading, tool_words};
+pub(crate) use words::{MAX_NAME, name_of};
 
 /// One steering rule (see the module docs for the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -351,12 +353,12 @@ impl Policy {
             Policy::Repeat => "serve and run: policy/repeat.rs",
             Policy::Echo => "run: policy/own_words.rs",
             Policy::Given => "run: policy/given.rs",
-            Policy::Decide => "run: agent/first_call.rs",
+            Policy::Decide => "run: policy/decide.rs, agent/first_call.rs",
             Policy::NamedFilesNotice => "run: policy/named.rs, agent/act.rs",
-            Policy::NamedFilesRefusal => "run: agent/decide.rs",
+            Policy::NamedFilesRefusal => "run: policy/named_refusal.rs, agent/decide.rs",
             Policy::ObservationHeader => "run: policy/observed.rs",
             Policy::ClosingLine => "run: policy/observed.rs",
-            Policy::SameResult => "run: agent/loopguard/",
+            Policy::SameResult => "run: policy/loopguard/",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What a decision rule sees of a conversation ([`View`]): the client's instructions, its
 //! messages in order, the tools it declared and what `tool_choice` allows (the types are
-//! `conversation.rs`'s). Serve reads a request into one (`serve/request.rs`); the rules of this
-//! room read only it, so none of them depends on how the conversation arrived.
+//! `conversation.rs`'s). Serve reads a request into one (`serve/request.rs`), a run its question and its tools
+//! (`agent/first_call.rs`); the rules of this room read only it, so none of them depends on how
+//! the conversation arrived.
 
 use std::sync::OnceLock;
 
@@ -45,6 +46,19 @@ impl<'a> View<'a> {
     /// The tool declared under `name`.
     pub(crate) fn tool(&self, name: &str) -> Option<&'a ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The latest user message (`""` before any): what the guess and the decision step ask
+    /// about.
+    pub(crate) fn question(&self) -> &'a str {
+        self.conversation
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                Entry::Question(q) => Some(q.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     /// What the conversation mentions, its words and numbers (grounding's and

@@ -1,0 +1,112 @@
+//! `named-files-refusal`: an answer that comes while the question names files no call has used
+//! is refused, with those names (`named.rs` keeps which).
+//!
+//! The 1.5B Qwen, shown the names after each result, answered a four-file total from the first
+//! file and a two-file comparison with the second file's number made up; refused once, it read
+//! the second file, then answered at once with a third number made up. So the answer is
+//! refused, but never as the refusal that would end the run (the last of `max_refusals` in a
+//! row: that answer is judged as usual), at most [`NAMED_REFUSALS`] times a run (a question that
+//! names a file no call needs costs turns, not the answer), not once the loop guard asked for
+//! the answer, and never in a run without tools (`wrap`'s extraction, a single-turn call), which
+//! could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
+//! memory (`agent/memory.rs`).
+
+use super::{Judgement, QuestionNames};
+
+/// How many answers a run refuses for files the question names and no call has used.
+pub(crate) const NAMED_REFUSALS: u32 = 4;
+
+/// The run's state when an answer comes, as the refusal weighs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answering {
+    /// The run can call a tool.
+    pub tools: bool,
+    /// Answers refused in a row so far.
+    pub refusals: u32,
+    /// How many refused in a row end the run.
+    pub max_refusals: u32,
+    /// Answers refused for names so far.
+    pub named_refusals: u32,
+    /// The loop guard has asked for the answer (calls that changed nothing went on).
+    pub answer_asked: bool,
+}
+
+/// The judgement refusing an answer given `at`, with the names no call has used, or `None`
+/// when the answer is judged as usual.
+pub(crate) fn refusal(names: &QuestionNames, at: Answering) -> Option<Judgement> {
+    if !at.tools
+        || at.refusals + 1 >= at.max_refusals
+        || at.named_refusals >= NAMED_REFUSALS
+        || at.answer_asked
+    {
+        return None;
+    }
+    let notice = names.notice()?;
+    Some(Judgement {
+        rule: "named-files-refusal",
+        tools: Vec::new(),
+        guess: None,
+        declined: true,
+        why: format!(
+            "Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"
+        ),
+        timed_out: false,
+        before_call: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fresh() -> Answering {
+        Answering {
+            tools: true,
+            refusals: 0,
+            max_refusals: 3,
+            named_refusals: 0,
+            answer_asked: false,
+        }
+    }
+
+    #[test]
+    fn an_answer_before_every_named_file_is_refused_with_the_names_left() {
+        let mut names = QuestionNames::of("Compare a.txt and b.txt.");
+        names.mark_used(json!({"path": "a.txt"}).as_object().unwrap());
+        let j = refusal(&names, fresh()).unwrap();
+        assert!(
+            j.declined && j.why.contains("b.txt") && !j.why.contains("a.txt,"),
+            "{j:?}"
+        );
+        names.mark_used(json!({"path": "b.txt"}).as_object().unwrap());
+        assert!(refusal(&names, fresh()).is_none());
+    }
+
+    #[test]
+    fn never_without_tools_at_the_last_refusal_past_the_bound_or_after_the_guard_asked() {
+        let names = QuestionNames::of("Sum week1.txt to week3.txt.");
+        assert!(refusal(&names, fresh()).is_some());
+        for at in [
+            Answering {
+                tools: false,
+                ..fresh()
+            },
+            Answering {
+                refusals: 2,
+                ..fresh()
+            },
+            Answering {
+                named_refusals: NAMED_REFUSALS,
+                ..fresh()
+            },
+            Answering {
+                answer_asked: true,
+                ..fresh()
+            },
+        ] {
+            assert!(refusal(&names, at).is_none(), "{at:?}");
+        }
+        assert!(refusal(&QuestionNames::of("no files"), fresh()).is_none());
+    }
+}

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::answer::{Core, Trace, call_id};
+use super::answer::{Core, Trace};
 use super::clients::Clients;
 use super::config::ServeConfig;
 use super::event::keep;
@@ -333,9 +333,13 @@ async fn native_for(
 }
 
 /// The answer's identity: a new id (the face's prefix), the model name given back, the time.
+/// The id is time-ordered (a UUID v7, ordered by creation within the process): the Responses
+/// store drops the oldest records first by the second they were made and then by id
+/// (`responses/store/`), and a random id would let a younger record of the same second go
+/// before an older one.
 fn answer_meta(shared: &Shared, ask: &Ask, render: &dyn Render) -> AnswerMeta {
     AnswerMeta {
-        id: format!("{}{}", render.id_prefix(), &call_id()[5..]),
+        id: format!("{}{}", render.id_prefix(), uuid::Uuid::now_v7().simple()),
         model: ask
             .model
             .clone()

@@ -12,7 +12,8 @@
 //!   first ([`walk`]), so a turn stores only what it added (storage grows with the
 //!   conversation, not with its square).
 //! * Bounds: the records' total size (`max_bytes`) and age (`max_age`): each write drops the
-//!   oldest records past either, atomically with the write; a record older than `max_age` is
+//!   oldest records past either, atomically with the write (oldest by the second made, then by
+//!   id, which serve makes time-ordered: `serve/http.rs`); a record older than `max_age` is
 //!   never read, even before it is dropped; one record holds at most a quarter of `max_bytes`;
 //!   a chain is read at most [`MAX_CHAIN`] responses deep.
 //! * The owner: a record keeps `sha256(salt ‖ key)` of the client's key (the salt is the

@@ -3,6 +3,11 @@
 directly or round a longer circle.
 
     python3 scripts/import-cycles.py [DIR]          (DIR: src/agent by default)
+    python3 scripts/import-cycles.py src --layers cli,queue,serve,agent,…
+
+With `--layers` (DIR's first-level modules, top first) it also reports every import that runs
+back up, from a module to one listed before it (the architecture's one-way flow: CLI and server
+above the agent loop, above its parts, above the leaves), and exits 1 on any.
 
 DIR is any folder inside a crate's `src` (`src`, `src/agent`, `tagloop-protocol/src`); `crate::…`
 paths are read from that crate's `src`. CI runs it on `src` and on `tagloop-protocol/src`.
@@ -15,7 +20,7 @@ the child file that defines it, since a module file that re-exports is the modul
 user of its children. A module file is a `mod.rs`, an `x.rs` beside its folder `x/` (the same
 module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. A path
 in code counts when it starts at `crate::`, `super::` or `self::` (a bare path names a local or a
-child); comments do not count, nor anything after a `#[cfg(test)]` line (a file's unit tests), nor
+child); comments do not count, nor anything after a `#[cfg(test)]` or `#[cfg(all(test, …))]` line (a file's unit tests), nor
 files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
 count; exits 1 when there is one.
 """
@@ -27,6 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The crate's `src` folder the files are read under (`crate::…` starts here); set by main() from
 # the folder checked, so `tagloop-protocol/src` is read as its own crate.
 SRC = os.path.join(ROOT, 'src')
+# The line that opens a file's unit tests: `#[cfg(test)]`, or tests gated on a feature too
+# (`#[cfg(all(test, feature = "serve"))]`).
+UNIT_TESTS = re.compile(r'#\[cfg\((all\(\s*)?test\b')
 
 
 def module_of(path):
@@ -62,7 +70,7 @@ def use_declarations(path):
     with open(path, encoding='utf-8') as f:
         for line in f:
             stripped = line.strip()
-            if stripped.startswith('#[cfg(test)]'):
+            if UNIT_TESTS.match(stripped):
                 break
             if current is None:
                 m = re.match(r'(pub(\([^)]*\))?\s+)?use\s+(.*)', stripped)
@@ -89,7 +97,7 @@ def code_paths(path):
     with open(path, encoding='utf-8') as f:
         for line in f:
             stripped = line.strip()
-            if stripped.startswith('#[cfg(test)]'):
+            if UNIT_TESTS.match(stripped):
                 break
             if in_use or re.match(r'(pub(\([^)]*\))?\s+)?use\s', stripped):
                 in_use = not stripped.endswith(';')
@@ -243,9 +251,39 @@ def crate_src(top):
     return d
 
 
+def upward(edges, top, layers):
+    """The imports that run back up: from a file of one of `top`'s first-level modules to a file of
+    a module listed before it in `layers` (top first). A module missing from the list is an
+    error, so a new one must be placed."""
+    def first(f):
+        rel = os.path.relpath(f, top).split(os.sep)
+        return rel[0][:-3] if rel[0].endswith('.rs') else rel[0]
+    roots = ('lib', 'main')
+    missing = sorted({first(f) for f in edges} - set(layers) - set(roots))
+    if missing:
+        sys.exit(f'--layers does not place {", ".join(missing)}: add each where it belongs')
+    rank = {name: i for i, name in enumerate(layers)}
+    out = []
+    for f, targets in sorted(edges.items()):
+        if first(f) in roots:
+            continue
+        for t in sorted(targets):
+            if first(t) not in roots and rank[first(t)] < rank[first(f)]:
+                out.append((f, t))
+    return out
+
+
 def main():
     global SRC
-    top = os.path.abspath(os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else 'src/agent'))
+    args = sys.argv[1:]
+    layers = None
+    if '--layers' in args:
+        i = args.index('--layers')
+        if i + 1 >= len(args):
+            sys.exit('--layers needs the first-level modules, top first, comma-separated')
+        layers = args[i + 1].split(',')
+        del args[i:i + 2]
+    top = os.path.abspath(os.path.join(ROOT, args[0] if args else 'src/agent'))
     if not os.path.isdir(top):
         sys.exit(f'no such folder: {top}')
     SRC = crate_src(top)
@@ -255,7 +293,12 @@ def main():
         print('circle: ' + ' <-> '.join(os.path.relpath(f, ROOT) for f in c))
     count = sum(len(v) for v in edges.values())
     print(f'{len(found)} import circle(s) among {len(edges)} files, {count} imports')
-    return 1 if found else 0
+    up = upward(edges, top, layers) if layers else []
+    for f, t in up:
+        print(f'back up: {os.path.relpath(f, ROOT)} -> {os.path.relpath(t, ROOT)}')
+    if layers:
+        print(f'{len(up)} import(s) running back up the layers {" > ".join(layers)}')
+    return 1 if found or up else 0
 
 
 if __name__ == '__main__':

@@ -12,21 +12,44 @@ import unittest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'import-cycles.py')
 
 
-def check(files, folder='src'):
-    """Write `files` (path -> text) under a fresh crate and run the script on its `folder`:
-    (exit code, output)."""
+def check(files, folder='src', extra=()):
+    """Write `files` (path -> text) under a fresh crate and run the script on its `folder`, with
+    `extra` arguments: (exit code, output)."""
     with tempfile.TemporaryDirectory() as crate:
         for path, text in files.items():
             full = os.path.join(crate, path)
             os.makedirs(os.path.dirname(full), exist_ok=True)
             with open(full, 'w', encoding='utf-8') as f:
                 f.write(text)
-        run = subprocess.run([sys.executable, SCRIPT, os.path.join(crate, folder)],
+        run = subprocess.run([sys.executable, SCRIPT, os.path.join(crate, folder), *extra],
                              capture_output=True, text=True, check=False)
         return run.returncode, run.stdout + run.stderr
 
 
 class ImportCycles(unittest.TestCase):
+    def test_an_import_from_a_lower_layer_to_a_higher_one_runs_back_up(self):
+        files = {
+            'src/lib.rs': 'mod serve;\nmod agent;\nmod text;\n',
+            'src/serve/mod.rs': 'mod http;\n',
+            'src/serve/http.rs': 'use crate::agent::run::Run;\npub struct Http;\n',
+            'src/agent/mod.rs': 'pub(crate) mod run;\n',
+            'src/agent/run.rs': 'use crate::text::clip;\npub struct Run;\n',
+            'src/text.rs': 'pub fn clip() {}\n',
+        }
+        layers = ('--layers', 'serve,agent,text')
+        code, out = check(files, extra=layers)
+        self.assertEqual(code, 0, out)
+        self.assertIn('0 import(s) running back up', out)
+        files['src/text.rs'] = 'use crate::serve::http::Http;\npub fn clip() {}\n'
+        code, out = check(files, extra=layers)
+        self.assertEqual(code, 1, out)
+        self.assertIn('back up: ', out)
+        self.assertIn('src/text.rs -> ', out)
+        # A module the list does not place is an error, not a pass.
+        code, out = check(files, extra=('--layers', 'serve,agent'))
+        self.assertNotEqual(code, 0, out)
+        self.assertIn('does not place text', out)
+
     def test_two_files_that_import_each_other_are_a_circle(self):
         code, out = check({
             'src/lib.rs': 'mod a;\nmod b;\n',
@@ -94,6 +117,16 @@ class ImportCycles(unittest.TestCase):
             'src/a.rs': '/// See [`crate::b::B`].\npub struct A; // crate::b::B\n'
                         'fn f() -> &str { "crate::b::B" }\n'
                         '#[cfg(test)]\nmod tests { fn t() { let _ = crate::b::B; } }\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        self.assertEqual(code, 0, out)
+        self.assertIn('0 import circle(s)', out)
+
+    def test_unit_tests_gated_on_a_feature_are_not_imports_either(self):
+        code, out = check({
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': 'pub struct A;\n'
+                        '#[cfg(all(test, feature = "serve"))]\nmod tests { use crate::b::B; }\n',
             'src/b.rs': 'use crate::a::A;\npub struct B;\n',
         })
         self.assertEqual(code, 0, out)

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tracing::{Instrument, debug, info_span};
 
 use crate::llm::Finish;
-use crate::policy::Policy;
+use crate::policy::{Check, DECIDE_NOTE, Policy, tool_result};
 use crate::protocol::{self, Call, Turn};
 use crate::tools::{Tool, ToolError};
 
@@ -21,7 +21,6 @@ use super::correction::Correction;
 use super::events::Event;
 use super::next::{Ending, Next};
 use super::run::Run;
-use crate::policy::{Check, DECIDE_NOTE, tool_result};
 
 impl Run<'_> {
     /// Parse, bind, check for loops and run the tool: the step's observation (a correction when

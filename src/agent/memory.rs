@@ -16,11 +16,11 @@
 use serde_json::Map;
 
 use crate::llm::Role;
-use crate::policy::{Policies, Policy};
+use crate::policy::{
+    Again, CallKey, Check, LoopGuard, Policies, Policy, QuestionNames, Said, fingerprint,
+};
 
 use super::events::Event;
-use crate::policy::Said;
-use crate::policy::{Again, CallKey, Check, LoopGuard, QuestionNames, fingerprint};
 
 /// The correction kind of an answer refused for the files the question names (`decide.rs`).
 pub(crate) const NAMED_FILES_KIND: &str = "named_files";

@@ -30,8 +30,7 @@ use super::request::Ask;
 use crate::agent::guess::request;
 use crate::llm::{Api, Model, Usage};
 use crate::policy::guess::{self, Guessed, Verdict};
-use crate::policy::{Choice, Entry, ToolSpec};
-use crate::policy::{Judgement, name_of};
+use crate::policy::{Choice, Entry, Judgement, ToolSpec, name_of};
 use crate::shown::Outside;
 
 /// A guess in flight.

@@ -19,7 +19,10 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
-use crate::policy::{Policies, Policy};
+use crate::policy::{
+    Choice, Decision, Judgement, Policies, Policy, choose, further, grounded, grounding, guess,
+    thought_end, unsaid,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
@@ -33,10 +36,6 @@ use super::request::Ask;
 use super::thought::ThoughtMode;
 use super::{conversation, grammar, reask};
 use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
-use crate::policy::Choice;
-use crate::policy::Decision;
-use crate::policy::thought_end;
-use crate::policy::{Judgement, choose, further, grounded, grounding, guess, unsaid};
 use crate::prompt::Templates;
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::secret::Redactor;

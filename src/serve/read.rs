@@ -14,7 +14,7 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
-use crate::policy::{Decision, Policies, Policy};
+use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy, without_runaway_string};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, MAX_PARALLEL_CALLS};
@@ -23,8 +23,6 @@ use crate::agent::Role;
 use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
-use crate::policy::without_runaway_string;
-use crate::policy::{Choice, Entry, PastCall};
 use crate::protocol::{self, Call, Turn, TurnKind};
 use crate::shown::Outside;
 

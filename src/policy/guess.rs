@@ -15,8 +15,9 @@
 //! (`serve/answer.rs`), as an ungrounded call is.
 //!
 //! The request is `src/agent/guess.rs`'s and the reading of its answer and the content words
-//! are `words.rs`'s, both shared with a run's decision step (`src/agent/first_call.rs`); this
-//! file is serve's verdict. Calibrated on BFCL cases 10–19 (experiments.md, "Serve's decision").
+//! are `words.rs`'s; this file's verdict is serve's and a run's decision step's alike
+//! (`decide.rs`), who asked being an input ([`Asker`]). Calibrated on BFCL cases 10–19
+//! (experiments.md, "Serve's decision").
 //!
 //! A guess that cannot be had keeps the call: an upstream that fails the request, an answer
 //! with no name in it (logged), or a name that says one word three times or more (a loop, not

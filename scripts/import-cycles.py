@@ -5,7 +5,7 @@ directly or round a longer circle.
     python3 scripts/import-cycles.py [DIR]          (DIR: src/agent by default)
     python3 scripts/import-cycles.py src --layers cli,queue,serve,agent,…
 
-With `--layers` (DIR's first-level modules, top first) it also reports every import that runs
+With `--layers` (the first-level modules of DIR, a crate's `src`, top first) it also reports every import that runs
 back up, from a module to one listed before it (the architecture's one-way flow: CLI and server
 above the agent loop, above its parts, above the leaves), and exits 1 on any.
 
@@ -20,7 +20,8 @@ the child file that defines it, since a module file that re-exports is the modul
 user of its children. A module file is a `mod.rs`, an `x.rs` beside its folder `x/` (the same
 module, spelt the newer way) or the crate root. `mod x;` declarations are not imports. A path
 in code counts when it starts at `crate::`, `super::` or `self::` (a bare path names a local or a
-child); comments do not count, nor anything after a `#[cfg(test)]` or `#[cfg(all(test, …))]` line (a file's unit tests), nor
+child); comments do not count, nor a file's unit tests (from a `#[cfg(test)]` or `#[cfg(all(test, …))]` line before a `mod … {` on), nor
+any other item under such a line (a test-only `use` or function), nor
 files named `tests.rs`. Prints each circle (a strongly connected component of two files or more) and the
 count; exits 1 when there is one.
 """
@@ -64,24 +65,52 @@ def is_map(path):
     return os.path.isdir(path[:-3])
 
 
-def use_declarations(path):
-    """The text of each `use …;` declaration before the file's unit tests, and whether it is public."""
-    out, current, public = [], None, False
+def code_lines(path):
+    """The file's lines that build outside tests: up to its unit tests' module (a `#[cfg(test)]`
+    line before a `mod … {`), and without any other item under `#[cfg(test)]` (a test-only `use`,
+    a test-only function: skipped to its `;` or its closing brace)."""
     with open(path, encoding='utf-8') as f:
-        for line in f:
-            stripped = line.strip()
-            if UNIT_TESTS.match(stripped):
+        lines = f.read().split('\n')
+    out, i = [], 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if not UNIT_TESTS.match(stripped):
+            out.append(lines[i])
+            i += 1
+            continue
+        # The item the attribute is on: the next line that is not an attribute or a comment.
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or lines[j].strip().startswith(('#[', '//'))):
+            j += 1
+        if j < len(lines) and re.match(r'(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{', lines[j].strip()):
+            break
+        depth, opened = 0, False
+        while j < len(lines):
+            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', lines[j].split('//', 1)[0])
+            depth += code.count('{') - code.count('}')
+            opened |= '{' in code
+            j += 1
+            if (opened and depth <= 0) or (not opened and code.rstrip().endswith(';')):
                 break
-            if current is None:
-                m = re.match(r'(pub(\([^)]*\))?\s+)?use\s+(.*)', stripped)
-                if not m:
-                    continue
-                public, current = m.group(1) is not None, m.group(3)
-            else:
-                current += ' ' + stripped
-            if current.rstrip().endswith(';'):
-                out.append((current.rstrip()[:-1], public))
-                current = None
+        i = j
+    return out
+
+
+def use_declarations(path):
+    """The text of each `use …;` declaration outside the file's tests, and whether it is public."""
+    out, current, public = [], None, False
+    for line in code_lines(path):
+        stripped = line.strip()
+        if current is None:
+            m = re.match(r'(pub(\([^)]*\))?\s+)?use\s+(.*)', stripped)
+            if not m:
+                continue
+            public, current = m.group(1) is not None, m.group(3)
+        else:
+            current += ' ' + stripped
+        if current.rstrip().endswith(';'):
+            out.append((current.rstrip()[:-1], public))
+            current = None
     return out
 
 
@@ -94,18 +123,15 @@ def code_paths(path):
     """Each path written out in the file's code (not in `use` declarations, comments or the unit
     tests): `super::messages::create`."""
     out, in_use = [], False
-    with open(path, encoding='utf-8') as f:
-        for line in f:
-            stripped = line.strip()
-            if UNIT_TESTS.match(stripped):
-                break
-            if in_use or re.match(r'(pub(\([^)]*\))?\s+)?use\s', stripped):
-                in_use = not stripped.endswith(';')
-                continue
-            code = line.split('//', 1)[0]
-            # Text in string literals is not code.
-            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', code)
-            out += CODE_PATH.findall(code)
+    for line in code_lines(path):
+        stripped = line.strip()
+        if in_use or re.match(r'(pub(\([^)]*\))?\s+)?use\s', stripped):
+            in_use = not stripped.endswith(';')
+            continue
+        code = line.split('//', 1)[0]
+        # Text in string literals is not code.
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', code)
+        out += CODE_PATH.findall(code)
     return out
 
 

@@ -122,6 +122,34 @@ class ImportCycles(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn('0 import circle(s)', out)
 
+    def test_a_test_module_declared_early_hides_nothing_after_it(self):
+        # `#[cfg(test)] mod tests;` near the top once ended the scan there, and with it every
+        # `use` below: tagloop-protocol's action/ had a circle no run reported.
+        code, out = check({
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': '#[cfg(test)]\nmod tests;\n\nuse crate::b::B;\npub struct A;\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        self.assertEqual(code, 1, out)
+        self.assertIn('1 import circle(s)', out)
+
+    def test_a_test_only_item_is_skipped_and_what_follows_it_is_read(self):
+        code, out = check({
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': 'pub struct A;\n#[cfg(test)]\nfn only_in_tests() {\n    let _ = crate::b::B;\n}\n'
+                        '#[cfg(test)]\nuse crate::b::B;\n'
+                        'fn f() -> u8 { 1 }\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        self.assertEqual(code, 0, out)
+        files = {
+            'src/lib.rs': 'mod a;\nmod b;\n',
+            'src/a.rs': 'pub struct A;\n#[cfg(test)]\nfn only_in_tests() {}\nuse crate::b::B;\n',
+            'src/b.rs': 'use crate::a::A;\npub struct B;\n',
+        }
+        code, out = check(files)
+        self.assertEqual(code, 1, out)
+
     def test_unit_tests_gated_on_a_feature_are_not_imports_either(self):
         code, out = check({
             'src/lib.rs': 'mod a;\nmod b;\n',

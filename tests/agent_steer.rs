@@ -1,8 +1,8 @@
 //! What the runtime adds to a result to keep a run on its question, driven by the scripted model:
-//! the files the question names that no call has used yet (src/agent/named.rs), the line before
+//! the files the question names that no call has used yet (src/policy/named.rs), the line before
 //! a result the same call gave at an earlier step, and the answer asked for when such calls go on
 //! (src/policy/loopguard/), and an answer refused while the question names files no call has used
-//! (src/agent/decide.rs).
+//! (src/policy/named_refusal.rs).
 
 mod common;
 

@@ -145,10 +145,10 @@ async fn the_size_bound_holds_in_redis_the_oldest_going_first() {
     );
     // Exactly the youngest are kept, in the order they were made, though most were made in
     // the same second (the ids are time-ordered: a random id let a younger one go first).
-    let kept = ids.len() - sizes.len();
+    let dropped = ids.len() - sizes.len();
     for (i, id) in ids.iter().enumerate() {
         let r = send(&base, reqwest::Method::GET, &path(id), None, None).await;
-        let want = if i < kept { 404 } else { 200 };
+        let want = if i < dropped { 404 } else { 200 };
         assert_eq!(r.status(), want, "response {i} of {}", ids.len());
     }
 }

@@ -50,11 +50,10 @@ impl Run<'_> {
             return false;
         };
         let known = tool.workspace().and_then(list_paths);
-        // The rules read the run as a view: its question and its tools (a tool whose schema
-        // does not compile cannot be judged, and its call is kept).
+        // The rules read the run as a view: its question and its tools.
         let specs: Vec<ToolSpec> = tools
             .iter()
-            .filter_map(|t| ToolSpec::of(t.name(), t.description(), t.parameters()))
+            .filter_map(|t| ToolSpec::of_run(t.name(), t.description(), t.parameters()))
             .collect();
         let question = [Entry::Question(self.task.clone())];
         let view = View::new("", &question, &specs, Choice::Auto);

@@ -31,11 +31,16 @@ pub(crate) struct ToolSpec {
 }
 
 impl ToolSpec {
-    /// A tool from its name, description and parameters' schema; `None` when the schema does
-    /// not compile (`crate::schema::compile`'s bounds). Serve reads a client's tools with its
-    /// own refusals (`serve/request.rs`); a run's tools are its toolkit's.
-    pub(crate) fn of(name: &str, description: &str, parameters: &Value) -> Option<Self> {
-        let validator = crate::schema::compile(parameters).ok()?;
+    /// A run's tool, from its name, description and parameters' schema (serve reads a client's
+    /// tools with its own refusals, `serve/request.rs`). A run binds a call's arguments with
+    /// `protocol::bind`, never with this validator, and its rules read a tool's words: a schema
+    /// the validator cannot compile (an MCP server's, past `crate::schema::compile`'s bounds)
+    /// still gives the tool, with a validator that accepts any arguments.
+    pub(crate) fn of_run(name: &str, description: &str, parameters: &Value) -> Option<Self> {
+        // `true` (any value) compiles: `None` only should the validator refuse even that.
+        let validator = crate::schema::compile(parameters)
+            .or_else(|_| crate::schema::compile(&Value::Bool(true)))
+            .ok()?;
         Some(ToolSpec {
             name: name.to_string(),
             description: description.to_string(),

@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_run_judges_every_guess_with_words_even_one_the_question_never_says() {
-        let read = ToolSpec::of(
+        let read = ToolSpec::of_run(
             "read_file",
             "Read a text file of the workspace.",
             &json!({"type": "object", "properties": {"path": {"type": "string"}}}),
@@ -172,6 +172,9 @@ mod tests {
         assert!(!by_guess(&view, &read, Some("read_text_file".into())).declined);
         assert!(!by_guess(&view, &read, Some("get_value".into())).declined);
         assert!(!by_guess(&view, &read, None).declined);
+        // A schema the validator refuses (an MCP server's) still gives a tool to judge.
+        let odd = ToolSpec::of_run("read_file", "Read a file.", &json!({"type": 12})).unwrap();
+        assert!(by_guess(&view, &odd, Some("get_capital".into())).declined);
         let conversation = [Entry::Question("What is in notes.txt?".into())];
         let view = View::new("", &conversation, std::slice::from_ref(&read), Choice::Auto);
         let j = unasked(&view, &read, None).unwrap();

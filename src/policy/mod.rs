@@ -34,13 +34,14 @@
 //! grounding (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
 //! run's decision step's alike, who asked being an input), the decision step's first rule
 //! (`decide.rs`), further calls (`further.rs`), choose (`choose.rs`), unsaid-optional
-//! (`unsaid.rs`), the named-files refusal (`named_refusal.rs`), all reading words one way
-//! (`words.rs`). The degeneration guard and its parts (`repeat.rs`, `wordless.rs`, `given.rs`,
-//! `own_words.rs`), what a run has been told (`said.rs`), the words of a question that name a
-//! path (`path_words.rs`) and its named files (`named.rs`), a tool result's header and closing
-//! line (`observed.rs`), the loop guard (`loopguard/`), the runaway string (`runaway.rs`) and
-//! the close of a thought cut short (`thought_cut.rs`, the repair of §1.7) are the run's and the
-//! client's alike. What sends a request, or writes through the caller's own types, stays with
+//! (`unsaid.rs`), all reading words one way (`words.rs`); the named-files refusal
+//! (`named_refusal.rs`) judges a run's answer by the names it read (`named.rs`). The
+//! degeneration guard (`repeat.rs`, `wordless.rs`) cuts serve's turns and the run's; its parts
+//! that know what a run was told (`given.rs`, `own_words.rs`, over `said.rs`) cut the run's.
+//! The words of a question that name a path (`path_words.rs`), its named files (`named.rs`), a
+//! tool result's header and closing line (`observed.rs`) and the loop guard (`loopguard/`, whose
+//! verdict on a call is a `Check`) are the run's; the runaway string (`runaway.rs`) is serve's;
+//! the close of a thought cut short (`thought_cut.rs`, the repair of §1.7) is both's. What sends a request, or writes through the caller's own types, stays with
 //! its caller: serve's guess request and its race with the turn (`serve/ahead.rs`), choose's
 //! re-ask (`serve/reask.rs`), the answered-call refusal inside the reader (`serve/read.rs`); the
 //! run's guess request and answer-only turn (`agent/first_call.rs`), the refusal's correction

@@ -1,6 +1,6 @@
 //! The words of a question that name a workspace path: one reading for both rules that ask.
 //!
-//! The decision step (`agent/first_call.rs`) keeps a first call when the question names any path;
+//! The decision step (`decide.rs`) keeps a first call when the question names any path;
 //! the file names the question gives (`named.rs`) are its file words, reminded after each result
 //! until a call has used them. Both read a question the same way:
 //!

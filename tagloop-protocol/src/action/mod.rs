@@ -13,6 +13,7 @@
 //! linear. If no strict parse exists, the whole search is repeated in a loose mode where `)`
 //! followed by trailing junk ends the call, which is reported as a warning.
 
+mod call;
 mod error;
 mod grammar;
 mod lex;
@@ -22,33 +23,13 @@ mod tests;
 
 use serde_json::Value;
 
+pub use call::{Arg, Call};
 pub use error::{ActionError, SignatureError};
 pub use grammar::MAX_DEPTH;
 use lex::{ident, tool_ident};
 use search::{
     FUEL_FIXED, FUEL_PER_BYTE, Search, loose_can_differ, ordered, search, strip_markdown,
 };
-
-/// One argument of a call: named (`path="a"`) or positional (`"a"`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Arg {
-    /// The name, or `None` for a positional argument.
-    pub name: Option<String>,
-    /// The value, as JSON.
-    pub value: Value,
-}
-
-/// A tool call read from an `<action>` block by [`parse_action`]; its arguments are not yet
-/// bound to the tool's parameters (see [`bind`](crate::bind)).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Call {
-    /// The tool name (may contain `.` and `-`: `fs.read_file`).
-    pub tool: String,
-    /// The arguments in the order written.
-    pub args: Vec<Arg>,
-    /// Leniencies used to read the call (a markdown fence around it, text after it, ...).
-    pub warnings: Vec<String>,
-}
 
 /// A tool signature for quote disambiguation: `write_file(path, content)`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 use tagloop::agent::Agent;
-use tagloop::llm::{DeltaSink, Finish, Model, Prompt, TurnFuture, TurnRequest, TurnResult, Usage};
+use tagloop::llm::{DeltaSink, Finish, Model, Prompt, TurnFuture, TurnRequest, TurnResult};
 use tagloop::llm::{Script, ScriptedModel};
 use tagloop::tools::{Registry, tool_fn};
 
@@ -63,18 +63,7 @@ impl Model for Replay {
         } else {
             Finish::Stop("</final_answer>".into())
         };
-        Box::pin(async move {
-            Ok(TurnResult {
-                text,
-                finish,
-                enforced_by: None,
-                reasoning: None,
-                usage: Usage::default(),
-                elapsed: std::time::Duration::ZERO,
-                first_token: None,
-                constraint: Default::default(),
-            })
-        })
+        Box::pin(async move { Ok(TurnResult::new(text, finish)) })
     }
 
     fn describe(&self) -> String {

@@ -235,8 +235,11 @@ impl Usage {
     }
 }
 
-/// The final record of a model turn.
+/// The final record of a model turn. A [`Model`] outside this crate makes one with
+/// [`TurnResult::new`] and sets the fields it knows (`usage`, `reasoning`, …): a field added
+/// later then breaks no implementation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TurnResult {
     /// The text up to (not including) the stop string.
     pub text: String,
@@ -254,6 +257,23 @@ pub struct TurnResult {
     pub first_token: Option<Duration>,
     /// Whether a grammar constrained the turn.
     pub constraint: Constraint,
+}
+
+impl TurnResult {
+    /// A turn of `text` that ended for `finish`, with nothing else known yet: no usage, no
+    /// separate reasoning, no timings, unconstrained.
+    pub fn new(text: impl Into<String>, finish: Finish) -> Self {
+        TurnResult {
+            text: text.into(),
+            finish,
+            enforced_by: None,
+            reasoning: None,
+            usage: Usage::default(),
+            elapsed: Duration::ZERO,
+            first_token: None,
+            constraint: Constraint::default(),
+        }
+    }
 }
 
 /// Receives text deltas while a turn streams (already cut at stops: no partial stop string is ever passed).

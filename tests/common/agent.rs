@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tagloop::agent::{Agent, AgentConfig, Event, EventSink, RunOptions, Status};
 use tagloop::llm::ScriptedModel;
-use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult, Usage};
+use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
 /// The sentence that closes a tool's result (`src/agent/observed.rs`).
@@ -181,14 +181,5 @@ pub async fn observed_run(
 
 /// A model's turn of `text` that ended as `finish`, costing nothing, taking no time.
 pub fn turn_result(text: impl Into<String>, finish: Finish) -> TurnResult {
-    TurnResult {
-        text: text.into(),
-        finish,
-        enforced_by: None,
-        reasoning: None,
-        usage: Usage::default(),
-        elapsed: Duration::ZERO,
-        first_token: None,
-        constraint: Default::default(),
-    }
+    TurnResult::new(text, finish)
 }

@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,27 +95,46 @@ class Check(unittest.TestCase):
         self.assertIn('| without decide | 3/4 (+25) |', doc)
         self.assertIn('| all policies off | 1/4 (-25) |', doc)
         after = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
-        self.assertEqual(after.split('#### Ablation')[0], before.split(bt.END)[0])
+        # The lead tables (everything before the first ablation table) are the same.
+        self.assertEqual(after.split('#### Ablation')[0],
+                         before.split('#### Ablation')[0].split(bt.END)[0])
+
+    def latest_default(self, model):
+        """The file of `model`'s latest BFCL run with today's defaults: the lead table's source."""
+        runs = [r for r in bt.load_runs(self.path('bench', 'results'))
+                if r['model'] == model and r['benchmark'] == 'bfcl'
+                and any(c.get('default') for c in r['configurations'])]
+        return max(runs, key=lambda r: r['started'])['file']
 
     def test_a_figure_changed_in_the_json_fails_until_the_tables_are_written_again(self):
+        changed = {}
         def fewer(data):
             conf = [c for c in data['configurations'] if c.get('default')][0]
-            conf['results'][0]['passed'] = 7      # simple_python: 9/10 in the text
-        self.edit_run('2026-11-28-qwen05-bfcl-thought.json', fewer)
+            r = conf['results'][0]
+            r['passed'] = r['passed'] - 1 if r['passed'] > 0 else 1
+            changed['figure'] = f"{r['passed']}/{r['total']}"
+        self.edit_run(self.latest_default('qwen05'), fewer)
         code, out = run(self.root, '--check')
         self.assertEqual(code, 1, out)
         self.assertIn("BENCHMARKS.md's generated part differs", out)
-        self.assertIn('7/10', out)
+        self.assertIn(changed['figure'], out)
         code, out = run(self.root)                # write
         self.assertEqual(code, 0, out)
         code, out = run(self.root, '--check')
         self.assertEqual(code, 0, out)
 
     def test_a_figure_typed_into_the_generated_part_fails(self):
-        self.edit_benchmarks(lambda doc: doc.replace('**61/80**', '**62/80**', 1))
+        typed = {}
+        def retype(doc):
+            start = doc.index(bt.START)
+            m = re.compile(r'(\d+)/(\d+)').search(doc, start)
+            passed, total = int(m.group(1)), int(m.group(2))
+            typed['figure'] = f"{passed + 1 if passed < total else passed - 1}/{total}"
+            return doc[:m.start()] + typed['figure'] + doc[m.end():]
+        self.edit_benchmarks(retype)
         code, out = run(self.root, '--check')
         self.assertEqual(code, 1, out)
-        self.assertIn('62/80', out)
+        self.assertIn(typed['figure'], out)
 
     def test_text_outside_the_markers_is_left_alone(self):
         self.edit_benchmarks(lambda doc: doc.replace(

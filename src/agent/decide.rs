@@ -114,11 +114,9 @@ impl Run<'_> {
             named_refusals: memory.named_refusals,
             answer_asked: memory.guard.answer_asked(),
         };
-        let refused = named_refusal::refusal(&memory.named, at)?;
+        let why = named_refusal::refusal(&memory.named, at)?;
         // The correction counts the refusal in the run's memory (`memory.rs`).
-        Some(Next::Refused(
-            self.correct(Correction::NamedFiles { why: refused.why }),
-        ))
+        Some(Next::Refused(self.correct(Correction::NamedFiles { why })))
     }
 
     /// Check a final answer against the role; an accepted one is announced.

@@ -50,16 +50,15 @@ impl Run<'_> {
             return false;
         };
         let known = tool.workspace().and_then(list_paths);
-        // The rules read the run as a view: its question and its tools.
-        let specs: Vec<ToolSpec> = tools
-            .iter()
-            .filter_map(|t| ToolSpec::of_run(t.name(), t.description(), t.parameters()))
-            .collect();
-        let question = [Entry::Question(self.task.clone())];
-        let view = View::new("", &question, &specs, Choice::Auto);
-        let Some(called) = view.tool(tool.name()) else {
+        // The rule reads the run as a view: its question, and of its tools the called one (the
+        // only one it reads; a schema is compiled for it alone).
+        let Some(called) = ToolSpec::of_run(tool.name(), tool.description(), tool.parameters())
+        else {
             return false;
         };
+        let question = [Entry::Question(self.task.clone())];
+        let view = View::new("", &question, std::slice::from_ref(&called), Choice::Auto);
+        let called = &called;
         if let Some(kept) = decide::unasked(&view, called, known.as_ref()) {
             self.judged(kept);
             return false;

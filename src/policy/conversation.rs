@@ -1,7 +1,7 @@
 //! The conversation's parts, as the decision room's rules read them: what `tool_choice` allows
 //! ([`Choice`]), a declared tool ([`ToolSpec`]), the messages in order ([`Entry`], with the calls
 //! of earlier turns as [`PastCall`]s) and what a read turn decided ([`Decision`]). Serve reads a
-//! request into these (`serve/request.rs`), a run its question and tools (`agent/first_call.rs`);
+//! request into these (`serve/request.rs`), a run its question and the tool it called (`agent/first_call.rs`);
 //! `view.rs` puts them together for the rules.
 
 use std::sync::Arc;

@@ -29,7 +29,7 @@
 //! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
 //! [`Watch`]). A rule that judges a conversation reads it as a `View` (the instructions, the
 //! messages, the tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`):
-//! serve reads a client's request into one, a run its question and its toolkit. The judgements
+//! serve reads a client's request into one, a run its question and the tool it called. The judgements
 //! they keep for the transcript have one shape, `Judgement` (a run's `decision` event is one):
 //! grounding (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
 //! run's decision step's alike, who asked being an input), the decision step's first rule

@@ -11,7 +11,7 @@
 //! could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
 //! memory (`agent/memory.rs`).
 
-use super::{Judgement, QuestionNames};
+use super::QuestionNames;
 
 /// How many answers a run refuses for files the question names and no call has used.
 pub(crate) const NAMED_REFUSALS: u32 = 4;
@@ -31,9 +31,9 @@ pub(crate) struct Answering {
     pub answer_asked: bool,
 }
 
-/// The judgement refusing an answer given `at`, with the names no call has used, or `None`
-/// when the answer is judged as usual.
-pub(crate) fn refusal(names: &QuestionNames, at: Answering) -> Option<Judgement> {
+/// Why an answer given `at` is refused, naming the files no call has used (the correction's
+/// words), or `None` when the answer is judged as usual.
+pub(crate) fn refusal(names: &QuestionNames, at: Answering) -> Option<String> {
     if !at.tools
         || at.refusals + 1 >= at.max_refusals
         || at.named_refusals >= NAMED_REFUSALS
@@ -42,17 +42,9 @@ pub(crate) fn refusal(names: &QuestionNames, at: Answering) -> Option<Judgement>
         return None;
     }
     let notice = names.notice()?;
-    Some(Judgement {
-        rule: "named-files-refusal",
-        tools: Vec::new(),
-        guess: None,
-        declined: true,
-        why: format!(
-            "Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"
-        ),
-        timed_out: false,
-        before_call: false,
-    })
+    Some(format!(
+        "Your answer was not accepted yet: it came before any call used all the files the question names. {notice}"
+    ))
 }
 
 #[cfg(test)]
@@ -74,11 +66,8 @@ mod tests {
     fn an_answer_before_every_named_file_is_refused_with_the_names_left() {
         let mut names = QuestionNames::of("Compare a.txt and b.txt.");
         names.mark_used(json!({"path": "a.txt"}).as_object().unwrap());
-        let j = refusal(&names, fresh()).unwrap();
-        assert!(
-            j.declined && j.why.contains("b.txt") && !j.why.contains("a.txt,"),
-            "{j:?}"
-        );
+        let why = refusal(&names, fresh()).unwrap();
+        assert!(why.contains("b.txt") && !why.contains("a.txt,"), "{why}");
         names.mark_used(json!({"path": "b.txt"}).as_object().unwrap());
         assert!(refusal(&names, fresh()).is_none());
     }

@@ -1,6 +1,6 @@
 //! What a decision rule sees of a conversation ([`View`]): the client's instructions, its
 //! messages in order, the tools it declared and what `tool_choice` allows (the types are
-//! `conversation.rs`'s). Serve reads a request into one (`serve/request.rs`), a run its question and its tools
+//! `conversation.rs`'s). Serve reads a request into one (`serve/request.rs`), a run its question and the tool it called
 //! (`agent/first_call.rs`); the rules of this room read only it, so none of them depends on how
 //! the conversation arrived.
 

@@ -48,7 +48,7 @@ mod role_errors;
 mod run;
 mod schema_fit;
 mod think;
-mod turn;
+pub(crate) mod turn;
 mod wrap;
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! One run: think → act → observe, until a final answer is accepted or the run has to stop.
 //!
 //! Read it top to bottom. [`Run::execute`] sets the history up and loops; each step is
-//! [`Run::think`] (one model turn, in `think.rs`, its state a `TurnInProgress` of `turn.rs`),
+//! [`Run::think`] (one model turn, asked through the turn engine `turn/` with `think.rs` as its seat),
 //! then [`Run::decide`] (read the turn, in `decide.rs`), which acts when the turn calls a tool
 //! (`act.rs`) and either gives the one observation that goes back to the model or an
 //! [`Ending`]. `Run` keeps only what lives across turns; everything the loop emits goes through
@@ -112,6 +112,7 @@ impl<'a> Run<'a> {
                     Err(TurnFailure::Context { final_fits, why }) => {
                         return Next::context_full(plan, final_fits, why);
                     }
+                    Err(TurnFailure::Stopped(never)) => match never {},
                 };
                 if turn.shows_reasoning && !plan.reasoning {
                     debug!(

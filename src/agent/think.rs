@@ -1,34 +1,39 @@
-//! Think: one model turn, continued while a stop string fired where it cannot have ended it,
-//! or once when a constrained turn was cut inside its thought.
+//! Think: one model turn of a run, asked through the turn engine (`turn/`), this file being
+//! the run's seat: how a request is fitted (the run's history, `context/`), which grammar each
+//! stage of a turn gets (`grammars.rs`, as the [`TurnPlan`] says), and how the model is asked
+//! (the run's stop strings, guards and notices, the text streamed to the caller).
 //!
-//! A turn is one request, unless the server stopped inside an open string of the action or an
-//! open `<think>` block (see [`protocol::stopped_inside`]); then, where the API can continue an
-//! unfinished turn (completions, or chat with prefill), the stop string is put back and the
-//! model is asked to go on, up to `max_continuations` times. A constrained turn that the
-//! degeneration guard or its budget cut inside its thought is closed there and continued once
-//! with the decision's grammar (`thought_cut.rs`). A chat server that refuses to continue (a 400
-//! to the prefill) ends the turn where it was, as if it had never been continued.
-//!
-//! Every request is fitted into the model's context window first (`context/`); a server that
-//! still refuses one as too long gets it once more, fitted harder.
-//!
-//! What lives for one turn only (the text so far, the continuations, the retry) is the
-//! [`TurnInProgress`] of `turn.rs`, which also decides how the turn goes on; this file is the
-//! run's side: asking the model with the run's history, stop strings and notices, and telling
-//! the caller.
+//! The engine continues the turn where it must (a stop string inside an open string or
+//! `<think>` block, up to `max_continuations` times; a constrained turn cut inside its thought,
+//! closed there and continued once with the decision's grammar) and asks once more, fitted
+//! harder, when the server refuses a prompt as too long.
 
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::llm::{Finish, LlmError, Notice, NoticeKind, TurnRequest, TurnResult};
+use crate::llm::{
+    ContextOverflow, Finish, LlmError, Model, Notice, NoticeKind, TurnGrammar, TurnRequest,
+    TurnResult,
+};
 use crate::policy::Policy;
-use crate::protocol::STOP_SEQUENCES;
+use crate::protocol::{self, STOP_SEQUENCES};
 
 use super::Api;
 use super::context::{Fit, PreparedRequest, prompt_bytes};
 use super::events::Event;
+use super::grammars::Grammars;
 use super::plan::TurnPlan;
 use super::run::Run;
-use super::turn::{AfterAnswer, ModelTurn, TurnFailure, TurnInProgress};
+use super::turn::{
+    self, CloseThought, Fitted, ModelTurn, Rules, Seat, Stage, TurnFailure, Unanswered,
+};
+
+/// A run asking one turn: the engine's seat.
+struct Thinking<'r, 'a> {
+    run: &'r mut Run<'a>,
+    plan: TurnPlan,
+}
 
 impl Run<'_> {
     /// One model turn, with its continuations, asked as `plan` says; `first` is its first
@@ -37,60 +42,96 @@ impl Run<'_> {
         &mut self,
         plan: TurnPlan,
         first: PreparedRequest,
-    ) -> Result<ModelTurn, TurnFailure> {
-        let agent = self.agent;
-        let can_continue = agent.config.api == Api::Completions || agent.model.supports_prefill();
-        let mut turn = TurnInProgress::new(plan, can_continue, first);
+    ) -> Result<ModelTurn, TurnFailure<Infallible>> {
+        let rules = Rules {
+            max_continuations: self.agent.config.max_continuations,
+            close_thought: CloseThought::Constrained,
+        };
         self.progress.llm_calls += 1;
-        loop {
-            let request = match turn.take_prepared() {
-                Some(request) => request,
-                None => match self
-                    .fit_request(turn.partial(), plan.final_only, None)
-                    .await
-                {
-                    Fit::Ready(request) => request,
-                    Fit::Full { .. } => return Ok(turn.cut(&self.history)),
-                },
-            };
-            let result = match self.ask(&mut turn, request).await {
-                Ok(result) => result,
-                Err(e) => match self.after_error(&mut turn, e).await? {
-                    Some(ended) => return Ok(ended),
-                    None => continue,
-                },
-            };
-            match turn.read(result, &self.history, agent.config.max_continuations) {
-                AfterAnswer::ThoughtClosed(ending) => {
-                    self.recorder.notice(Notice::new(
-                        NoticeKind::ThoughtCut,
-                        format!("the turn never left its thought: closed there with {ending:?}, the action or the answer is asked for alone"),
-                    ));
-                    if let Some(sink) = self.recorder.sink() {
-                        sink(&Event::TextDelta {
-                            text: ending.to_string(),
-                        });
-                    }
-                }
-                AfterAnswer::Continued => {}
-                AfterAnswer::Done(model_turn) => return Ok(model_turn),
-            }
-        }
+        let mut seat = Thinking { run: self, plan };
+        turn::ask_turn(&mut seat, rules, String::new(), Some(first)).await
+    }
+}
+
+impl Seat for Thinking<'_, '_> {
+    type Prepared = PreparedRequest;
+    type Stop = Infallible;
+
+    fn upstream(&self) -> (&dyn Model, Api) {
+        let agent = self.run.agent;
+        (agent.model.as_ref(), agent.config.api)
     }
 
-    /// Ask the model for the next part of `turn` (`request`, fitted), streaming its text to the
-    /// caller, and count what it answered.
+    fn fits(&self) -> bool {
+        self.run.agent.config.context.fits()
+    }
+
+    async fn fit(
+        &mut self,
+        partial: &str,
+        overflow: Option<ContextOverflow>,
+    ) -> Result<Fitted<PreparedRequest>, Infallible> {
+        let final_only = self.plan.final_only;
+        Ok(
+            match self.run.fit_request(partial, final_only, overflow).await {
+                Fit::Ready(request) => Fitted::Ready(request),
+                Fit::Full { final_fits, why } => Fitted::Full { final_fits, why },
+            },
+        )
+    }
+
     async fn ask(
         &mut self,
-        turn: &mut TurnInProgress,
         request: PreparedRequest,
+        stage: Stage,
+        partial: &str,
+    ) -> Result<TurnResult, Unanswered<Infallible>> {
+        self.run
+            .ask(self.plan, request, stage, partial)
+            .await
+            .map_err(Unanswered::Failed)
+    }
+
+    fn turn_text(&self, generated: &str) -> String {
+        self.run.history.turn_text(generated)
+    }
+
+    fn refitting(&mut self, error: &LlmError) {
+        self.run.recorder.notice(Notice::new(
+            NoticeKind::Retry,
+            format!("the server refused the prompt as longer than its context window: fitting it harder and asking once more ({error})"),
+        ));
+    }
+
+    fn thought_closed(&mut self, _cut: &str, ending: &'static str) {
+        self.run.recorder.notice(Notice::new(
+            NoticeKind::ThoughtCut,
+            format!("the turn never left its thought: closed there with {ending:?}, the action or the answer is asked for alone"),
+        ));
+        if let Some(sink) = self.run.recorder.sink() {
+            sink(&Event::TextDelta {
+                text: ending.to_string(),
+            });
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Ask the model for `stage` of a turn that so far is `partial` (`request`, fitted),
+    /// streaming its text to the caller, and count what it answered.
+    async fn ask(
+        &mut self,
+        plan: TurnPlan,
+        request: PreparedRequest,
+        stage: Stage,
+        partial: &str,
     ) -> Result<TurnResult, LlmError> {
         let agent = self.agent;
         // A fresh turn that needed no fitting borrows the history and gives it back below,
         // whatever the result (nothing else reads it meanwhile; a cancelled turn drops the
         // whole run).
-        let lent = turn.partial().is_empty() && request.prompt.is_none();
-        let grammar = turn.grammar(agent.grammars());
+        let lent = partial.is_empty() && request.prompt.is_none();
+        let grammar = grammar(agent.grammars(), plan, stage);
         let policies = agent.config.policies;
         let strict_arguments = (grammar.as_ref())
             .filter(|_| policies.on(Policy::Given))
@@ -98,7 +139,7 @@ impl Run<'_> {
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),
-            None => self.history.prompt_with_partial(turn.partial()),
+            None => self.history.prompt_with_partial(partial),
         };
         let sent_bytes = prompt_bytes(&prompt);
         let mut stop = std::mem::take(&mut self.stops);
@@ -106,8 +147,9 @@ impl Run<'_> {
             stop = STOP_SEQUENCES.iter().map(|s| s.to_string()).collect();
         }
         let (notices, kept) = self.recorder.notice_sink();
+        let free_answer = agent.role.output_schema().is_none();
         let strict_repeats_until =
-            turn.strict_repeats_until(grammar.is_some(), agent.role.output_schema().is_none());
+            strict_repeats_until(plan, stage, grammar.is_some(), free_answer);
         let request = TurnRequest {
             prompt,
             stop,
@@ -163,50 +205,51 @@ impl Run<'_> {
         }
         Ok(result)
     }
+}
 
-    /// The model failed: ask once more fitted harder when the server refused the prompt as too
-    /// long (`Ok(None)`), end the turn where it was before a continuation a chat server would
-    /// not make (`Ok(Some(..))`), or fail.
-    async fn after_error(
-        &mut self,
-        turn: &mut TurnInProgress,
-        e: LlmError,
-    ) -> Result<Option<ModelTurn>, TurnFailure> {
-        let agent = self.agent;
-        let fits = agent.config.context.fits();
-        match e.context_overflow() {
-            Some(overflow) if fits && !turn.retried_fitted() => {
-                self.recorder.notice(Notice::new(
-                    NoticeKind::Retry,
-                    format!("the server refused the prompt as longer than its context window: fitting it harder and asking once more ({e})"),
-                ));
-                let final_only = turn.plan.final_only;
-                match self
-                    .fit_request(turn.partial(), final_only, Some(overflow))
-                    .await
-                {
-                    Fit::Ready(request) => {
-                        turn.ask_next(request);
-                        Ok(None)
-                    }
-                    Fit::Full { final_fits, why } => Err(TurnFailure::Context { final_fits, why }),
-                }
-            }
-            Some(_) if fits => Err(TurnFailure::Context {
-                final_fits: false,
-                why: format!(
-                    "the server refused the prompt as longer than its context window again, after fitting: {e}"
-                ),
-            }),
-            // A chat server that will not continue the turn (the client turned prefill off for
-            // good): the turn ends where it was before the continuation.
-            _ => {
-                let chat = agent.config.api == Api::Chat && !agent.model.supports_prefill();
-                match turn.end_before_continuation(chat, &self.history) {
-                    Some(ended) => Ok(Some(ended)),
-                    None => Err(TurnFailure::Model(e)),
-                }
-            }
-        }
+/// The grammar of a request asking for `stage` of a turn. A continuation starts inside the
+/// turn: the grammar of a whole turn does not fit. Right after the loop guard refused a
+/// repeated call, the turn gets the last turn's grammar (the model was just shown the result it
+/// keeps asking for); right after the decision step declined its call, the answer's, its
+/// thought begun by the runtime (the plain answer-only grammar should that one not be had).
+fn grammar(grammars: &Grammars, plan: TurnPlan, stage: Stage) -> Option<Arc<TurnGrammar>> {
+    let last = plan.final_only || plan.after_refused_call;
+    match stage {
+        Stage::Whole if plan.after_decline => grammars
+            .pick_declined(plan.reasoning)
+            .or_else(|| grammars.pick(true, plan.reasoning)),
+        Stage::Whole => grammars.pick(last, plan.reasoning),
+        Stage::Decision => grammars.pick_decision(last),
+        Stage::Continuation => None,
+    }
+}
+
+/// The whole-turn grammar holds the thought to one line: a sentence said three times there is
+/// a loop (see `RepeatGuard`). A free-text final answer is held to the same: small models that
+/// do not stop after their answer say it again and again (SmolLM2: "You can't do it.\n\n"
+/// until the ordinary guard cut it at 150 tokens), so the strict guard lasts until an
+/// `<action>` (whose arguments may repeat legitimately) and through the answer, in a whole turn
+/// or in the decision asked for alone after a cut thought (`free_answer`: the role has no
+/// output schema, whose JSON is left to the ordinary guard). Reasoning in `<think>` stays free.
+fn strict_repeats_until(
+    plan: TurnPlan,
+    stage: Stage,
+    constrained: bool,
+    free_answer: bool,
+) -> Vec<String> {
+    if !constrained || plan.reasoning {
+        return Vec::new();
+    }
+    let [action, _] = protocol::LAZY_TRIGGERS;
+    if free_answer {
+        // A constrained request after the first is the decision alone (`grammar`).
+        vec![action.to_string()]
+    } else if stage == Stage::Whole {
+        protocol::LAZY_TRIGGERS
+            .iter()
+            .map(|t| t.to_string())
+            .collect()
+    } else {
+        Vec::new()
     }
 }

@@ -1,13 +1,14 @@
 //! The core: one request with tools in, the events of its answer out.
 //!
 //! The request becomes the history of a run (`conversation.rs`); the upstream is asked for one
-//! turn with tagloop's stops and, where it takes one, the request's grammar (`grammar.rs`); the
-//! turn is read, bound and validated (`read.rs`). A turn that cannot be used is corrected
+//! turn with tagloop's stops and, where it takes one, the request's grammar (`grammar.rs`),
+//! through the turn engine a run's turns go through too (`agent/turn/`; serve's seat in it is
+//! `seat.rs`); the turn is read, bound and validated (`read.rs`). A turn that cannot be used is corrected
 //! upstream, continuing the same conversation with tagloop's correction as the observation,
 //! at most `repairs` times; nothing reaches the client before a turn is usable, and after the
 //! budget the client gets a 502 `upstream_error` naming the last reason. A turn cut inside its
 //! thought (by the token budget or the degeneration guard) is not corrected but closed where it
-//! was cut and continued once to its decision, as a run does (`agent/thought_cut.rs`): asked
+//! was cut and continued once a request to its decision, by the engine (`policy/thought_cut.rs`): asked
 //! again at temperature 0, a small model writes the same endless thought again, and the repair
 //! budget ran out on it (issue 32: gemma's and SmolLM2's 502s). Events are emitted
 //! once the answer is decided: the reasoning, then each tool call (or the answer's text), then
@@ -19,68 +20,30 @@
 //! streamed and the collected answer are the same text. The whole (non-streamed) answer is
 //! these same events, collected.
 
+use crate::agent::turn::{self, CloseThought, Rules, TurnFailure};
 use crate::policy::{
-    Choice, Decision, Judgement, Policies, Policy, choose, further, grounded, grounding, guess,
-    thought_end, unsaid,
+    Choice, Decision, Judgement, Policy, choose, further, grounded, grounding, guess, unsaid,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
-use super::ahead::{Ahead, Raced};
+use super::ahead::Ahead;
 use super::answer_only::{after_decline, switch_to_answer};
+use super::core::{Core, Trace};
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
-use super::fit::Fitting;
-use super::live::{Live, Sent, answer_may_stream};
+use super::fit::{Fitting, too_long};
+use super::live::{Sent, answer_may_stream};
 use super::read::{Read, Refusal, read};
 use super::request::Ask;
-use super::thought::ThoughtMode;
+use super::seat::{Asking, Stop};
 use super::{conversation, grammar, reask};
-use crate::llm::{Api, Model, RepeatedBlock, TurnRequest, Usage};
-use crate::prompt::Templates;
+use crate::llm::{Api, RepeatedBlock, TurnRequest, Usage};
 use crate::protocol::{STOP_SEQUENCES, render_observation};
-use crate::secret::Redactor;
 use crate::shown::Outside;
 
 /// The turn budget when the client sets none (as `tagloop run`'s default).
 const DEFAULT_MAX_TOKENS: u32 = 1024;
 /// Most bytes of a correction shown to the model.
 const CORRECTION_LIMIT: usize = 4096;
-
-/// What answering a request cost, for the log line and the transcript.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Trace {
-    /// Upstream requests made (repairs included).
-    pub requests: u32,
-    /// Their usage, summed.
-    pub usage: Usage,
-    /// The turns the upstream wrote, in order, and the correction each refused one got.
-    pub turns: Vec<(String, Option<String>)>,
-    /// Each judgement of a turn's calls, kept or declined (`policy/judgement.rs`).
-    pub decisions: Vec<Judgement>,
-    /// What context fitting left out of each upstream request it shortened (`fit.rs`).
-    pub fitted: Vec<serde_json::Value>,
-    /// The request's log line is written elsewhere (a streamed answer's task writes it when
-    /// the stream ends).
-    pub logged: bool,
-}
-
-/// What the core needs besides the request.
-pub(crate) struct Core<'a> {
-    pub model: &'a dyn Model,
-    pub api: Api,
-    pub templates: &'a Templates,
-    pub repairs: u32,
-    /// The upstream key, taken out of what the core says about a turn (a refusal quotes it).
-    pub redactor: &'a Redactor,
-    /// The model's own tool format, when serve asks in it (`native/`, `--tool-format`).
-    pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
-    /// The guess's own time limit (`policy/guess.rs`; `None`: the request's).
-    pub guess_timeout: Option<std::time::Duration>,
-    /// Whether the turns that may call begin with a thought (`--thought`, `thought.rs`).
-    pub thought: ThoughtMode,
-    /// The steering rules on (`crate::policy`; each site below asks it).
-    pub policies: Policies,
-}
 
 /// The stop strings of a turn: tagloop's own; when calls may come in parallel, `</action>` is
 /// left out (the model writes one closed action after another and stops, or is stopped at the
@@ -163,68 +126,62 @@ pub(crate) async fn answer(
     }
     let mut left = core.repairs + 1;
     let mut refused_before: Option<String> = None;
-    // A turn cut inside its thought is continued once from the cut (completions, or a chat
-    // server that continues an assistant message): `partial` is what it had written, the
-    // thought closed.
+    // A turn cut inside its thought is closed there and continued once a request (the turn
+    // engine's rule, `agent/turn/`; completions, or a chat server that continues an assistant
+    // message). After declined calls the next turn may begin in the runtime's words (`start`).
     let can_continue = core.api == Api::Completions || core.model.supports_prefill();
     let mut continued = false;
-    let mut partial = String::new();
+    let mut start = String::new();
     for attempt in 0.. {
         if left == 0 {
             break;
         }
         left -= 1;
         let asked_answer_only = answer_only;
-        // Fitted with what a continued turn already wrote (the prompt then ends in it).
-        if let Some(fitted) = fitting
-            .fit(core.model, &history, &partial, &mut request)
-            .await?
-        {
-            trace.fitted.push(fitted);
-        }
-        trace.requests += 1;
-        let view = |generated: &str| history.turn_text(&format!("{partial}{generated}"));
-        let mut live = Live::new(may_stream, &names, &view);
-        let committed = AtomicBool::new(false);
-        let mut on_delta = |delta: &str| {
-            live.push(delta, &mut *emit);
-            if live.sent().is_some() {
-                committed.store(true, Ordering::Relaxed);
-            }
+        let rules = Rules {
+            max_continuations: 0,
+            close_thought: if continued {
+                CloseThought::Never
+            } else {
+                CloseThought::Any
+            },
         };
-        let turn = core.model.turn(&request, &mut on_delta);
-        let ended = match ahead.as_mut().filter(|_| !answer_only) {
-            Some(ahead) => ahead.race(turn, &committed).await,
-            None => Raced::Turn(turn.await),
+        let mut seat = Asking {
+            core,
+            ask,
+            history: &history,
+            request: &mut request,
+            fitting: &mut fitting,
+            trace,
+            ahead: ahead.as_mut().filter(|_| !answer_only),
+            may_stream,
+            names: &names,
+            emit,
+            answer_only,
+            sent: None,
         };
-        let ended = match ended {
-            Raced::Turn(ended) => ended,
-            Raced::Declined(judged) => {
+        let asked = turn::ask_turn(&mut seat, rules, std::mem::take(&mut start), None).await;
+        let sent = seat.sent.take();
+        let turn = match asked {
+            Ok(turn) => turn,
+            Err(TurnFailure::Stopped(Stop::Declined(judged))) => {
                 // No declared tool is about the question: whatever call the turn was writing
                 // would be declined, so it was dropped unread (its usage is not known).
                 trace.decisions.push(judged);
-                if let Some(ahead) = ahead.as_mut() {
-                    ahead.count(&mut trace.usage);
-                }
                 answer_only = true;
                 left = left.max(2);
                 switch_to_answer((core.api, core.thought), ask, &mut request);
-                partial = after_decline((core.api, core.thought), ask, &mut request, can_continue);
+                start = after_decline((core.api, core.thought), ask, &mut request, can_continue);
                 continue;
             }
-        };
-        let result = match ended {
-            Ok(result) => result,
-            // Refused as too long: once more, fitted harder; the refusal costs no repair.
-            Err(e) if fitting.refused(&e)? => {
-                left += 1;
-                continue;
+            Err(TurnFailure::Stopped(Stop::Failed(e))) => return Err(e),
+            Err(TurnFailure::Context { .. }) => {
+                return Err(too_long(
+                    "the upstream refused the prompt as longer than its context window again, after fitting",
+                ));
             }
-            Err(e) => {
+            Err(TurnFailure::Model(e)) => {
                 tracing::warn!(error = %Outside(&e), "the upstream failed");
-                if let Some(ahead) = ahead.as_mut() {
-                    ahead.count(&mut trace.usage);
-                }
                 if let Some(late) = ServeError::out_of_time(&e) {
                     return Err(late);
                 }
@@ -233,19 +190,19 @@ pub(crate) async fn answer(
                 });
             }
         };
-        trace.usage.add(result.usage);
-        if let Some(ahead) = ahead.as_mut() {
-            // The guess's request, once answered, counts whether or not it judges a call.
-            ahead.count(&mut trace.usage);
+        if turn.continued {
+            // The continuation is a request of its own: it costs the budget one, when one is
+            // left (the next correction may still come).
+            continued = true;
+            left = left.saturating_sub(1);
         }
-        let generated = format!("{partial}{}", result.text);
-        let text = history.turn_text(&generated);
+        let text = turn.text;
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.
         let read = |text: &str| {
             read(
                 text,
-                &result.finish,
+                &turn.finish,
                 ask,
                 &role,
                 answer_only,
@@ -257,10 +214,10 @@ pub(crate) async fn answer(
                 refusal
             })
         };
-        if let Some(sent) = live.sent() {
+        if let Some(sent) = sent {
             let read = read(&text);
             trace.turns.push((text, None));
-            finish_committed(read, sent, result.reasoning, trace.usage, emit);
+            finish_committed(read, &sent, turn.reasoning, trace.usage, emit);
             return Ok(());
         }
         let mut read = read(&text);
@@ -271,8 +228,8 @@ pub(crate) async fn answer(
         }
         let mut text = text;
         // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
-        let mut reasoning = result.reasoning.clone();
-        if partial.is_empty()
+        let mut reasoning = turn.reasoning.clone();
+        if !turn.continued
             && !answer_only
             && request.grammar.is_some()
             && on(Policy::Choose)
@@ -343,7 +300,7 @@ pub(crate) async fn answer(
             // The answer's thought begins in the runtime's words (asked again, the model would
             // write the one that led to the calls): under the grammar, or as the start of the
             // turn where the upstream continues one.
-            partial = after_decline((core.api, core.thought), ask, &mut request, can_continue);
+            start = after_decline((core.api, core.thought), ask, &mut request, can_continue);
             continue;
         }
         match read {
@@ -357,26 +314,6 @@ pub(crate) async fn answer(
                 return Ok(());
             }
             Err(refusal) => {
-                if let Some(ending) = thought_end(&text, result.finish.was_cut())
-                    .filter(|_| can_continue && !continued)
-                {
-                    // Asked again, the model would write the same thought (the correction
-                    // does not change what it writes at temperature 0); closed here, what
-                    // comes next is its decision, read and validated as any turn's.
-                    tracing::debug!(attempt, "a turn cut inside its thought is continued");
-                    continued = true;
-                    partial = format!("{generated}{ending}");
-                    if request.grammar.is_some() {
-                        // The thought is in the prompt now: a grammar that opens one (or
-                        // writes the runtime's words) would have it written again.
-                        request.grammar =
-                            grammar::after_thought(ask, core.api, core.thought, answer_only);
-                    }
-                    trace.turns.push((text, Some(CONTINUED.into())));
-                    left = left.max(1);
-                    continue;
-                }
-                partial.clear();
                 tracing::debug!(attempt, reason = %Outside(&refusal.message), "the upstream's turn is corrected");
                 let again = refused_before.as_deref() == Some(text.as_str());
                 let mut message = refusal.message.clone();
@@ -408,11 +345,6 @@ pub(crate) async fn answer(
         ),
     })
 }
-
-/// What the transcript says of a turn cut inside its thought and continued (no correction is
-/// sent: the turn goes on from the cut).
-const CONTINUED: &str =
-    "(not corrected: cut inside its thought; the thought was closed and the turn continued)";
 
 /// Said after a correction when the next turn may only answer.
 const ANSWER_NOW: &str = " No tool may be called in the next turn: give your final answer now.";

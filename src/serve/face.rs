@@ -10,8 +10,9 @@ use axum::response::Response;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use super::answer::{Core, Trace, answer};
+use super::answer::answer;
 use super::chunks::{ChunkMeta, sse_response};
+use super::core::{Core, Trace};
 use super::request::{Ask, wants_core};
 use super::response::{AnswerMeta, completion};
 use super::{ServeError, ServeEvent, plain};

@@ -11,7 +11,8 @@
 //! and everything from the last assistant turn on (the latest user message) are never cut.
 //! What still does not fit is a 400 `context_length_exceeded`, never a silently cut question. An
 //! upstream that refuses a prompt as too long anyway gets it once more, fitted harder (its
-//! refusal names its window and its count); a second refusal is the 400 too.
+//! refusal names its window and its count): the turn engine's rule, once a turn, as in a run
+//! (`agent/turn/`); a second refusal is the 400 too.
 //!
 //! Every fitting is logged and kept in the request's transcript (the run's
 //! [`Event::ContextFitted`]).
@@ -22,7 +23,7 @@ use super::ServeError;
 use crate::agent::Event;
 use crate::agent::context::{ContextPolicy, ContextState, Fit, FitTarget};
 use crate::agent::history::History;
-use crate::llm::{ContextOverflow, LlmError, Model, TurnRequest};
+use crate::llm::{ContextOverflow, Model, TurnRequest};
 
 /// The fitting of one request's upstream requests.
 #[derive(Debug)]
@@ -31,10 +32,6 @@ pub(crate) struct Fitting {
     policy: ContextPolicy,
     /// The turn budget the client asked for (or serve's default).
     asked: u32,
-    /// The upstream refused the last prompt as too long: the next one is fitted harder.
-    overflow: Option<ContextOverflow>,
-    /// That refusal came already: a second one is final.
-    retried: bool,
     /// Upstream requests fitted so far (the transcript's `step`).
     requests: u32,
 }
@@ -50,20 +47,20 @@ impl Fitting {
             state,
             policy: ContextPolicy::default(),
             asked,
-            overflow: None,
-            retried: false,
             requests: 0,
         }
     }
 
     /// Put `history`'s prompt into `request` (ending in `partial`, the cut turn being continued,
-    /// when not empty), fitted, with the turn budget that fits: what was left out, for the
+    /// when not empty), fitted, with the turn budget that fits (`overflow`: fitted harder, the
+    /// upstream having refused the last prompt as too long): what was left out, for the
     /// transcript, when anything was. A conversation that cannot fit is a 400.
     pub(crate) async fn fit(
         &mut self,
         model: &dyn Model,
         history: &History,
         partial: &str,
+        overflow: Option<ContextOverflow>,
         request: &mut TurnRequest,
     ) -> Result<Option<Value>, ServeError> {
         self.requests += 1;
@@ -72,7 +69,6 @@ impl Fitting {
             policy: self.policy,
             max_tokens: Some(self.asked),
         };
-        let overflow = self.overflow.take();
         let (fit, event) = self
             .state
             .fit(target, history, partial, false, overflow, self.requests)
@@ -85,29 +81,10 @@ impl Fitting {
         request.max_tokens = ready.max_tokens;
         Ok(event.map(|e| record(&e)))
     }
-
-    /// Whether the failed request `e` is asked once more, fitted harder: the upstream refused
-    /// the prompt as longer than its window, for the first time. A second refusal is a 400;
-    /// any other failure is not fitting's (`Ok(false)`).
-    pub(crate) fn refused(&mut self, e: &LlmError) -> Result<bool, ServeError> {
-        let Some(overflow) = e.context_overflow() else {
-            return Ok(false);
-        };
-        if self.retried {
-            return Err(too_long(
-                "the upstream refused the prompt as longer than its context window again, after fitting",
-            ));
-        }
-        tracing::info!(requested = ?overflow.requested, window = ?overflow.window,
-            "the upstream refused the prompt as longer than its context window: fitting it harder and asking once more");
-        self.retried = true;
-        self.overflow = Some(overflow);
-        Ok(true)
-    }
 }
 
 /// The 400 of a conversation that does not fit.
-fn too_long(why: &str) -> ServeError {
+pub(crate) fn too_long(why: &str) -> ServeError {
     ServeError::ContextLength {
         message: format!(
             "the conversation does not fit the upstream model's context window, even with long tool results cut and old turns summarised ({why}); shorten the messages or lower max_tokens"

@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::answer::{Core, Trace};
 use super::clients::Clients;
 use super::config::ServeConfig;
+use super::core::{Core, Trace};
 use super::event::keep;
 use super::face::{Mode, Reading, Render};
 use super::native::{Formats, NativeFormat};

@@ -42,7 +42,9 @@
 //!   further calls, choose, unsaid-optional. Here are what they ask of the upstream: `ahead.rs`
 //!   sends the guess beside the turn, `reask.rs` asks a lone call again for the tool choose
 //!   names.
-//! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s.
+//! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s; each turn asked through the
+//!   turn engine (`agent/turn/`), `seat.rs` being serve's seat; `core.rs`: what the core is
+//!   given ([`Core`](core::Core)) and what a request cost (`Trace`).
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
 //! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).
@@ -73,6 +75,7 @@ mod chunks;
 mod clients;
 mod config;
 mod conversation;
+mod core;
 mod error;
 mod event;
 mod face;
@@ -96,6 +99,7 @@ mod request_log;
 mod response;
 mod responses;
 mod routes;
+mod seat;
 mod thought;
 mod tool_format;
 mod transcript;

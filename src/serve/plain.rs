@@ -7,8 +7,9 @@
 //! (`messages/stops.rs`); the upstream then writes on to its own end or to `max_tokens`.
 
 use super::ServeError;
-use super::answer::{Trace, client_reason};
+use super::answer::client_reason;
 use super::conversation::render_call;
+use super::core::Trace;
 use super::event::{FinishReason, ServeEvent};
 use super::request::Ask;
 use crate::llm::{Finish, Message, Model, Prompt, Role, TurnRequest};

@@ -7,7 +7,7 @@ use std::time::Instant;
 use axum::response::Response;
 use tracing::info;
 
-use super::answer::Trace;
+use super::core::Trace;
 
 /// The one log line of a request: never a key, never a prompt.
 pub(crate) fn log_line(

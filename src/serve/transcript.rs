@@ -12,7 +12,7 @@
 use serde_json::json;
 
 use super::ServeError;
-use super::answer::Trace;
+use super::core::Trace;
 use super::response::AnswerMeta;
 use crate::secret::Redactor;
 use crate::shown::Outside;

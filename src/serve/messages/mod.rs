@@ -34,7 +34,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::ServeError;
-use super::answer::Trace;
+use super::core::Trace;
 use super::face::{Face, Mode, Reading};
 use super::http::{Shared, answer_route};
 use super::request_log::log_line;

@@ -39,7 +39,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::ServeError;
-use super::answer::Trace;
+use super::core::Trace;
 use super::face::Mode;
 use super::http::{Live, Shared, admit, authorised, core_answer, take_slot, within};
 use super::request::parse_json;

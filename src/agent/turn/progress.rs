@@ -1,23 +1,49 @@
 //! A model turn in progress: what one turn has produced so far over its requests, and how it
-//! goes on. A turn is one request, unless it is continued (after a stop string inside an open
-//! string or `<think>` block, or once after a constrained turn was cut inside its thought);
-//! [`TurnInProgress`] owns everything that lives for one turn only, and the run (`think.rs`)
-//! asks the model and tells the caller. What it ends in is a [`ModelTurn`], or a [`TurnFailure`].
-
-use std::sync::Arc;
+//! goes on (the engine's state, `mod.rs`): the [`Rules`] it goes on by, the [`Stage`] each
+//! request asks for, and the [`ModelTurn`] it ends in. [`TurnInProgress`] owns everything that
+//! lives for one turn only; it asks nothing and tells no one: the engine does both through its
+//! seat.
 
 use tracing::debug;
 
-use crate::llm::{Finish, LlmError, TurnGrammar, TurnResult};
+use crate::llm::{Finish, TurnResult};
+use crate::policy::thought_end;
 use crate::protocol::{self, Inside};
 
-use super::context::PreparedRequest;
-use super::grammars::Grammars;
-use super::history::History;
-use super::plan::TurnPlan;
-use crate::policy::thought_end;
+/// What a request of a turn asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The whole turn (the turn's first request, or its retry fitted harder).
+    Whole,
+    /// The decision alone, after the engine closed a thought that never ended.
+    Decision,
+    /// The rest of a turn continued after a stop string: no whole-turn grammar fits there.
+    Continuation,
+}
+
+/// Which turns cut inside their thought are closed there and continued (once a turn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloseThought {
+    /// None (the caller corrects them instead).
+    Never,
+    /// Those the server constrained (a run: only a grammar makes a thought endless).
+    Constrained,
+    /// Any (serve: a client's turn is corrected otherwise, and asked again at temperature 0 the
+    /// model writes the same endless thought).
+    Any,
+}
+
+/// How a turn may go on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// Most continuations after a stop string inside an open string or `<think>` (0: none).
+    pub(crate) max_continuations: u32,
+    /// Which cut thoughts are closed and continued.
+    pub(crate) close_thought: CloseThought,
+}
 
 /// What one model turn gave, continuations joined.
+#[derive(Debug)]
 pub(crate) struct ModelTurn {
     /// The turn as the reader sees it.
     pub(crate) text: String,
@@ -29,16 +55,10 @@ pub(crate) struct ModelTurn {
     /// The turn carried reasoning (separate reasoning from the server, or a `<think>` block):
     /// the model reasons first.
     pub(crate) shows_reasoning: bool,
-}
-
-/// Why a turn could not be had.
-#[derive(Debug)]
-pub(crate) enum TurnFailure {
-    /// The model failed (after the client's retries).
-    Model(LlmError),
-    /// The prompt does not fit the context window, even fitted; `final_fits` when a
-    /// final-answer-only turn still would.
-    Context { final_fits: bool, why: String },
+    /// The server's separate reasoning of the turn's last request.
+    pub(crate) reasoning: Option<String>,
+    /// The engine continued the turn (a closed thought, a stop string put back).
+    pub(crate) continued: bool,
 }
 
 /// The turn as it was before its last continuation, to end it there when the server refuses to
@@ -50,10 +70,11 @@ struct BeforeContinuation {
 }
 
 /// What the turn does after a request answered.
-pub(crate) enum AfterAnswer {
-    /// The turn never left its thought: the thought was closed with this text, and the next
-    /// request asks for the decision alone, under the decision's grammar.
-    ThoughtClosed(&'static str),
+pub(super) enum AfterAnswer {
+    /// The turn never left its thought: the thought was closed with `ending`, and the next
+    /// request asks for the decision alone ([`Stage::Decision`]). `cut` is the turn as it was
+    /// cut, as the reader sees it.
+    ThoughtClosed { cut: String, ending: &'static str },
     /// A stop string fired inside an open string or `<think>` block: it was put back, and the
     /// next request continues the turn.
     Continued,
@@ -61,20 +82,23 @@ pub(crate) enum AfterAnswer {
     Done(ModelTurn),
 }
 
-/// One model turn in progress, asked as its [`TurnPlan`] says.
-pub(crate) struct TurnInProgress {
-    pub(crate) plan: TurnPlan,
+/// One model turn in progress, going on as its [`Rules`] allow.
+pub(super) struct TurnInProgress {
+    rules: Rules,
     /// The API can continue an unfinished turn (completions, or chat with prefill).
     can_continue: bool,
-    /// The text generated so far, continuations joined.
+    /// The text generated so far, continuations joined (and the turn's start, when the caller
+    /// began it).
     generated: String,
+    /// A request of this turn answered (the next one is not the turn's first).
+    answered: bool,
     continuations: u32,
     /// See [`ModelTurn::action_start`].
     action_start: Option<usize>,
     /// See [`ModelTurn::shows_reasoning`].
     reasoned: bool,
-    /// The next request, already fitted (the first one, or a retry fitted harder).
-    next: Option<PreparedRequest>,
+    /// The last answer's separate reasoning (see [`ModelTurn::reasoning`]).
+    reasoning: Option<String>,
     /// The server refused a prompt as too long once, and the turn was asked again fitted harder.
     overflow_retried: bool,
     /// The thought was closed and the turn continued (once per turn).
@@ -85,16 +109,17 @@ pub(crate) struct TurnInProgress {
 }
 
 impl TurnInProgress {
-    /// A turn whose first request is `first`, already fitted.
-    pub(crate) fn new(plan: TurnPlan, can_continue: bool, first: PreparedRequest) -> Self {
+    /// A turn that begins with `start` (empty: the model writes all of it).
+    pub(super) fn new(rules: Rules, can_continue: bool, start: String) -> Self {
         TurnInProgress {
-            plan,
+            rules,
             can_continue,
-            generated: String::new(),
+            generated: start,
+            answered: false,
             continuations: 0,
             action_start: None,
             reasoned: false,
-            next: Some(first),
+            reasoning: None,
             overflow_retried: false,
             thought_closed: false,
             decision_next: false,
@@ -102,88 +127,54 @@ impl TurnInProgress {
         }
     }
 
-    /// The turn so far (empty before the first answer).
-    pub(crate) fn partial(&self) -> &str {
+    /// The turn so far: what the prompt of its next request ends in.
+    pub(super) fn partial(&self) -> &str {
         &self.generated
     }
 
-    /// The next request when it was fitted already; `None`: fit one for [`Self::partial`].
-    pub(crate) fn take_prepared(&mut self) -> Option<PreparedRequest> {
-        self.next.take()
-    }
-
-    /// The grammar of the next request. A continuation starts inside the turn: the grammar of a
-    /// whole turn does not fit. Right after the loop guard refused a repeated call, the turn
-    /// gets the last turn's grammar (the model was just shown the result it keeps asking for);
-    /// right after the decision step declined its call, the answer's, its thought begun by the
-    /// runtime (the plain answer-only grammar should that one not be had).
-    pub(crate) fn grammar(&mut self, grammars: &Grammars) -> Option<Arc<TurnGrammar>> {
-        let last = self.plan.final_only || self.plan.after_refused_call;
-        if self.generated.is_empty() && self.plan.after_decline {
-            grammars
-                .pick_declined(self.plan.reasoning)
-                .or_else(|| grammars.pick(true, self.plan.reasoning))
-        } else if self.generated.is_empty() {
-            grammars.pick(last, self.plan.reasoning)
+    /// What the next request asks for: the whole turn until one answered, then the decision
+    /// once after a closed thought, else the rest of a continued turn.
+    pub(super) fn stage(&mut self) -> Stage {
+        if !self.answered {
+            Stage::Whole
         } else if std::mem::take(&mut self.decision_next) {
-            grammars.pick_decision(last)
+            Stage::Decision
         } else {
-            None
-        }
-    }
-
-    /// The whole-turn grammar holds the thought to one line: a sentence said three times there
-    /// is a loop (see `RepeatGuard`). A free-text final answer is held to the same: small
-    /// models that do not stop after their answer say it again and again (SmolLM2:
-    /// "You can't do it.\n\n" until the ordinary guard cut it at 150 tokens), so the strict
-    /// guard lasts until an `<action>` (whose arguments may repeat legitimately) and through
-    /// the answer, in a whole turn or in the decision asked for alone after a cut thought
-    /// (`free_answer`: the role has no output schema, whose JSON is left to the ordinary
-    /// guard). Reasoning in `<think>` stays free.
-    pub(crate) fn strict_repeats_until(&self, constrained: bool, free_answer: bool) -> Vec<String> {
-        if !constrained || self.plan.reasoning {
-            return Vec::new();
-        }
-        let [action, _] = protocol::LAZY_TRIGGERS;
-        if free_answer {
-            // A constrained request after the first is the decision alone (`Self::grammar`).
-            vec![action.to_string()]
-        } else if self.generated.is_empty() {
-            protocol::LAZY_TRIGGERS
-                .iter()
-                .map(|t| t.to_string())
-                .collect()
-        } else {
-            Vec::new()
+            Stage::Continuation
         }
     }
 
     /// The server refused a prompt of this turn as too long once already, and the turn was
     /// asked again fitted harder (that happens once per turn).
-    pub(crate) fn retried_fitted(&self) -> bool {
+    pub(super) fn retried_fitted(&self) -> bool {
         self.overflow_retried
     }
 
-    /// Ask `request` next: the retry, fitted harder, after the server refused the prompt as too
-    /// long.
-    pub(crate) fn ask_next(&mut self, request: PreparedRequest) {
+    /// The next request is the retry, fitted harder.
+    pub(super) fn refitted(&mut self) {
         self.overflow_retried = true;
-        self.next = Some(request);
     }
 
     /// Read a request's answer into the turn and say what follows: a thought to close, a stop
-    /// string to put back, or the end of the turn.
-    pub(crate) fn read(
+    /// string to put back, or the end of the turn. `text_of` gives the turn as the reader sees
+    /// it (the history's `turn_text`).
+    pub(super) fn read(
         &mut self,
         result: TurnResult,
-        history: &History,
-        max_continuations: u32,
+        text_of: &dyn Fn(&str) -> String,
     ) -> AfterAnswer {
+        self.answered = true;
         self.generated.push_str(&result.text);
         self.reasoned |= shows_reasoning(&result);
-        let text = history.turn_text(&self.generated);
+        self.reasoning = result.reasoning;
+        let text = text_of(&self.generated);
         // What the server actually sent (a grammar it refused is not sent again).
-        if result.constraint.is_constrained()
+        let closes = match self.rules.close_thought {
+            CloseThought::Never => false,
+            CloseThought::Constrained => result.constraint.is_constrained(),
+            CloseThought::Any => true,
+        };
+        if closes
             && !self.thought_closed
             && self.can_continue
             && let Some(ending) = thought_end(&text, result.finish.was_cut())
@@ -193,11 +184,11 @@ impl TurnInProgress {
             self.generated.truncate(kept);
             self.generated.push_str(ending);
             (self.thought_closed, self.decision_next) = (true, true);
-            return AfterAnswer::ThoughtClosed(ending);
+            return AfterAnswer::ThoughtClosed { cut: text, ending };
         }
         if let Finish::Stop(stop) = &result.finish
             && self.can_continue
-            && self.continuations < max_continuations
+            && self.continuations < self.rules.max_continuations
             && let Some(inside) = protocol::stopped_inside(&text, self.action_start)
         {
             debug!(stop = %stop, "stop string inside an open string or <think>: continuing the turn");
@@ -213,23 +204,23 @@ impl TurnInProgress {
     }
 
     /// No room to go on: the turn is what it is, cut as by its token limit.
-    pub(crate) fn cut(self, history: &History) -> ModelTurn {
-        let text = history.turn_text(&self.generated);
+    pub(super) fn cut(self, text_of: &dyn Fn(&str) -> String) -> ModelTurn {
+        let text = text_of(&self.generated);
         self.finish(text, Finish::Length)
     }
 
     /// The server would not continue the turn: it ends where it was before the continuation,
     /// when there was one and `may_end_there` (a chat server without prefill); `None` otherwise.
-    pub(crate) fn end_before_continuation(
+    pub(super) fn end_before_continuation(
         &mut self,
         may_end_there: bool,
-        history: &History,
+        text_of: &dyn Fn(&str) -> String,
     ) -> Option<ModelTurn> {
         match self.before.take() {
             Some(before) if may_end_there => {
                 self.generated.truncate(before.len);
                 self.action_start = before.action_start;
-                let text = history.turn_text(&self.generated);
+                let text = text_of(&self.generated);
                 Some(self.finish(text, before.finish))
             }
             _ => None,
@@ -250,6 +241,8 @@ impl TurnInProgress {
             finish,
             action_start: self.action_start,
             shows_reasoning: self.reasoned,
+            reasoning: self.reasoning.clone(),
+            continued: self.continuations > 0 || self.thought_closed,
         }
     }
 }

@@ -96,6 +96,10 @@ impl Seat for Thinking<'_, '_> {
         self.run.history.turn_text(generated)
     }
 
+    fn tool_names(&self) -> Vec<&str> {
+        self.run.agent.tools.names()
+    }
+
     fn refitting(&mut self, error: &LlmError) {
         self.run.recorder.notice(Notice::new(
             NoticeKind::Retry,

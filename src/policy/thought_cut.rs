@@ -9,12 +9,14 @@ use crate::protocol::{self, Tag, TurnKind};
 /// likeliest next token (end of text) is masked; the turn is then continued from the cut with
 /// the decision's grammar, so it ends in a decision instead of being lost (docs/protocol.md
 /// §1.7). `cut` says the turn was cut (the guard's repetition or the budget's length, not a
-/// stop or the model's own end). Returns what closes the thought before the decision.
-pub(crate) fn thought_end(text: &str, cut: bool) -> Option<&'static str> {
+/// stop or the model's own end). The turn is read as its caller reads it, knowing the tools'
+/// `names` (a call in another dialect, `<get_weather>…`, is a decision, not a thought to close).
+/// Returns what closes the thought before the decision.
+pub(crate) fn thought_end(text: &str, cut: bool, names: &[&str]) -> Option<&'static str> {
     if !cut {
         return None;
     }
-    let turn = protocol::read_turn(text);
+    let turn = protocol::read_turn_with(text, names);
     let last = turn.blocks.last()?;
     let in_thought = turn.kind == TurnKind::None
         && last.tag == Tag::Thought

@@ -3,13 +3,14 @@
 //! The request becomes the history of a run (`conversation.rs`); the upstream is asked for one
 //! turn with tagloop's stops and, where it takes one, the request's grammar (`grammar.rs`),
 //! through the turn engine a run's turns go through too (`agent/turn/`; serve's seat in it is
-//! `seat.rs`); the turn is read, bound and validated (`read.rs`). A turn that cannot be used is corrected
-//! upstream, continuing the same conversation with tagloop's correction as the observation,
-//! at most `repairs` times; nothing reaches the client before a turn is usable, and after the
-//! budget the client gets a 502 `upstream_error` naming the last reason. A turn cut inside its
-//! thought (by the token budget or the degeneration guard) is not corrected but closed where it
-//! was cut and continued once a request to its decision, by the engine (`policy/thought_cut.rs`): asked
-//! again at temperature 0, a small model writes the same endless thought again, and the repair
+//! `seat.rs`); the turn is read, bound and validated (`read.rs`). A turn that cannot be used is
+//! corrected upstream, continuing the same conversation with tagloop's correction as the
+//! observation, at most `repairs` times; nothing reaches the client before a turn is usable, and
+//! after the budget the client gets a 502 `upstream_error` naming the last reason. A turn cut
+//! inside its thought (by the token budget or the degeneration guard) is not corrected but
+//! closed where it was cut and continued to its decision, once a request, by the engine
+//! (`policy/thought_cut.rs`): asked again at temperature 0, a small model writes the same
+//! endless thought again, and the repair
 //! budget ran out on it (issue 32: gemma's and SmolLM2's 502s). Events are emitted
 //! once the answer is decided: the reasoning, then each tool call (or the answer's text), then
 //! `Done` with the usage of every upstream request made.
@@ -159,9 +160,16 @@ pub(crate) async fn answer(
             emit,
             answer_only,
             sent: None,
+            closed_thought: false,
         };
         let asked = turn::ask_turn(&mut seat, rules, std::mem::take(&mut start), None).await;
         let sent = seat.sent.take();
+        if seat.closed_thought {
+            // The continuation is a request of its own: it costs the budget one, when one is
+            // left (the next correction may still come), whatever the turn then became.
+            continued = true;
+            left = left.saturating_sub(1);
+        }
         let turn = match asked {
             Ok(turn) => turn,
             Err(TurnFailure::Stopped(Stop::Declined(judged))) => {
@@ -190,12 +198,6 @@ pub(crate) async fn answer(
                 });
             }
         };
-        if turn.continued {
-            // The continuation is a request of its own: it costs the budget one, when one is
-            // left (the next correction may still come).
-            continued = true;
-            left = left.saturating_sub(1);
-        }
         let text = turn.text;
         // A refusal may quote the turn, which may hold the upstream key: redacted before it is
         // logged, kept, or becomes a 502's message.

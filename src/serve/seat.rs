@@ -23,7 +23,7 @@ use crate::policy::Judgement;
 
 /// What the transcript says of a turn cut inside its thought and continued (no correction is
 /// sent: the turn goes on from the cut).
-pub(crate) const CONTINUED: &str =
+const CONTINUED: &str =
     "(not corrected: cut inside its thought; the thought was closed and the turn continued)";
 
 /// Why serve's seat ended a turn itself.
@@ -54,6 +54,9 @@ pub(crate) struct Asking<'s, 'a> {
     pub(crate) answer_only: bool,
     /// What the last request committed and sent of its turn, when it did.
     pub(crate) sent: Option<Sent>,
+    /// The engine closed a cut thought in this turn (and asked for its decision), whatever the
+    /// turn then became: the request's one closing is used.
+    pub(crate) closed_thought: bool,
 }
 
 impl Seat for Asking<'_, '_> {
@@ -140,6 +143,10 @@ impl Seat for Asking<'_, '_> {
         self.history.turn_text(generated)
     }
 
+    fn tool_names(&self) -> Vec<&str> {
+        self.names.to_vec()
+    }
+
     fn refitting(&mut self, error: &LlmError) {
         if let Some(overflow) = error.context_overflow() {
             tracing::info!(requested = ?overflow.requested, window = ?overflow.window,
@@ -152,6 +159,7 @@ impl Seat for Asking<'_, '_> {
         // what it writes at temperature 0); closed here, what comes next is its decision, read
         // and validated as any turn's.
         tracing::debug!("a turn cut inside its thought is continued");
+        self.closed_thought = true;
         self.trace
             .turns
             .push((cut.to_string(), Some(CONTINUED.into())));

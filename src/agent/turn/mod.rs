@@ -82,6 +82,8 @@ pub(crate) trait Seat {
     ) -> Result<TurnResult, Unanswered<Self::Stop>>;
     /// The turn as the reader sees it, when the model generated `generated`.
     fn turn_text(&self, generated: &str) -> String;
+    /// The tools' names the caller's reader knows (a call in another dialect names one).
+    fn tool_names(&self) -> Vec<&str>;
     /// The server refused the prompt as too long: it is fitted harder and asked once more.
     fn refitting(&mut self, error: &LlmError);
     /// The turn never left its thought: `cut` as it was, closed with `ending`.
@@ -121,7 +123,8 @@ pub(crate) async fn ask_turn<S: Seat>(
                 Retry::Ended(ended) => return Ok(ended),
             },
         };
-        match turn.read(result, &|g| seat.turn_text(g)) {
+        let names = seat.tool_names();
+        match turn.read(result, &|g| seat.turn_text(g), &names) {
             AfterAnswer::ThoughtClosed { cut, ending } => seat.thought_closed(&cut, ending),
             AfterAnswer::Continued => {}
             AfterAnswer::Done(model_turn) => return Ok(model_turn),

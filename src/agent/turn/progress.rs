@@ -13,7 +13,8 @@ use crate::protocol::{self, Inside};
 /// What a request of a turn asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stage {
-    /// The whole turn (the turn's first request, or its retry fitted harder).
+    /// The whole turn: every request until one of the turn answers (its first, and that one's
+    /// retry fitted harder). A later retry keeps the stage of no grammar, `Continuation`.
     Whole,
     /// The decision alone, after the engine closed a thought that never ended.
     Decision,
@@ -157,11 +158,12 @@ impl TurnInProgress {
 
     /// Read a request's answer into the turn and say what follows: a thought to close, a stop
     /// string to put back, or the end of the turn. `text_of` gives the turn as the reader sees
-    /// it (the history's `turn_text`).
+    /// it (the history's `turn_text`), `names` the tools its reader knows.
     pub(super) fn read(
         &mut self,
         result: TurnResult,
         text_of: &dyn Fn(&str) -> String,
+        names: &[&str],
     ) -> AfterAnswer {
         self.answered = true;
         self.generated.push_str(&result.text);
@@ -177,11 +179,12 @@ impl TurnInProgress {
         if closes
             && !self.thought_closed
             && self.can_continue
-            && let Some(ending) = thought_end(&text, result.finish.was_cut())
+            && let Some(ending) = thought_end(&text, result.finish.was_cut(), names)
         {
-            self.keep_before(result.finish);
             let kept = self.generated.trim_end().len();
             self.generated.truncate(kept);
+            // Before the ending: a server that will not continue ends the turn here.
+            self.keep_before(result.finish);
             self.generated.push_str(ending);
             (self.thought_closed, self.decision_next) = (true, true);
             return AfterAnswer::ThoughtClosed { cut: text, ending };

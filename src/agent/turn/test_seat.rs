@@ -100,6 +100,9 @@ impl Seat for ListSeat {
     fn turn_text(&self, generated: &str) -> String {
         generated.to_string()
     }
+    fn tool_names(&self) -> Vec<&str> {
+        vec!["get_weather"]
+    }
     fn refitting(&mut self, _: &LlmError) {}
     fn thought_closed(&mut self, cut: &str, _: &'static str) {
         self.closed.push(cut.to_string());

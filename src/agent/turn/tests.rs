@@ -210,3 +210,22 @@ async fn a_turn_may_begin_in_the_callers_words() {
         "a start the caller wrote is not a continuation"
     );
 }
+
+#[tokio::test]
+async fn a_cut_turn_that_called_in_another_dialect_is_not_closed() {
+    let call = "<thought>Paris.</thought>\n<get_weather><city>Paris</city></get_weather>";
+    let mut seat = ListSeat::new(vec![constrained(call, Finish::Length)]);
+    let turn = turn_of(&mut seat, RULES).await.unwrap();
+    assert_eq!((seat.asked.len(), turn.continued), (1, false));
+}
+
+#[tokio::test]
+async fn a_closed_thought_the_server_will_not_continue_ends_where_it_was_cut() {
+    let mut seat = ListSeat::new(vec![
+        constrained("<thought>on and on  ", Finish::Length),
+        prefill_refused(),
+    ]);
+    let turn = turn_of(&mut seat, RULES).await.unwrap();
+    assert_eq!(turn.text, "<thought>on and on");
+    assert_eq!(turn.finish, Finish::Length);
+}

@@ -44,7 +44,7 @@
 //!   names.
 //! * `answer.rs`: the core, turn → repair → [`ServeEvent`]s; each turn asked through the
 //!   turn engine (`agent/turn/`), `seat.rs` being serve's seat; `core.rs`: what the core is
-//!   given ([`Core`](core::Core)) and what a request cost (`Trace`).
+//!   given (`Core`) and what a request cost (`Trace`).
 //! * `live.rs`: the turn watched as it streams, so that an answer no correction can replace
 //!   goes out while the upstream still writes it.
 //! * `redact.rs`: the upstream key taken out of the events (calls whole, text as it streams).

@@ -37,7 +37,7 @@ use super::read::{Read, Refusal, read};
 use super::request::Ask;
 use super::seat::{Asking, Stop};
 use super::{conversation, grammar, reask};
-use crate::llm::{Api, RepeatedBlock, TurnRequest, Usage};
+use crate::llm::{RepeatedBlock, TurnRequest, Usage};
 use crate::protocol::{STOP_SEQUENCES, render_observation};
 use crate::shown::Outside;
 
@@ -130,7 +130,7 @@ pub(crate) async fn answer(
     // A turn cut inside its thought is closed there and continued once a request (the turn
     // engine's rule, `agent/turn/`; completions, or a chat server that continues an assistant
     // message). After declined calls the next turn may begin in the runtime's words (`start`).
-    let can_continue = core.api == Api::Completions || core.model.supports_prefill();
+    let can_continue = turn::can_continue(core.model, core.api);
     let mut continued = false;
     let mut start = String::new();
     for attempt in 0.. {
@@ -164,7 +164,8 @@ pub(crate) async fn answer(
         };
         let asked = turn::ask_turn(&mut seat, rules, std::mem::take(&mut start), None).await;
         let sent = seat.sent.take();
-        if seat.closed_thought {
+        let closed_thought = seat.closed_thought;
+        if closed_thought {
             // The continuation is a request of its own: it costs the budget one, when one is
             // left (the next correction may still come), whatever the turn then became.
             continued = true;
@@ -231,7 +232,7 @@ pub(crate) async fn answer(
         let mut text = text;
         // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
         let mut reasoning = turn.reasoning.clone();
-        if !turn.continued
+        if !closed_thought
             && !answer_only
             && request.grammar.is_some()
             && on(Policy::Choose)

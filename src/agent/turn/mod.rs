@@ -90,6 +90,12 @@ pub(crate) trait Seat {
     fn thought_closed(&mut self, cut: &str, ending: &'static str);
 }
 
+/// Whether a turn can be continued through `api`: completions always, chat where the model
+/// continues an assistant message (prefill).
+pub(crate) fn can_continue(model: &dyn Model, api: Api) -> bool {
+    api == Api::Completions || model.supports_prefill()
+}
+
 /// Ask one model turn through `seat`: `start` is what the turn begins with (empty: the model
 /// writes all of it), `first` its first request when the seat fitted it already.
 pub(crate) async fn ask_turn<S: Seat>(
@@ -99,8 +105,7 @@ pub(crate) async fn ask_turn<S: Seat>(
     first: Option<S::Prepared>,
 ) -> Result<ModelTurn, TurnFailure<S::Stop>> {
     let (model, api) = seat.upstream();
-    let can_continue = api == Api::Completions || model.supports_prefill();
-    let mut turn = TurnInProgress::new(rules, can_continue, start);
+    let mut turn = TurnInProgress::new(rules, can_continue(model, api), start);
     let mut next = first;
     loop {
         let request = match next.take() {

@@ -58,8 +58,6 @@ pub(crate) struct ModelTurn {
     pub(crate) shows_reasoning: bool,
     /// The server's separate reasoning of the turn's last request.
     pub(crate) reasoning: Option<String>,
-    /// The engine continued the turn (a closed thought, a stop string put back).
-    pub(crate) continued: bool,
 }
 
 /// The turn as it was before its last continuation, to end it there when the server refuses to
@@ -245,7 +243,6 @@ impl TurnInProgress {
             action_start: self.action_start,
             shows_reasoning: self.reasoned,
             reasoning: self.reasoning.clone(),
-            continued: self.continuations > 0 || self.thought_closed,
         }
     }
 }

@@ -46,7 +46,6 @@ async fn a_whole_turn_is_one_request() {
     let mut seat = ListSeat::new(vec![answer("<final_answer>4</final_answer>", Finish::End)]);
     let turn = turn_of(&mut seat, RULES).await.unwrap();
     assert_eq!(turn.text, "<final_answer>4</final_answer>");
-    assert!(!turn.continued);
     assert_eq!(seat.asked, vec![(Stage::Whole, String::new())]);
     assert!(seat.fitted.is_empty(), "the first request came fitted");
 }
@@ -61,7 +60,7 @@ async fn a_constrained_turn_cut_in_its_thought_is_closed_once_and_asked_for_its_
     assert_eq!(seat.closed, vec!["<thought>I think and think".to_string()]);
     assert_eq!(seat.asked[1].0, Stage::Decision);
     assert_eq!(seat.asked[1].1, "<thought>I think and think\n</thought>\n");
-    assert!(turn.continued);
+    assert_eq!(seat.asked.len(), 2);
     assert!(
         turn.text
             .ends_with("</thought>\n<final_answer>4</final_answer>")
@@ -83,13 +82,15 @@ async fn a_thought_is_closed_only_where_the_rules_say() {
         answer("<thought>on and on", Finish::Length),
         answer("<final_answer>done</final_answer>", Finish::End),
     ]);
-    assert!(turn_of(&mut seat, any).await.unwrap().continued);
+    turn_of(&mut seat, any).await.unwrap();
+    assert_eq!((seat.asked.len(), seat.closed.len()), (2, 1));
     let never = Rules {
         close_thought: CloseThought::Never,
         ..RULES
     };
     let mut seat = ListSeat::new(vec![constrained("<thought>on and on", Finish::Length)]);
-    assert!(!turn_of(&mut seat, never).await.unwrap().continued);
+    turn_of(&mut seat, never).await.unwrap();
+    assert_eq!((seat.asked.len(), seat.closed.len()), (1, 0));
 }
 
 #[tokio::test]
@@ -107,7 +108,7 @@ async fn a_stop_inside_an_argument_string_is_put_back_up_to_the_limit() {
     // Two continuations allowed: the third stop ends the turn.
     assert_eq!(seat.asked.len(), 3);
     assert_eq!(seat.asked[1], (Stage::Continuation, open.to_string()));
-    assert!(turn.continued && turn.action_start.is_some());
+    assert!(turn.action_start.is_some());
     assert_eq!(turn.finish, Finish::Stop("<observation>".into()));
     let none = Rules {
         max_continuations: 0,
@@ -117,7 +118,8 @@ async fn a_stop_inside_an_argument_string_is_put_back_up_to_the_limit() {
         "<action>write(text=\"a ",
         Finish::Stop("<observation>".into()),
     )]);
-    assert!(!turn_of(&mut seat, none).await.unwrap().continued);
+    turn_of(&mut seat, none).await.unwrap();
+    assert_eq!(seat.asked.len(), 1);
 }
 
 #[tokio::test]
@@ -205,18 +207,14 @@ async fn a_turn_may_begin_in_the_callers_words() {
         "fitted with the start in the prompt"
     );
     assert!(turn.text.starts_with("<thought>Begun: rest."));
-    assert!(
-        !turn.continued,
-        "a start the caller wrote is not a continuation"
-    );
 }
 
 #[tokio::test]
 async fn a_cut_turn_that_called_in_another_dialect_is_not_closed() {
     let call = "<thought>Paris.</thought>\n<get_weather><city>Paris</city></get_weather>";
     let mut seat = ListSeat::new(vec![constrained(call, Finish::Length)]);
-    let turn = turn_of(&mut seat, RULES).await.unwrap();
-    assert_eq!((seat.asked.len(), turn.continued), (1, false));
+    turn_of(&mut seat, RULES).await.unwrap();
+    assert_eq!((seat.asked.len(), seat.closed.len()), (1, 0));
 }
 
 #[tokio::test]

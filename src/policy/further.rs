@@ -28,6 +28,14 @@
 //!   question does not say; `distance_traveled` after `final_velocity` brings "distance", which
 //!   "compute the total distance covered" does).
 //!
+//! Grounded (`grounded.rs`) is judged on the call as the client gets it: without the optional
+//! arguments `unsaid.rs` leaves out (a made-up `year=2021` on each city's call of BFCL's
+//! `parallel_8` ended the turn after the first city). A value the conversation does not give
+//! is still grounded where the turn's earlier call of the same tool filled the same parameter
+//! with a value of the model's own: the model derives that parameter (a ticker for a company's
+//! name, `hours=3` for "the next three hours"), item after item, where a runaway changes a value
+//! the question gave.
+//!
 //! Words are [`guess::content_words`](crate::agent::guess::content_words): stemmed, camelCase split,
 //! without the verbs every function name starts with. A call that fails ends the turn before it
 //! (`RepeatedBlock::later`), as a copy does; the calls before it go to the client. Only a turn
@@ -36,19 +44,27 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::Decision;
-use super::grounded;
+use super::grounded::Said;
+use super::mentions::Mentions;
+use super::unsaid;
 use super::words::content_words;
 use super::{Entry, ToolSpec, View};
-use crate::protocol::{self, Call};
+use crate::protocol::{self, Arg, Call};
 
 /// The check for `ask`'s turns: given an `<action>` block's body and the bodies of the blocks
 /// the turn kept before it, whether its call is grounded and asked for. A body that does not
-/// parse passes (the reader refuses it with the reason).
-pub(crate) fn check(view: &View<'_>) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
-    let grounded = grounded::check(view);
+/// parse passes (the reader refuses it with the reason). With `leave_out_unsaid` (the
+/// `unsaid-optional` policy on), each call is judged as the client would get it: without the
+/// optional arguments the conversation never gave (`unsaid.rs`), so a made-up `year=2021` does
+/// not end a turn that lists the cities the question asks about.
+pub(crate) fn check(
+    view: &View<'_>,
+    leave_out_unsaid: bool,
+) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
+    let said = Said::of(view);
     let question = view
         .conversation
         .iter()
@@ -58,29 +74,72 @@ pub(crate) fn check(view: &View<'_>) -> impl Fn(&str, &[String]) -> bool + Send 
             _ => None,
         })
         .unwrap_or_default();
-    let said = content_words(question);
+    let question_words = content_words(question);
     let fresh = matches!(view.conversation.last(), Some(Entry::Question(_)));
     let tools: Vec<(String, HashSet<String>)> = view
         .tools
         .iter()
         .map(|t| (t.name.clone(), name_words(t)))
         .collect();
+    let unsaid = leave_out_unsaid.then(|| (view.tools.to_vec(), view.mentions().clone()));
     move |body: &str, before: &[String]| {
-        if !grounded(body) {
-            return false;
-        }
-        if !fresh {
-            return true;
-        }
         let Ok(call) = protocol::parse_action(body) else {
             return true;
         };
+        let as_sent = |call: Call| match &unsaid {
+            Some((specs, mentions)) => without_unsaid(call, specs, mentions),
+            None => call,
+        };
+        let call = as_sent(call);
         let earlier: Vec<Call> = before
             .iter()
             .filter_map(|b| protocol::parse_action(b).ok())
+            .map(as_sent)
             .collect();
-        asked_for(&call, &earlier, &tools, &said)
+        let grounded = call
+            .args
+            .iter()
+            .all(|a| said.says(&a.value) || derived(a, &call.tool, &earlier, &said));
+        if !grounded {
+            return false;
+        }
+        !fresh || asked_for(&call, &earlier, &tools, &question_words)
     }
+}
+
+/// `call` without the optional arguments `unsaid.rs` leaves out of a kept call (positional
+/// arguments, not yet bound to a name, stay).
+fn without_unsaid(mut call: Call, specs: &[ToolSpec], mentions: &Mentions) -> Call {
+    let Some(spec) = specs.iter().find(|t| t.name == call.tool) else {
+        return call;
+    };
+    let named: Map<String, Value> = call
+        .args
+        .iter()
+        .filter_map(|a| Some((a.name.clone()?, a.value.clone())))
+        .collect();
+    if let Some((kept, _)) = unsaid::without_unsaid(spec, &named, mentions) {
+        call.args
+            .retain(|a| a.name.as_ref().is_none_or(|n| kept.contains_key(n)));
+    }
+    call
+}
+
+/// Whether `arg`'s value, which the conversation does not give, is one the model derives: an
+/// earlier call of the same tool in the turn gave the same parameter a value the conversation
+/// does not give either. Asked for the stock data of "Apple Inc., Google LLC. and Microsoft
+/// Corporation", a model writes `symbol="AAPL"`, then `"GOOGL"` and `"MSFT"`, none of them
+/// said; a runaway's variant (`factorial(number=4)` after `number=5`) changes a value the
+/// question gave.
+fn derived(arg: &Arg, tool: &str, earlier: &[Call], said: &Said) -> bool {
+    let Some(name) = &arg.name else {
+        return false;
+    };
+    earlier
+        .iter()
+        .filter(|c| c.tool == tool)
+        .flat_map(|c| &c.args)
+        .any(|a| a.name.as_ref() == Some(name) && !said.says(&a.value))
 }
 
 /// The turn's calls without those whose tool's name the question does not say (no content word
@@ -206,7 +265,11 @@ mod tests {
     /// Whether each of `calls`, in turn, is kept after the ones before it (the first is never
     /// judged, as in the watch).
     fn kept(ask: &Ask, calls: &[&str]) -> Vec<bool> {
-        let check = check(&ask.view());
+        kept_with(ask, calls, true)
+    }
+
+    fn kept_with(ask: &Ask, calls: &[&str], leave_out_unsaid: bool) -> Vec<bool> {
+        let check = check(&ask.view(), leave_out_unsaid);
         let mut before: Vec<String> = Vec::new();
         calls
             .iter()
@@ -357,6 +420,75 @@ mod tests {
         let a = ask("Factorial of 5.", vec![tool("factorial", &["number"])]);
         assert_eq!(
             kept(&a, &["factorial(number=5)", "factorial(number=4)"]),
+            [true, false]
+        );
+    }
+
+    /// A tool whose parameters are all strings or numbers, `required` of them required.
+    fn typed_tool(name: &str, params: &[(&str, &str)], required: &[&str]) -> Value {
+        let properties: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|(p, t)| (p.to_string(), json!({"type": t})))
+            .collect();
+        json!({"type": "function", "function": {"name": name, "parameters":
+            {"type": "object", "properties": properties, "required": required}}})
+    }
+
+    #[test]
+    fn a_made_up_optional_value_is_judged_as_the_client_gets_the_call() {
+        let a = ask(
+            "Fetch the population of New York City and Los Angeles.",
+            vec![typed_tool(
+                "population",
+                &[("area", "string"), ("year", "integer")],
+                &["area"],
+            )],
+        );
+        let calls = [
+            "population(area=\"New York City\", year=2021)",
+            "population(area=\"Los Angeles\", year=2021)",
+        ];
+        // unsaid-optional leaves `year` out of both: the second city is a call asked for.
+        assert_eq!(kept_with(&a, &calls, true), [true, true]);
+        // A variant that differs only in a value left out brings nothing new…
+        let variant = [
+            "population(area=\"New York City\", year=2021)",
+            "population(area=\"New York City\", year=2020)",
+        ];
+        assert_eq!(kept_with(&a, &variant, true), [true, false]);
+        // …but with that policy off the client gets the years, and a year is what it brings.
+        assert_eq!(kept_with(&a, &variant, false), [true, true]);
+    }
+
+    #[test]
+    fn a_value_the_model_derives_for_each_item_is_kept_and_a_variant_is_not() {
+        let a = ask(
+            "Closing prices of Apple Inc., Google LLC. and Microsoft Corporation; factorial of 5.",
+            vec![
+                typed_tool("stock", &[("symbol", "string")], &["symbol"]),
+                typed_tool("factorial", &[("number", "integer")], &["number"]),
+            ],
+        );
+        // The first symbol was not said either: the model derives this parameter.
+        assert_eq!(
+            kept(
+                &a,
+                &[
+                    "stock(symbol=\"AAPL\")",
+                    "stock(symbol=\"MSFT\")",
+                    "stock(symbol=\"GOOG\")",
+                ]
+            ),
+            [true, true, true]
+        );
+        // The first number was said: another one is a variant, not a derivation.
+        assert_eq!(
+            kept(&a, &["factorial(number=5)", "factorial(number=4)"]),
+            [true, false]
+        );
+        // Another tool's derived value says nothing for this one.
+        assert_eq!(
+            kept(&a, &["stock(symbol=\"AAPL\")", "factorial(number=4)"]),
             [true, false]
         );
     }

@@ -6,12 +6,14 @@
 //! then in `meters`, `feet`…): values the question never gave. A question that asks for several
 //! calls names what each needs (two cities, three numbers). So a call after the first in a turn
 //! must be grounded this way, or the turn ends before it (`RepeatedBlock::later`); the first call
-//! is never held to it (a model may rightly convert or infer its values).
+//! is never held to it (a model may rightly convert or infer its values). A number is given
+//! with its thousands grouped (`$700,000` gives 700000) and without its sign ("a loss of
+//! $1000" gives -1000): the 0.5B's second loan of BFCL's `parallel_20` and second investment
+//! of `parallel_16` ended their turns before these readings.
 
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::{Entry, View};
-use crate::protocol;
 
 /// What the client's messages say: its user messages and tool results, one after another.
 fn said(view: &View<'_>) -> String {
@@ -32,14 +34,47 @@ fn said(view: &View<'_>) -> String {
     said
 }
 
-/// The check for `ask`'s turns: given an `<action>` block's body, whether its call is grounded.
-/// A body that does not parse passes (the reader refuses it with the reason).
-pub(crate) fn check(view: &View<'_>) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-    let said = said(view).to_lowercase();
-    move |body: &str| match protocol::parse_action(body) {
-        Ok(call) => call.args.iter().all(|a| grounded(&a.value, &said)),
-        Err(_) => true,
+/// What the client's messages say, lower-cased, to judge a further call's values by; and the
+/// same text with its numbers' thousands separators left out (`$700,000` says 700000).
+#[derive(Debug, Clone)]
+pub(crate) struct Said {
+    text: String,
+    ungrouped: String,
+}
+
+impl Said {
+    pub(crate) fn of(view: &View<'_>) -> Said {
+        let text = said(view).to_lowercase();
+        let ungrouped = ungroup_thousands(&text);
+        Said { text, ungrouped }
     }
+
+    /// Whether every string and number in `value` is said.
+    pub(crate) fn says(&self, value: &Value) -> bool {
+        grounded(value, &self.text) || grounded(value, &self.ungrouped)
+    }
+}
+
+/// `text` without the commas that group a number's thousands: a comma between a digit and
+/// exactly three digits (`1,200`, `1,234,567`), not one that separates numbers (`5,10 and 15`,
+/// `46.6,1.88`).
+fn ungroup_thousands(text: &str) -> String {
+    let b = text.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let mut out = String::with_capacity(text.len());
+    for (i, c) in text.char_indices() {
+        let grouping = c == ','
+            && i > 0
+            && digit(i - 1)
+            && digit(i + 1)
+            && digit(i + 2)
+            && digit(i + 3)
+            && !digit(i + 4);
+        if !grouping {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Whether a turn's line that runs on without a word may be cut as a counting runaway: unless
@@ -70,11 +105,20 @@ fn grounded(value: &Value, said: &str) -> bool {
             s.is_empty() || says_text(said, &s)
         }
         Value::Number(n) => {
-            let whole = n
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
-                .map(|f| format!("{}", f as i64));
-            says_number(said, &n.to_string()) || whole.is_some_and(|w| says_number(said, &w))
+            let says = |n: &Number| {
+                let whole = n
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                    .map(|f| format!("{}", f as i64));
+                says_number(said, &n.to_string()) || whole.is_some_and(|w| says_number(said, &w))
+            };
+            // A sign is the model's reading of the words ("a loss of $1000" is -1000): the
+            // magnitude is what the conversation must give.
+            says(n)
+                || n.as_f64()
+                    .filter(|f| *f < 0.0)
+                    .and_then(|f| Number::from_f64(-f))
+                    .is_some_and(|m| says(&m))
         }
         Value::Array(items) => items.iter().all(|v| grounded(v, said)),
         Value::Object(map) => map.values().all(|v| grounded(v, said)),
@@ -130,7 +174,17 @@ fn says_number(said: &str, digits: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol;
     use crate::serve::{Ask, parse_json};
+
+    /// Whether an `<action>` block's call is grounded (a body that does not parse passes).
+    fn grounded_call(view: &View<'_>) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let said = Said::of(view);
+        move |body: &str| match protocol::parse_action(body) {
+            Ok(call) => call.args.iter().all(|a| said.says(&a.value)),
+            Err(_) => true,
+        }
+    }
 
     fn ask(question: &str) -> Ask {
         let body = serde_json::json!({
@@ -142,7 +196,7 @@ mod tests {
 
     #[test]
     fn values_the_question_gave_pass_and_others_do_not() {
-        let check = check(&(ask("Factorial of 5 and of 7, in Paris.")).view());
+        let check = grounded_call(&(ask("Factorial of 5 and of 7, in Paris.")).view());
         assert!(check("f(number=7)"));
         assert!(check("f(city=\"paris\", n=5.0)"));
         assert!(check("f(flag=true, list=[5, 7])"));
@@ -150,23 +204,35 @@ mod tests {
         assert!(!check("f(unit=\"meters\")"));
         assert!(!check("f(list=[5, 6])"));
         // A number inside another is not said: "20" does not say 0, "7.5" does not say 7.
-        let check_round = super::check(&(ask("Round 7.5 to 20 places.")).view());
+        let check_round = grounded_call(&(ask("Round 7.5 to 20 places.")).view());
         assert!(!check_round("f(rounding=0)"));
         assert!(!check_round("f(n=7)"));
         assert!(check_round("f(n=7.5, places=20)"));
         // Trailing zeros write the same number.
-        let check_zeros = super::check(&(ask("Buy at $1.50, sell 2.0 units.")).view());
+        let check_zeros = grounded_call(&(ask("Buy at $1.50, sell 2.0 units.")).view());
         assert!(check_zeros("f(price=1.5, n=2)"));
         assert!(!check_zeros("f(price=1.05)"));
         // A short text is said as a word of its own only.
         let check_units =
-            super::check(&(ask("The circumference of a circle of radius 4 inches.")).view());
+            grounded_call(&(ask("The circumference of a circle of radius 4 inches.")).view());
         assert!(check_units("f(unit=\"inches\")"));
         assert!(!check_units("f(unit=\"in\")"));
         assert!(!check_units("f(unit=\"m\")"));
-        let check_cm = super::check(&(ask("Convert 4 inches to cm.")).view());
+        let check_cm = grounded_call(&(ask("Convert 4 inches to cm.")).view());
         assert!(check_cm("f(unit=\"cm\")"));
         assert!(check_cm("f(unit=\"cm.\")"));
+        // A sign is the model's reading ("a loss of $1000"); the magnitude must be said.
+        let check_loss = grounded_call(&(ask("A gain of $500, then a loss of $1000.")).view());
+        assert!(check_loss("f(gain_loss=-1000)"));
+        assert!(check_loss("f(gain_loss=-500.0)"));
+        assert!(!check_loss("f(gain_loss=-100)"));
+        // A number written with thousands separators says the number, a list does not.
+        let check_groups =
+            grounded_call(&(ask("Loans of $700,000 and 1,234,567; 5,10 and 15.")).view());
+        assert!(check_groups("f(amount=700000)"));
+        assert!(check_groups("f(amount=1234567)"));
+        assert!(check_groups("f(n=10)"));
+        assert!(!check_groups("f(n=510)"));
         // Not a call: left to the reader.
         assert!(check("f(number="));
     }

@@ -31,10 +31,10 @@
 //! Grounded (`grounded.rs`) is judged on the call as the client gets it: without the optional
 //! arguments `unsaid.rs` leaves out (a made-up `year=2021` on each city's call of BFCL's
 //! `parallel_8` ended the turn after the first city). A value the conversation does not give
-//! is still grounded where the turn's earlier call of the same tool filled the same parameter
-//! with a value of the model's own: the model derives that parameter (a ticker for a company's
-//! name, `hours=3` for "the next three hours"), item after item, where a runaway changes a value
-//! the question gave.
+//! is still grounded where an earlier call of the turn filled a parameter of the same name with
+//! a value of the model's own: the model derives that parameter (a ticker for a company's name,
+//! `hours=3` for "the next three hours", a state's abbreviation for a city), item after item,
+//! where a runaway changes a value the question gave.
 //!
 //! Words are [`guess::content_words`](crate::agent::guess::content_words): stemmed, camelCase split,
 //! without the verbs every function name starts with. A call that fails ends the turn before it
@@ -99,7 +99,7 @@ pub(crate) fn check(
         let grounded = call
             .args
             .iter()
-            .all(|a| said.says(&a.value) || derived(a, &call.tool, &earlier, &said));
+            .all(|a| said.says(&a.value) || derived(a, &earlier, &said));
         if !grounded {
             return false;
         }
@@ -126,18 +126,18 @@ fn without_unsaid(mut call: Call, specs: &[ToolSpec], mentions: &Mentions) -> Ca
 }
 
 /// Whether `arg`'s value, which the conversation does not give, is one the model derives: an
-/// earlier call of the same tool in the turn gave the same parameter a value the conversation
-/// does not give either. Asked for the stock data of "Apple Inc., Google LLC. and Microsoft
+/// earlier call of the turn gave a parameter of the same name a value the conversation does not
+/// give either. Asked for the stock data of "Apple Inc., Google LLC. and Microsoft
 /// Corporation", a model writes `symbol="AAPL"`, then `"GOOGL"` and `"MSFT"`, none of them
-/// said; a runaway's variant (`factorial(number=4)` after `number=5`) changes a value the
-/// question gave.
-fn derived(arg: &Arg, tool: &str, earlier: &[Call], said: &Said) -> bool {
+/// said; asked for supermarkets in Los Angeles and sights in Miami, `state="CA"` for one tool and
+/// `state="FL"` for the other. A runaway's variant (`factorial(number=4)` after `number=5`)
+/// changes a value the question gave.
+fn derived(arg: &Arg, earlier: &[Call], said: &Said) -> bool {
     let Some(name) = &arg.name else {
         return false;
     };
     earlier
         .iter()
-        .filter(|c| c.tool == tool)
         .flat_map(|c| &c.args)
         .any(|a| a.name.as_ref() == Some(name) && !said.says(&a.value))
 }
@@ -486,10 +486,36 @@ mod tests {
             kept(&a, &["factorial(number=5)", "factorial(number=4)"]),
             [true, false]
         );
-        // Another tool's derived value says nothing for this one.
+        // Another parameter's derived value says nothing for this one.
         assert_eq!(
             kept(&a, &["stock(symbol=\"AAPL\")", "factorial(number=4)"]),
             [true, false]
+        );
+        // The same parameter of another tool: a state for each city.
+        let b = ask(
+            "Supermarkets in Los Angeles and the sights of Miami.",
+            vec![
+                typed_tool(
+                    "supermarkets",
+                    &[("city", "string"), ("state", "string")],
+                    &["city", "state"],
+                ),
+                typed_tool(
+                    "sights",
+                    &[("city", "string"), ("state", "string")],
+                    &["city", "state"],
+                ),
+            ],
+        );
+        assert_eq!(
+            kept(
+                &b,
+                &[
+                    "supermarkets(city=\"Los Angeles\", state=\"CA\")",
+                    "sights(city=\"Miami\", state=\"FL\")",
+                ]
+            ),
+            [true, true]
         );
     }
 }

@@ -227,7 +227,7 @@ pub(crate) async fn answer(
         }
         let mut read = read(&text);
         if let Ok(r) = &mut read
-            && on(Policy::Further)
+            && on(Policy::UnnamedTool)
         {
             further::drop_unnamed(&seen, &mut r.decision);
         }

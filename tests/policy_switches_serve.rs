@@ -186,28 +186,6 @@ async fn further() {
 }
 
 #[tokio::test]
-async fn unnamed_tool() {
-    // The GCD and the LCM asked for; the turn opens with a tool the question does not name.
-    let turn = "<action>prime_factors(num=96)</action>\n<action>gcd(a=96, b=128)</action>\n<action>lcm(a=15, b=25)</action>\n";
-    let two = json!({"a": {"type": "integer"}, "b": {"type": "integer"}});
-    let tools = json!([
-        function(
-            "prime_factors",
-            json!({"num": {"type": "integer"}}),
-            json!(["num"])
-        ),
-        function("gcd", two.clone(), json!(["a", "b"])),
-        function("lcm", two, json!(["a", "b"])),
-    ]);
-    let body = question("The GCD of 96 and 128, and the LCM of 15 and 25.", tools);
-    let fake = || FakeConfig::turns([turn]);
-    let [(on, _), (off, _)] = both(Policy::UnnamedTool, fake, false, &body).await;
-    let names = |v: &Value| -> Vec<String> { calls(v).into_iter().map(|(n, _)| n).collect() };
-    assert_eq!(names(&on), ["gcd", "lcm"]);
-    assert_eq!(names(&off), ["prime_factors", "gcd", "lcm"]);
-}
-
-#[tokio::test]
 async fn choose() {
     // BFCL multiple_7: the model calls the tool the question names less.
     let tools = json!([

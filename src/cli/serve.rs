@@ -114,7 +114,7 @@ pub struct ServeArgs {
     )]
     guess_timeout: Option<u64>,
     /// Switch a steering rule off (grounding, guess, further, choose, runaway,
-    /// unsaid-optional, unnamed-tool, answered-call, no-thought, counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
+    /// unsaid-optional, answered-call, no-thought, counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
     /// repeatable; adds to the config file's `[policies] off`
     #[arg(
         long,

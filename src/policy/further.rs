@@ -46,7 +46,6 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::Decision;
 use super::grounded::Said;
 use super::mentions::Mentions;
 use super::unsaid;
@@ -140,39 +139,6 @@ fn derived(arg: &Arg, earlier: &[Call], said: &Said) -> bool {
         .iter()
         .flat_map(|c| &c.args)
         .any(|a| a.name.as_ref() == Some(name) && !said.says(&a.value))
-}
-
-/// The turn's calls without those whose tool's name the question does not say (no content word
-/// of the name in the last user message), when it says the name of another called tool: the
-/// 0.5B on BFCL's `parallel_multiple` opens "the GCD of 96 and 128 and the LCM of 15 and 25"
-/// with `primeFactors` of each number before `gcd` and `lcm`, and "all prime numbers between 50
-/// and 150" with `count_items` of a list it made up. Only a turn right after a user message.
-pub(crate) fn drop_unnamed(view: &View<'_>, decision: &mut Decision) {
-    let Decision::Calls(calls) = decision else {
-        return;
-    };
-    let Some(Entry::Question(question)) = view.conversation.last() else {
-        return;
-    };
-    let said = content_words(question);
-    let named: Vec<bool> = calls
-        .iter()
-        .map(|(name, _)| !content_words(name).is_disjoint(&said))
-        .collect();
-    if !named.iter().any(|n| *n) || named.iter().all(|n| *n) {
-        return;
-    }
-    let mut keep = named.into_iter();
-    calls.retain(|(name, _)| {
-        let kept = keep.next().unwrap_or(true);
-        if !kept {
-            tracing::debug!(
-                tool = name.as_str(),
-                "a call of a tool the question does not name, beside one it names, is dropped"
-            );
-        }
-        kept
-    });
 }
 
 /// Whether `call`, after `earlier` in the same turn, is a call the question asks for:
@@ -387,32 +353,6 @@ mod tests {
             ),
             [true, true]
         );
-    }
-
-    #[test]
-    fn calls_of_a_tool_the_question_does_not_name_go_when_it_names_another() {
-        let a = ask(
-            "The GCD of 96 and 128, and the LCM of 15 and 25.",
-            vec![
-                tool("primeFactors", &["num"]),
-                tool("gcd", &["a", "b"]),
-                tool("lcm", &["a", "b"]),
-            ],
-        );
-        let call = |n: &str| (n.to_string(), serde_json::Map::new());
-        let mut decision = Decision::Calls(vec![
-            call("primeFactors"),
-            call("gcd"),
-            call("primeFactors"),
-            call("lcm"),
-        ]);
-        drop_unnamed(&a.view(), &mut decision);
-        assert_eq!(decision, Decision::Calls(vec![call("gcd"), call("lcm")]));
-        // None named, or one tool only: left to the other rules.
-        let mut decision = Decision::Calls(vec![call("primeFactors"), call("primeFactors")]);
-        let before = decision.clone();
-        drop_unnamed(&a.view(), &mut decision);
-        assert_eq!(decision, before);
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/grounded.rs` |
 //! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `policy/guess.rs` (asked by `serve/ahead.rs`) |
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs` |
-//! | `unnamed-tool` | serve drops a turn's calls of a tool the question does not name when it names another called tool | `policy/further.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
@@ -116,9 +115,6 @@ pub enum Policy {
     Guess,
     /// Serve's further calls: one that brings nothing the question asks for is dropped.
     Further,
-    /// Serve's unnamed tools: a call of a tool the question does not name, beside one it names,
-    /// is dropped.
-    UnnamedTool,
     /// Serve's choice: a lone call is asked again for the tool the question's words name.
     Choose,
     /// Serve's runaway string: a call is kept without a last string that ran into tags.
@@ -153,11 +149,10 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 19] = [
+    pub const ALL: [Policy; 18] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
-        Policy::UnnamedTool,
         Policy::Choose,
         Policy::Runaway,
         Policy::UnsaidOptional,
@@ -198,10 +193,6 @@ impl Policy {
             Policy::Further => (
                 "further",
                 "serve drops a further call of a turn that brings nothing the question asks for",
-            ),
-            Policy::UnnamedTool => (
-                "unnamed-tool",
-                "serve drops a turn's calls of a tool the question does not name when it names another called tool",
             ),
             Policy::Choose => (
                 "choose",
@@ -354,7 +345,6 @@ impl Policy {
             Policy::Grounding => "serve: policy/grounding.rs, policy/grounded.rs",
             Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
             Policy::Further => "serve: policy/further.rs",
-            Policy::UnnamedTool => "serve: policy/further.rs",
             Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
             Policy::Runaway => "serve: policy/runaway.rs",
             Policy::UnsaidOptional => "serve: policy/unsaid.rs",

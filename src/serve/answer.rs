@@ -226,11 +226,6 @@ pub(crate) async fn answer(
             return Ok(());
         }
         let mut read = read(&text);
-        if let Ok(r) = &mut read
-            && on(Policy::UnnamedTool)
-        {
-            further::drop_unnamed(&seen, &mut r.decision);
-        }
         let mut text = text;
         // The reasoning sent with the answer is its turn's: a re-ask's replaces the first's.
         let mut reasoning = turn.reasoning.clone();

@@ -28,13 +28,14 @@
 //!   question does not say; `distance_traveled` after `final_velocity` brings "distance", which
 //!   "compute the total distance covered" does).
 //!
-//! Grounded (`grounded.rs`) is judged on the call as the client gets it: without the optional
-//! arguments `unsaid.rs` leaves out (a made-up `year=2021` on each city's call of BFCL's
-//! `parallel_8` ended the turn after the first city). A value the conversation does not give
-//! is still grounded where an earlier call of the turn filled a parameter of the same name with
-//! a value of the model's own: the model derives that parameter (a ticker for a company's name,
-//! `hours=3` for "the next three hours", a state's abbreviation for a city), item after item,
-//! where a runaway changes a value the question gave.
+//! A value the conversation does not give is still grounded where an earlier call of the turn
+//! filled a parameter of the same name with a value of the model's own: the model derives that
+//! parameter (a made-up `year=2021` beside each city of BFCL's `parallel_8`, `hours=3` for "the
+//! next three hours", a state's abbreviation for a city), item after item, where a runaway
+//! changes a value the question gave. A call that derives a value must then bring a string or
+//! number the question says that no earlier call of the turn held: the next item. The variants
+//! of a one-call question bring none (`complexity="high"`, then `"low"`, after `"medium"` of the
+//! same material and size; the neighbouring law fed the same current and distance).
 //!
 //! Words are [`guess::content_words`](crate::agent::guess::content_words): stemmed, camelCase split,
 //! without the verbs every function name starts with. A call that fails ends the turn before it
@@ -44,25 +45,17 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::grounded::Said;
-use super::mentions::Mentions;
-use super::unsaid;
 use super::words::content_words;
 use super::{Entry, ToolSpec, View};
 use crate::protocol::{self, Arg, Call};
 
 /// The check for `ask`'s turns: given an `<action>` block's body and the bodies of the blocks
 /// the turn kept before it, whether its call is grounded and asked for. A body that does not
-/// parse passes (the reader refuses it with the reason). With `leave_out_unsaid` (the
-/// `unsaid-optional` policy on), each call is judged as the client would get it: without the
-/// optional arguments the conversation never gave (`unsaid.rs`), so a made-up `year=2021` does
-/// not end a turn that lists the cities the question asks about.
-pub(crate) fn check(
-    view: &View<'_>,
-    leave_out_unsaid: bool,
-) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
+/// parse passes (the reader refuses it with the reason).
+pub(crate) fn check(view: &View<'_>) -> impl Fn(&str, &[String]) -> bool + Send + Sync + 'static {
     let said = Said::of(view);
     let question = view
         .conversation
@@ -80,57 +73,54 @@ pub(crate) fn check(
         .iter()
         .map(|t| (t.name.clone(), name_words(t)))
         .collect();
-    let unsaid = leave_out_unsaid.then(|| (view.tools.to_vec(), view.mentions().clone()));
     move |body: &str, before: &[String]| {
         let Ok(call) = protocol::parse_action(body) else {
             return true;
         };
-        let as_sent = |call: Call| match &unsaid {
-            Some((specs, mentions)) => without_unsaid(call, specs, mentions),
-            None => call,
-        };
-        let call = as_sent(call);
         let earlier: Vec<Call> = before
             .iter()
             .filter_map(|b| protocol::parse_action(b).ok())
-            .map(as_sent)
             .collect();
-        let grounded = call
-            .args
-            .iter()
-            .all(|a| said.says(&a.value) || derived(a, &earlier, &said));
-        if !grounded {
+        let mut derives = false;
+        for a in &call.args {
+            if said.says(&a.value) {
+                continue;
+            }
+            if !derived(a, &earlier, &said) {
+                return false;
+            }
+            derives = true;
+        }
+        // A value derived again is for another thing the question names, which the call must
+        // then bring: `state="FL"` beside "Miami", not `complexity="high"` beside the first
+        // call's material and size.
+        if derives && !brings_said(&call, &earlier, &said) {
             return false;
         }
         !fresh || asked_for(&call, &earlier, &tools, &question_words)
     }
 }
 
-/// `call` without the optional arguments `unsaid.rs` leaves out of a kept call (positional
-/// arguments, not yet bound to a name, stay).
-fn without_unsaid(mut call: Call, specs: &[ToolSpec], mentions: &Mentions) -> Call {
-    let Some(spec) = specs.iter().find(|t| t.name == call.tool) else {
-        return call;
-    };
-    let named: Map<String, Value> = call
-        .args
-        .iter()
-        .filter_map(|a| Some((a.name.clone()?, a.value.clone())))
-        .collect();
-    if let Some((kept, _)) = unsaid::without_unsaid(spec, &named, mentions) {
-        call.args
-            .retain(|a| a.name.as_ref().is_none_or(|n| kept.contains_key(n)));
+/// Whether `call` holds a string or number the conversation says and no call of `earlier` held.
+fn brings_said(call: &Call, earlier: &[Call], said: &Said) -> bool {
+    let mut held = Vec::new();
+    for c in earlier {
+        for a in &c.args {
+            leaves(&a.value, &mut held);
+        }
     }
-    call
+    call.args.iter().any(|a| {
+        let mut mine = Vec::new();
+        leaves(&a.value, &mut mine);
+        said.says(&a.value) && mine.iter().any(|l| !held.contains(l))
+    })
 }
 
 /// Whether `arg`'s value, which the conversation does not give, is one the model derives: an
 /// earlier call of the turn gave a parameter of the same name a value the conversation does not
-/// give either. Asked for the stock data of "Apple Inc., Google LLC. and Microsoft
-/// Corporation", a model writes `symbol="AAPL"`, then `"GOOGL"` and `"MSFT"`, none of them
-/// said; asked for supermarkets in Los Angeles and sights in Miami, `state="CA"` for one tool and
-/// `state="FL"` for the other. A runaway's variant (`factorial(number=4)` after `number=5`)
-/// changes a value the question gave.
+/// give either (asked for supermarkets in Los Angeles and sights in Miami, `state="CA"` for one
+/// tool and `state="FL"` for the other). A runaway's variant (`factorial(number=4)` after
+/// `number=5`) changes a value the question gave.
 fn derived(arg: &Arg, earlier: &[Call], said: &Said) -> bool {
     let Some(name) = &arg.name else {
         return false;
@@ -231,11 +221,7 @@ mod tests {
     /// Whether each of `calls`, in turn, is kept after the ones before it (the first is never
     /// judged, as in the watch).
     fn kept(ask: &Ask, calls: &[&str]) -> Vec<bool> {
-        kept_with(ask, calls, true)
-    }
-
-    fn kept_with(ask: &Ask, calls: &[&str], leave_out_unsaid: bool) -> Vec<bool> {
-        let check = check(&ask.view(), leave_out_unsaid);
+        let check = check(&ask.view());
         let mut before: Vec<String> = Vec::new();
         calls
             .iter()
@@ -375,29 +361,58 @@ mod tests {
     }
 
     #[test]
-    fn a_made_up_optional_value_is_judged_as_the_client_gets_the_call() {
+    fn a_derived_value_must_come_with_the_next_thing_the_question_names() {
         let a = ask(
-            "Fetch the population of New York City and Los Angeles.",
-            vec![typed_tool(
-                "population",
-                &[("area", "string"), ("year", "integer")],
-                &["area"],
-            )],
+            "Fetch the population of New York City and Los Angeles. A sculpture of marble, size 3.",
+            vec![
+                typed_tool(
+                    "population",
+                    &[("area", "string"), ("year", "integer")],
+                    &["area"],
+                ),
+                typed_tool(
+                    "price",
+                    &[
+                        ("material", "string"),
+                        ("size", "integer"),
+                        ("complexity", "string"),
+                    ],
+                    &["material", "size"],
+                ),
+            ],
         );
-        let calls = [
-            "population(area=\"New York City\", year=2021)",
-            "population(area=\"Los Angeles\", year=2021)",
-        ];
-        // unsaid-optional leaves `year` out of both: the second city is a call asked for.
-        assert_eq!(kept_with(&a, &calls, true), [true, true]);
-        // A variant that differs only in a value left out brings nothing new…
-        let variant = [
-            "population(area=\"New York City\", year=2021)",
-            "population(area=\"New York City\", year=2020)",
-        ];
-        assert_eq!(kept_with(&a, &variant, true), [true, false]);
-        // …but with that policy off the client gets the years, and a year is what it brings.
-        assert_eq!(kept_with(&a, &variant, false), [true, true]);
+        // The same made-up year beside the next city the question lists: kept.
+        assert_eq!(
+            kept(
+                &a,
+                &[
+                    "population(area=\"New York City\", year=2021)",
+                    "population(area=\"Los Angeles\", year=2021)",
+                ]
+            ),
+            [true, true]
+        );
+        // Another made-up value beside nothing new: a variant.
+        assert_eq!(
+            kept(
+                &a,
+                &[
+                    "price(material=\"marble\", size=3, complexity=\"medium\")",
+                    "price(material=\"marble\", size=3, complexity=\"high\")",
+                ]
+            ),
+            [true, false]
+        );
+        assert_eq!(
+            kept(
+                &a,
+                &[
+                    "population(area=\"New York City\", year=2021)",
+                    "population(area=\"New York City\", year=2020)",
+                ]
+            ),
+            [true, false]
+        );
     }
 
     #[test]
@@ -405,21 +420,26 @@ mod tests {
         let a = ask(
             "Closing prices of Apple Inc., Google LLC. and Microsoft Corporation; factorial of 5.",
             vec![
-                typed_tool("stock", &[("symbol", "string")], &["symbol"]),
+                typed_tool(
+                    "stock",
+                    &[("symbol", "string"), ("company", "string")],
+                    &["symbol"],
+                ),
                 typed_tool("factorial", &[("number", "integer")], &["number"]),
             ],
         );
-        // The first symbol was not said either: the model derives this parameter.
+        // The first symbol was not said either: the model derives this parameter, beside the
+        // company the question names.
         assert_eq!(
             kept(
                 &a,
                 &[
-                    "stock(symbol=\"AAPL\")",
-                    "stock(symbol=\"MSFT\")",
-                    "stock(symbol=\"GOOG\")",
+                    "stock(symbol=\"AAPL\", company=\"Apple\")",
+                    "stock(symbol=\"MSFT\", company=\"Microsoft\")",
+                    "stock(symbol=\"NYSE\", company=\"Microsoft\")",
                 ]
             ),
-            [true, true, true]
+            [true, true, false]
         );
         // The first number was said: another one is a variant, not a derivation.
         assert_eq!(
@@ -428,7 +448,13 @@ mod tests {
         );
         // Another parameter's derived value says nothing for this one.
         assert_eq!(
-            kept(&a, &["stock(symbol=\"AAPL\")", "factorial(number=4)"]),
+            kept(
+                &a,
+                &[
+                    "stock(symbol=\"AAPL\", company=\"Apple\")",
+                    "factorial(number=4)"
+                ]
+            ),
             [true, false]
         );
         // The same parameter of another tool: a state for each city.

@@ -49,9 +49,8 @@ pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgeme
 
 /// A call of `tool` with `args`, without the optional arguments whose values `said` does not
 /// mention, and their names; `None` when there are none, or when the call would no longer
-/// validate without them. Further calls are judged in this form (`further.rs`), the form the
-/// client gets.
-pub(crate) fn without_unsaid(
+/// validate without them.
+fn without_unsaid(
     tool: &ToolSpec,
     args: &Map<String, Value>,
     said: &Mentions,

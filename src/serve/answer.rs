@@ -100,10 +100,8 @@ pub(crate) async fn answer(
         // and so does one that goes on to a call the question did not ask for: values the
         // conversation never gave (policy/grounded.rs), or nothing beyond the calls before it
         // (policy/further.rs).
-        request.end_at_repeated_block = Some(
-            RepeatedBlock::new("<action>", "</action>")
-                .with_later(further::check(&seen, on(Policy::UnsaidOptional))),
-        );
+        request.end_at_repeated_block =
+            Some(RepeatedBlock::new("<action>", "</action>").with_later(further::check(&seen)));
     }
     let mut last_reason = String::new();
     let names: Vec<&str> = ask.tools.iter().map(|t| t.name.as_str()).collect();

@@ -22,10 +22,9 @@ use serde_json::{Map, Value};
 
 use super::Decision;
 use super::Judgement;
-use super::ToolSpec;
 use super::View;
 use super::grounding::listed;
-use super::mentions::{Mentions, judgeable};
+use super::mentions::judgeable;
 
 /// Leaves out of `decision`'s calls the optional arguments whose values `ask`'s conversation
 /// never gave; the judgement of each call that lost one.
@@ -39,41 +38,28 @@ pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgeme
         let Some(tool) = view.tool(name) else {
             continue;
         };
-        if let Some((kept, unsaid)) = without_unsaid(tool, args, said) {
-            *args = kept;
-            judged.push(Judgement::left_out(name, &unsaid));
+        let unsaid: Vec<String> = args
+            .iter()
+            .filter(|(arg, value)| {
+                optional_free(&tool.parameters, arg) && judgeable(value) && !said.mentions(value)
+            })
+            .map(|(arg, _)| arg.clone())
+            .collect();
+        if unsaid.is_empty() {
+            continue;
         }
+        let kept: Map<String, Value> = args
+            .iter()
+            .filter(|(arg, _)| !unsaid.contains(arg))
+            .map(|(a, v)| (a.clone(), v.clone()))
+            .collect();
+        if !tool.validator.is_valid(&Value::Object(kept.clone())) {
+            continue;
+        }
+        *args = kept;
+        judged.push(Judgement::left_out(name, &unsaid));
     }
     judged
-}
-
-/// A call of `tool` with `args`, without the optional arguments whose values `said` does not
-/// mention, and their names; `None` when there are none, or when the call would no longer
-/// validate without them.
-fn without_unsaid(
-    tool: &ToolSpec,
-    args: &Map<String, Value>,
-    said: &Mentions,
-) -> Option<(Map<String, Value>, Vec<String>)> {
-    let unsaid: Vec<String> = args
-        .iter()
-        .filter(|(arg, value)| {
-            optional_free(&tool.parameters, arg) && judgeable(value) && !said.mentions(value)
-        })
-        .map(|(arg, _)| arg.clone())
-        .collect();
-    if unsaid.is_empty() {
-        return None;
-    }
-    let kept: Map<String, Value> = args
-        .iter()
-        .filter(|(arg, _)| !unsaid.contains(arg))
-        .map(|(a, v)| (a.clone(), v.clone()))
-        .collect();
-    if !tool.validator.is_valid(&Value::Object(kept.clone())) {
-        return None;
-    }
-    Some((kept, unsaid))
 }
 
 /// Whether `arg` is an optional parameter of the schema `parameters` whose values are free

@@ -103,12 +103,7 @@ pub(crate) fn check(view: &View<'_>) -> impl Fn(&str, &[String]) -> bool + Send 
 
 /// Whether `call` holds a string or number the conversation says and no call of `earlier` held.
 fn brings_said(call: &Call, earlier: &[Call], said: &Said) -> bool {
-    let mut held = Vec::new();
-    for c in earlier {
-        for a in &c.args {
-            leaves(&a.value, &mut held);
-        }
-    }
+    let held = held_by(earlier);
     call.args.iter().any(|a| {
         let mut mine = Vec::new();
         leaves(&a.value, &mut mine);
@@ -141,17 +136,8 @@ fn asked_for(
 ) -> bool {
     let same: Vec<&Call> = earlier.iter().filter(|c| c.tool == call.tool).collect();
     if !same.is_empty() {
-        let mut held = Vec::new();
-        for c in &same {
-            for a in &c.args {
-                leaves(&a.value, &mut held);
-            }
-        }
-        let mut mine = Vec::new();
-        for a in &call.args {
-            leaves(&a.value, &mut mine);
-        }
-        return mine.iter().any(|v| !held.contains(v));
+        let held = held_by(same);
+        return held_by([call]).iter().any(|v| !held.contains(v));
     }
     let words_of = |name: &str| tools.iter().find(|(n, _)| n == name).map(|(_, w)| w);
     // An undeclared tool is the reader's to refuse.
@@ -171,6 +157,15 @@ fn asked_for(
 enum Leaf {
     Text(String),
     Number(f64),
+}
+
+/// The strings and numbers the arguments of `calls` hold.
+fn held_by<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<Leaf> {
+    let mut held = Vec::new();
+    for a in calls.into_iter().flat_map(|c| &c.args) {
+        leaves(&a.value, &mut held);
+    }
+    held
 }
 
 /// The strings and numbers in `value` (booleans, nulls and empty strings left out).

@@ -11,7 +11,7 @@
 //! $1000" gives -1000): the 0.5B's second loan of BFCL's `parallel_20` and second investment
 //! of `parallel_16` ended their turns before these readings.
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 use super::{Entry, View};
 
@@ -105,20 +105,15 @@ fn grounded(value: &Value, said: &str) -> bool {
             s.is_empty() || says_text(said, &s)
         }
         Value::Number(n) => {
-            let says = |n: &Number| {
-                let whole = n
-                    .as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
-                    .map(|f| format!("{}", f as i64));
-                says_number(said, &n.to_string()) || whole.is_some_and(|w| says_number(said, &w))
-            };
             // A sign is the model's reading of the words ("a loss of $1000" is -1000): the
-            // magnitude is what the conversation must give.
-            says(n)
-                || n.as_f64()
-                    .filter(|f| *f < 0.0)
-                    .and_then(|f| Number::from_f64(-f))
-                    .is_some_and(|m| says(&m))
+            // magnitude is what the conversation must give ("-1000" says 1000 too).
+            let digits = n.to_string();
+            let whole = n
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                .map(|f| format!("{}", (f as i64).unsigned_abs()));
+            says_number(said, digits.trim_start_matches('-'))
+                || whole.is_some_and(|w| says_number(said, &w))
         }
         Value::Array(items) => items.iter().all(|v| grounded(v, said)),
         Value::Object(map) => map.values().all(|v| grounded(v, said)),

@@ -32,7 +32,10 @@ impl Run<'_> {
             || !agent.config.decide
             || !agent.config.policies.on(Policy::Decide)
             || self.progress.steps > 0
-            || agent.grammars().pick(true, false).is_none()
+            || agent
+                .grammars()
+                .pick(true, false, std::iter::empty())
+                .is_none()
         {
             return false;
         }

@@ -16,7 +16,7 @@ use crate::llm::{
     ContextOverflow, Finish, LlmError, Model, Notice, NoticeKind, TurnGrammar, TurnRequest,
     TurnResult,
 };
-use crate::policy::Policy;
+use crate::policy::{Policy, QuestionNames};
 use crate::protocol::{self, STOP_SEQUENCES};
 
 use super::Api;
@@ -135,7 +135,7 @@ impl Run<'_> {
         // whatever the result (nothing else reads it meanwhile; a cancelled turn drops the
         // whole run).
         let lent = partial.is_empty() && request.prompt.is_none();
-        let grammar = grammar(agent.grammars(), plan, stage);
+        let grammar = grammar(agent.grammars(), plan, stage, &self.memory.named);
         let policies = agent.config.policies;
         let strict_arguments = (grammar.as_ref())
             .filter(|_| policies.on(Policy::Given))
@@ -216,14 +216,19 @@ impl Run<'_> {
 /// repeated call, the turn gets the last turn's grammar (the model was just shown the result it
 /// keeps asking for); right after the decision step declined its call, the answer's, its
 /// thought begun by the runtime (the plain answer-only grammar should that one not be had).
-fn grammar(grammars: &Grammars, plan: TurnPlan, stage: Stage) -> Option<Arc<TurnGrammar>> {
+fn grammar(
+    grammars: &Grammars,
+    plan: TurnPlan,
+    stage: Stage,
+    named: &QuestionNames,
+) -> Option<Arc<TurnGrammar>> {
     let last = plan.final_only || plan.after_refused_call;
     match stage {
         Stage::Whole if plan.after_decline => grammars
-            .pick_declined(plan.reasoning)
-            .or_else(|| grammars.pick(true, plan.reasoning)),
-        Stage::Whole => grammars.pick(last, plan.reasoning),
-        Stage::Decision => grammars.pick_decision(last),
+            .pick_declined(plan.reasoning, named.names())
+            .or_else(|| grammars.pick(true, plan.reasoning, named.names())),
+        Stage::Whole => grammars.pick(last, plan.reasoning, named.names()),
+        Stage::Decision => grammars.pick_decision(last, named.names()),
         Stage::Continuation => None,
     }
 }

@@ -60,6 +60,11 @@ impl QuestionNames {
         QuestionNames { names }
     }
 
+    /// Every name the question gives, used or not.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|(n, _)| n.as_str())
+    }
+
     /// Mark the names a call's arguments use.
     pub(crate) fn mark_used(&mut self, args: &Map<String, Value>) {
         let mut values = Vec::new();

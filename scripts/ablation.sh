@@ -9,13 +9,14 @@
 #       -- --model qwen05 --base-url http://127.0.0.1:18701/v1 --temperature 0 --allow-write
 #
 # Everything after `--` goes to each `tagloop eval` as it is (the model, the server, sampling).
-# --only a,b runs only these policies off (beside the defaults and all off); --tagloop BIN picks
+# --only a,b runs only these policies off (beside the defaults and all off); --no-all leaves out
+# the all-off run (for a slow model, when only the named policies are asked); --tagloop BIN picks
 # the binary (default: target/release/tagloop, else tagloop on PATH); --keep DIR keeps each
 # eval's JSON report there. Offline check: --key qwen05 with `-- --model scripted:FILE` (the
 # figures then say nothing about a model; see docs/lab.md).
 set -euo pipefail
 
-key="" suite="" out="" source="" only="" bin="" keep=""
+key="" suite="" out="" source="" only="" bin="" keep="" all=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --key) key="$2"; shift 2 ;;
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
         --only) only="$2"; shift 2 ;;
         --tagloop) bin="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
+        --no-all) all=0; shift ;;
         --) shift; break ;;
         *) echo "ablation.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
     esac
@@ -48,7 +50,7 @@ fi
 started="$(date -u +%Y-%m-%dT%H:%MZ)"
 runs=("defaults:" )
 for p in $policies; do runs+=("$p:$p"); done
-runs+=("all:all")
+if [ "$all" = 1 ]; then runs+=("all:all"); fi
 for entry in "${runs[@]}"; do
     name="${entry%%:*}" off="${entry#*:}"
     flags=()

@@ -43,7 +43,10 @@ MODELS = [
 ]
 BFCL = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
         "live_simple", "live_multiple", "live_irrelevance"]
-AGENT = {"suite": "agent: the lab suite", "sidebyside": "agent: beside smolagents"}
+AGENT = {"suite": "agent: the lab suite", "dev": "agent: the dev split",
+         "validation": "agent: the validation split", "sidebyside": "agent: beside smolagents"}
+# The agent's rows no native configuration runs (tagloop's own suites).
+OWN_SUITES = ("suite", "dev", "validation")
 ROWS = BFCL + list(AGENT)
 
 
@@ -225,7 +228,7 @@ def model_table(runs, published, key, name, detail):
             if cell["other_run"]:
                 cites += " " + other
         else:
-            theirs, ntext = None, "—" if row == "suite" else "not run"
+            theirs, ntext = None, "—" if row in OWN_SUITES else "not run"
         a = seconds(mine)
         b = seconds(theirs) if theirs else None
         if a is None:
@@ -311,8 +314,9 @@ def pub_cell(pub, row):
 def summary(runs):
     """One line per model: the BFCL total when one run gave every row, and the agent's rows."""
     lines = ["| model | BFCL, 8 categories: tagloop against native | seconds ratio | the lab suite | "
+             "the agent's splits: dev / validation | "
              "beside smolagents: tagloop against ToolCallingAgent |",
-             "|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|"]
     for key, name, _ in MODELS:
         cells = {row: pick(runs, key, row) for row in ROWS}
         bfcl, rtext = "rows from several runs: its table", ""
@@ -321,11 +325,11 @@ def summary(runs):
             t, native_total = parts
             bfcl = f"**{fraction(t)}** against {fraction(native_total) if native_total else 'not run'}"
             rtext = f"{t['ratio_to_native']:.2f}×" if "ratio_to_native" in t else ""
-        agent = []
+        agent = {}
         for row in AGENT:
             c = cells[row]
             if c is None:
-                agent.append("not measured")
+                agent[row] = "not measured"
                 continue
             mine = c["tagloop"][2]
             text = fraction(mine) + (" †" if c["older"] else "")
@@ -333,8 +337,10 @@ def summary(runs):
                 text += f" ({mine['cases']}, pooled)"
             if c["native"] is not None:
                 text += f" against {fraction(c['native'][2])}" + (" ‡" if c["other_run"] else "")
-            agent.append(text)
-        lines.append(f"| [{name}](#{anchor(name)}) | {bfcl} | {rtext} | {agent[0]} | {agent[1]} |")
+            agent[row] = text
+        splits = f"{agent['dev']} / {agent['validation']}"
+        lines.append(f"| [{name}](#{anchor(name)}) | {bfcl} | {rtext} | {agent['suite']} | {splits} "
+                     f"| {agent['sidebyside']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -420,7 +426,7 @@ def render_svg(name, plot):
         if theirs is not None:
             bar(out, y + 15, theirs, "#a0aec0", left, width, " ‡" if other_run else "")
         else:
-            what = "no native run of the suite" if row == "suite" else "native not run"
+            what = "no native run of the suite" if row in OWN_SUITES else "native not run"
             out.append(f'<text x="{left + 4}" y="{y + 24}" fill="#718096" font-size="11">{what}</text>')
         if pub is not None:
             x = left + width * pub / 100

@@ -1,5 +1,5 @@
 //! A file the question names that the workspace lacks is a path the run's grammar allows
-//! (`src/agent/grammars.rs`): the model can ask for it, the tool says it is not found, and the
+//! (`src/agent/grammars/named.rs`): the model can ask for it, the tool says it is not found, and the
 //! named-files notice never asks for a call no grammar lets the model write. A bare name that a
 //! listed file ends with is not added: the listing's path is the one the model is steered to.
 

@@ -34,7 +34,7 @@ impl Run<'_> {
             || self.progress.steps > 0
             || agent
                 .grammars()
-                .pick(true, false, std::iter::empty())
+                .pick(true, false, self.memory.named.names())
                 .is_none()
         {
             return false;

@@ -62,7 +62,7 @@ pub use context::{ContextMode, ContextPolicy};
 pub use error::AgentError;
 pub use events::{Event, EventSink};
 pub use outcome::{Outcome, Progress, Status};
-pub use preview::{Preview, preview, preview_grammar};
+pub use preview::{Preview, preview, preview_grammar, preview_grammar_for};
 pub use resume::{Resume, ResumeError};
 pub use role::{Role, RoleError};
 pub use wrap::{WrapCommand, Wrapped};

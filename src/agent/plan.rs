@@ -7,12 +7,12 @@
 pub(crate) struct TurnPlan {
     /// The step limit is reached: only a final answer is accepted.
     pub(crate) final_only: bool,
-    /// The model reasons first (see `grammars.rs`).
+    /// The model reasons first (see `grammars/`).
     pub(crate) reasoning: bool,
     /// The loop guard refused the last call, or the decision step declined it: the next turn
     /// may only answer.
     pub(crate) after_refused_call: bool,
     /// The decision step declined the turn's call: the answer's grammar begins its thought in
-    /// the runtime's words (`grammars.rs`).
+    /// the runtime's words (`grammars/`).
     pub(crate) after_decline: bool,
 }

@@ -8,6 +8,7 @@ use crate::tools::Registry;
 use super::grammars::GrammarInputs;
 use super::history::History;
 use super::{AgentConfig, AgentError, Role};
+use crate::policy::QuestionNames;
 
 /// The prompts of a run's first turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,19 +40,33 @@ pub fn preview(
 
 /// The grammar (GBNF) an agent with these pieces constrains a turn with on servers that take
 /// one (`tagloop prompt --show-grammar`): an ordinary step, or the last turn at the step limit
-/// (`final_only`), which allows only a final answer.
+/// (`final_only`), which allows only a final answer. Its paths are the workspace's; a run's
+/// grammar also allows the files its question names ([`preview_grammar_for`]).
 pub fn preview_grammar(
     tools: &Registry,
     role: &Role,
     config: &AgentConfig,
     final_only: bool,
 ) -> String {
+    preview_grammar_for(tools, role, config, final_only, "")
+}
+
+/// [`preview_grammar`] as a run of `task` gets it: among its paths, the files the task names
+/// that the workspace lacks (docs/configuration.md, *Paths the model can name*).
+pub fn preview_grammar_for(
+    tools: &Registry,
+    role: &Role,
+    config: &AgentConfig,
+    final_only: bool,
+    task: &str,
+) -> String {
+    let named = QuestionNames::of(task);
     GrammarInputs {
         tools,
         role,
         api: config.api,
     }
-    .turn(final_only, config.reasoning)
+    .turn(final_only, config.reasoning, named.names())
     .to_gbnf()
 }
 

@@ -1,6 +1,6 @@
 //! Think: one model turn of a run, asked through the turn engine (`turn/`), this file being
 //! the run's seat: how a request is fitted (the run's history, `context/`), which grammar each
-//! stage of a turn gets (`grammars.rs`, as the [`TurnPlan`] says), and how the model is asked
+//! stage of a turn gets (`grammars/`, as the [`TurnPlan`] says), and how the model is asked
 //! (the run's stop strings, guards and notices, the text streamed to the caller).
 //!
 //! The engine continues the turn where it must (a stop string inside an open string or

@@ -23,7 +23,7 @@ pub struct PromptArgs {
     /// Print every chat message as JSON instead of the system prompt
     #[arg(long)]
     pub messages: bool,
-    /// Print the grammar (GBNF) turns are constrained with on servers that take one
+    /// Print the grammar (GBNF) turns are constrained with on servers that take one (with a task: the grammar its run gets, the files it names among the paths)
     #[arg(long)]
     pub show_grammar: bool,
     /// With --show-grammar: the grammar of the last turn at the step limit (a final answer only)
@@ -45,21 +45,23 @@ pub struct ToolsArgs {
 
 pub async fn prompt(args: PromptArgs) -> Result<ExitCode> {
     let setup = Setup::build(&args.opts, false).await?;
+    let task = match args.task.as_deref() {
+        Some(t) => read_task(Some(t))?,
+        None => String::new(),
+    };
     if args.show_grammar {
-        let grammar = tagloop::agent::preview_grammar(
+        // With a task, the grammar its run gets: the files it names are among the paths.
+        let grammar = tagloop::agent::preview_grammar_for(
             &setup.tools,
             &setup.role,
             &setup.config,
             args.final_only,
+            &task,
         );
         setup.shutdown().await;
         write!(stdout(), "{grammar}")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let task = match args.task.as_deref() {
-        Some(t) => read_task(Some(t))?,
-        None => String::new(),
-    };
     let rendered = tagloop::agent::preview(
         &setup.tools,
         &setup.role,

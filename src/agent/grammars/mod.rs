@@ -1,4 +1,5 @@
-//! The grammars an agent's turns are constrained with, built once when the agent is built.
+//! The grammars an agent's turns are constrained with, built at its first constrained turn and
+//! again when the paths they allow change.
 //!
 //! Four variants cover every turn: an ordinary step or the last turn at the step limit (a final
 //! answer only), each for a model that answers straight away or one that reasons first. For a
@@ -8,7 +9,8 @@
 //!
 //! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
-//! answer. After a declined first call, the answer's thought begins as [`DECLINED_THOUGHT`].
+//! answer. After a declined first call, the answer's thought begins as
+//! [`DECLINED_THOUGHT`](crate::prompt::DECLINED_THOUGHT).
 //!
 //! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
 //! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
@@ -18,32 +20,31 @@
 //! rebuilt only when the listing changed: a file created by one turn is callable in the next.
 //!
 //! A file the question names that the listing lacks (`logs/mail.log`, asked about a file that
-//! is not there) is a path the grammar allows too, in that run only: without it the model
-//! could not ask for the file, got a read of another file instead, and the named-files notice
-//! kept asking it for a call no grammar let it write. The tool then says the file is not
-//! found. A name that a listed file ends with (`week2.txt` beside `ledger/week2.txt`) is not
-//! added: the listing's path is the one the model is steered to. The last few builds are kept,
-//! so runs of one agent that name different files do not rebuild each other's grammars.
+//! is not there) is a path the grammar allows too, in that run only (`named.rs` says which
+//! names and why). The last few builds are kept, each with the paths it allows, so that runs of
+//! one agent that name different files do not rebuild each other's grammars every turn.
 //!
 //! A model reasons when [`AgentConfig::reasoning`](super::AgentConfig::reasoning) says so, or
 //! from the first turn of a run in which it wrote a `<think>` block or the server sent separate
 //! reasoning.
 
 mod build;
+mod named;
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 use crate::llm::TurnGrammar;
-use crate::protocol::{Grammar, KnownPaths, turn_grammar_with};
+use crate::protocol::{Grammar, turn_grammar_with};
 use crate::tools::{Registry, Workspace, list_paths};
 
 use super::{Api, Role};
 use build::{Built, Source, annotated, workspace};
+use named::with_named;
 
 /// How many builds (each for one set of paths) an agent keeps.
-const KEPT_BUILDS: usize = 4;
+const KEPT_BUILDS: usize = 8;
 
 /// The grammars of one agent (none when its model takes none).
 #[derive(Debug, Clone, Default)]
@@ -72,10 +73,15 @@ pub(crate) struct GrammarInputs<'a> {
 
 impl GrammarInputs<'_> {
     /// The whole-turn grammar (for `tagloop prompt --show-grammar` and the live view), with
-    /// the workspace's paths as they are now.
-    pub(crate) fn turn(&self, final_only: bool, think: bool) -> Grammar {
+    /// the workspace's paths as they are now and the files a question names (`named`).
+    pub(crate) fn turn<'n>(
+        &self,
+        final_only: bool,
+        think: bool,
+        named: impl IntoIterator<Item = &'n str>,
+    ) -> Grammar {
         let known = workspace(self.tools)
-            .and_then(list_paths)
+            .and_then(|ws| Some(with_named(ws, list_paths(ws)?, named)))
             .unwrap_or_default();
         let schemas = annotated(self.tools);
         turn_grammar_with(&self.source().shape(&schemas, final_only, think), &known)
@@ -162,7 +168,7 @@ impl Grammars {
             return builds.first().cloned().unwrap_or_default();
         };
         let known = list_paths(&p.workspace)
-            .map(|listed| with_named(listed, named))
+            .map(|listed| with_named(&p.workspace, listed, named))
             .unwrap_or_default();
         if let Some(i) = builds.iter().position(|b| b.known == known) {
             let built = builds.remove(i);
@@ -181,19 +187,4 @@ impl Grammars {
         builds.push(built.clone());
         built
     }
-}
-
-/// The listed paths and, among the files, each named one the listing lacks (see the module
-/// docs): a name no listed file is, or ends with after a `/`.
-fn with_named<'n>(listed: KnownPaths, named: impl IntoIterator<Item = &'n str>) -> KnownPaths {
-    let mut files = listed.files().to_vec();
-    for name in named {
-        let name = name.trim_start_matches("./");
-        let is_it = |f: &String| f == name || f.ends_with(&format!("/{name}"));
-        if name.is_empty() || files.iter().any(is_it) || listed.dirs().iter().any(is_it) {
-            continue;
-        }
-        files.push(name.to_owned());
-    }
-    KnownPaths::new(files, listed.dirs().to_vec())
 }

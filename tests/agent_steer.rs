@@ -212,10 +212,14 @@ async fn refusals_for_named_files_stop_before_the_run_would_end_and_are_bounded(
     assert_eq!(status, Status::Ok);
     assert_eq!(answer, Some(serde_json::json!("plain text")));
     assert_eq!(seen.len(), 2, "{seen:?}");
-    // With calls between, at most four answers are refused in a run.
+    // With calls between (each a new one: the loop guard stays out of it), at most four
+    // answers are refused in a run.
+    let calls: Vec<String> = (1..=5)
+        .map(|i| format!("<action>read(path=\"other{i}.txt\")</action>"))
+        .collect();
     let mut turns = Vec::new();
-    for _ in 0..5 {
-        turns.push("<action>read(path=\"other.txt\")</action>");
+    for call in &calls {
+        turns.push(call.as_str());
         turns.push("<final_answer>done</final_answer>");
     }
     let (status, answer, seen) = answered("Sum a1.txt and a2.txt.", &turns).await;
@@ -258,4 +262,29 @@ async fn an_answer_the_loop_guard_asked_for_is_not_refused_for_names() {
     );
     assert_eq!(status, Status::Ok);
     assert_eq!(answer, Some(serde_json::json!("14")));
+}
+
+#[tokio::test]
+async fn the_answer_after_a_refused_call_is_not_refused_for_names() {
+    // The 0.5B and the 1.5B Qwen read the same file three times; the third read was refused and
+    // the turn after it could only answer. Refusing that answer for a file no call had used
+    // sent them back to the same read, refused again, until the step limit.
+    let (status, answer, seen) = answered(
+        "Read week1.txt and week2.txt, then write summary.txt.",
+        &[
+            "<action>read(path=\"week1.txt\")</action>",
+            "<action>read(path=\"week1.txt\")</action>",
+            "<action>read(path=\"week1.txt\")</action>",
+            "<final_answer>22</final_answer>",
+            "<action>read(path=\"week1.txt\")</action>",
+        ],
+    )
+    .await;
+    assert_eq!(status, Status::Ok);
+    assert_eq!(answer, Some(serde_json::json!("22")));
+    assert!(seen[2].contains("it was not run again"), "{}", seen[2]);
+    assert!(
+        seen.iter().all(|o| !o.contains("not accepted yet")),
+        "{seen:?}"
+    );
 }

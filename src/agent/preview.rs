@@ -8,7 +8,7 @@ use crate::tools::Registry;
 use super::grammars::GrammarInputs;
 use super::history::History;
 use super::{AgentConfig, AgentError, Role};
-use crate::policy::QuestionNames;
+use crate::policy::{Policy, QuestionNames};
 
 /// The prompts of a run's first turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,5 +92,7 @@ pub(super) fn system_input<'a>(
         max_steps: config.max_steps,
         environment: &config.environment,
         thought: true,
+        observation_header: config.policies.on(Policy::ObservationHeader),
+        closing_line: config.policies.on(Policy::ClosingLine),
     }
 }

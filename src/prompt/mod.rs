@@ -172,6 +172,13 @@ pub struct SystemInput<'a> {
     /// serve --thought none`, whose grammar leaves the thought out. The built-in run
     /// templates always teach it.
     pub thought: bool,
+    /// Whether a tool's result begins with the call and the number of lines it returned
+    /// (policy `observation-header`): the worked example's observation shows what the run will
+    /// send (the variable `observation_header`).
+    pub observation_header: bool,
+    /// Whether a result ends with the decision to make next (policy `closing-line`; the
+    /// variable `closing_line`), so that the example shows it only when the run sends it.
+    pub closing_line: bool,
 }
 
 impl SystemInput<'_> {
@@ -188,6 +195,8 @@ impl SystemInput<'_> {
             max_steps => self.max_steps,
             environment => Serde(self.environment),
             thought => self.thought,
+            observation_header => self.observation_header,
+            closing_line => self.closing_line,
             compact => false,
         }
     }

@@ -27,6 +27,8 @@ fn input(tools: &[ToolDoc]) -> SystemInput<'_> {
         max_steps: 6,
         environment: &[],
         thought: true,
+        observation_header: true,
+        closing_line: true,
     }
 }
 
@@ -82,4 +84,27 @@ fn a_replaced_template_that_ignores_compact_renders_the_same_either_way() {
         t.system(&input(&tools)).unwrap(),
         t.system_compact(&input(&tools)).unwrap()
     );
+}
+
+#[test]
+fn the_worked_example_shows_the_header_and_closing_line_only_when_the_run_sends_them() {
+    let t = Templates::builtin();
+    let tools = docs();
+    let header = "read_file(path=\"recipes/tea.ini\") returned 2 lines:";
+    let closing = "If the results so far answer the whole question";
+    let on = t.system(&input(&tools)).unwrap();
+    assert!(on.contains(header) && on.contains(closing));
+    let off = SystemInput {
+        observation_header: false,
+        closing_line: false,
+        ..input(&tools)
+    };
+    for text in [t.system(&off).unwrap(), t.system_compact(&off).unwrap()] {
+        assert!(!text.contains(header) && !text.contains(closing), "{text}");
+        // The tool's own text stays: the example still teaches reading a result.
+        assert!(text.contains("morning = assam\nevening = chamomile"));
+    }
+    let base = t.completion(&off, "", "Who?").unwrap();
+    assert!(!base.contains("returned 2 lines") && !base.contains(closing));
+    assert!(base.contains("cat: Lina\nplants: Tom"));
 }

@@ -91,6 +91,9 @@ pub(crate) fn history(
         max_steps: STATED_STEPS,
         environment: &[],
         thought: thought.taught(),
+        // Serve's own templates show no tool result: its observations are the client's.
+        observation_header: true,
+        closing_line: true,
     };
     let template = |e: crate::prompt::PromptError| ServeError::Config(e.to_string());
     let system = templates.system(&input).map_err(template)?;
@@ -217,6 +220,8 @@ mod tests {
             max_steps: STATED_STEPS,
             environment: &[],
             thought,
+            observation_header: true,
+            closing_line: true,
         }
     }
 

@@ -99,3 +99,43 @@ async fn only_names_missing_from_the_listing_are_added() {
         assert_eq!(files(&grammars[0]), r#""\"logs/server.log\"""#, "{task}");
     }
 }
+
+#[tokio::test]
+async fn the_turn_after_an_answer_refused_for_names_must_call() {
+    // The refusal asks for a call; a small model at temperature 0 would write the refused
+    // answer again word for word, so the next turn's grammar has no final answer. The turn
+    // after that may answer again.
+    let (grammars, answer, server) = run(
+        "Compare logs/server.log with logs/mail.log: which has more lines?",
+        &[
+            "<thought>I read the first.</thought>\n<action>read_file(path=\"logs/server.log\")</action>",
+            "<thought>Done.</thought>\n<final_answer>logs/server.log</final_answer>",
+            "<thought>I read the other.</thought>\n<action>read_file(path=\"logs/mail.log\")</action>",
+            "<thought>It is not there.</thought>\n<final_answer>logs/server.log; logs/mail.log does not exist.</final_answer>",
+        ],
+    )
+    .await;
+    assert_eq!(grammars.len(), 4, "one request a turn");
+    let reqs = server.requests();
+    let refusal = reqs[2].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(refusal.contains("logs/mail.log"), "{refusal}");
+    for (i, g) in grammars.iter().enumerate() {
+        assert!(g.contains("<action>"), "turn {i} can call:\n{g}");
+        assert_eq!(
+            g.contains("<final_answer>"),
+            i != 2,
+            "turn {i}: only the one after the refusal must call:\n{g}"
+        );
+    }
+    assert_eq!(
+        answer,
+        Some(Value::from(
+            "logs/server.log; logs/mail.log does not exist."
+        ))
+    );
+}

@@ -70,22 +70,21 @@ fn a_missing_role_file_is_said_once_too() {
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
 }
 
-/// The example of a tool call in a prompt template: the file it reads and the observation it
-/// shows (everything from `<observation>` to `</observation>`).
-fn example_read(prompt: &str) -> (String, String) {
-    let call = prompt
+/// The examples of a tool call in a prompt template, in order: the file each reads and the
+/// observation it shows (everything from its `<observation>` to `</observation>`).
+fn example_reads(prompt: &str) -> Vec<(String, String)> {
+    prompt
         .split("<action>read_file(path=\"")
-        .nth(1)
-        .expect("the prompt has a read_file example");
-    let path = call.split('"').next().unwrap_or_default().to_string();
-    let start = prompt
-        .find("<observation>\n")
-        .expect("the example's observation");
-    let end = prompt[start..].find("</observation>").unwrap() + start;
-    (
-        path,
-        prompt[start..end + "</observation>".len()].to_string(),
-    )
+        .skip(1)
+        .map(|call| {
+            let path = call.split('"').next().unwrap_or_default().to_string();
+            let start = call
+                .find("<observation>\n")
+                .expect("the example's observation");
+            let end = call[start..].find("</observation>").unwrap() + start;
+            (path, call[start..end + "</observation>".len()].to_string())
+        })
+        .collect()
 }
 
 /// What the runtime really sends back after `read_file(path=PATH)` as the first step, with the
@@ -132,12 +131,18 @@ fn real_read(dir: &std::path::Path, api: &str, path: &str, content: &str, steps:
 fn the_prompts_example_observation_is_what_read_file_really_returns() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-    // (api, the file the example's question is about, as a file would hold it)
-    let cases = [
-        ("chat", "morning = assam\nevening = chamomile\n"),
-        ("completions", "cat: Lina\nplants: Tom\n"),
+    // (api, the files the examples' questions are about, as a file would hold them)
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "chat",
+            &[
+                "morning = assam\nevening = chamomile\n",
+                "planet,moons\nmars,2\nneptune,16\nuranus,28\n",
+            ],
+        ),
+        ("completions", &["cat: Lina\nplants: Tom\n"]),
     ];
-    for (api, content) in cases {
+    for (api, contents) in cases {
         for steps in ["10", "2"] {
             let out = tagloop(dir.path())
                 .args(["prompt", "--api", api, "--workspace", "ws"])
@@ -145,9 +150,12 @@ fn the_prompts_example_observation_is_what_read_file_really_returns() {
                 .assert()
                 .success();
             let prompt = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-            let (path, shown) = example_read(&prompt);
-            let real = real_read(dir.path(), api, &path, content, steps);
-            assert_eq!(shown, real, "{api}, --max-steps {steps}");
+            let examples = example_reads(&prompt);
+            assert_eq!(examples.len(), contents.len(), "{api}: {prompt}");
+            for ((path, shown), content) in examples.into_iter().zip(contents) {
+                let real = real_read(dir.path(), api, &path, content, steps);
+                assert_eq!(shown, real, "{api}, {path}, --max-steps {steps}");
+            }
         }
     }
 }

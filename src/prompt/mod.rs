@@ -2,7 +2,7 @@
 //!
 //! Three templates make every prompt:
 //!
-//! * `system.j2`: the system prompt — the five tags, two worked examples, the tools with their
+//! * `system.j2`: the system prompt — the five tags, three worked examples, the tools with their
 //!   parameters (from their JSON Schemas, in declaration order), the role's instructions, the output
 //!   schema when there is one, optional environment facts, and the step budget. Its compact form
 //!   (`compact`, for small context windows) has one example and one line per tool.

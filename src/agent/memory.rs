@@ -175,37 +175,3 @@ impl Memory {
         self.again.take()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::llm::{Constraint, Finish, Usage};
-
-    fn correction(kind: &str) -> Event {
-        Event::Correction {
-            kind: kind.into(),
-            message: String::new(),
-        }
-    }
-
-    #[test]
-    fn a_call_is_asked_for_from_a_refusal_for_names_until_the_next_turn_ends() {
-        let mut memory = Memory::new(Policies::all());
-        memory.apply(&correction(NAMED_FILES_KIND));
-        assert!(memory.call_asked, "the refusal asks for a call");
-        memory.apply(&Event::TurnFinished {
-            text: "<action>read_file(path=\"b.txt\")</action>".into(),
-            finish: Finish::Stop("</action>".into()),
-            usage: Usage::default(),
-            elapsed_ms: 0,
-            constraint: Constraint::default(),
-        });
-        assert!(!memory.call_asked, "one turn only");
-        // A refusal for any other reason asks for a better answer, not a call.
-        memory.apply(&correction("invalid_final"));
-        assert!(!memory.call_asked);
-        memory.apply(&correction(NAMED_FILES_KIND));
-        memory.apply(&correction("invalid_final"));
-        assert!(!memory.call_asked, "the last refusal decides");
-    }
-}

@@ -20,7 +20,7 @@
 //! | `given` | a constrained call's arguments repeating what the run was never given are cut | `policy/given.rs`, `policy/said.rs` |
 //! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `policy/decide.rs` (asked by `agent/first_call.rs`) |
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
-//! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused, and the next turn must call | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
+//! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
 //! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `policy/observed.rs` |
 //! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `policy/loopguard/` |

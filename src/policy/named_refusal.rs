@@ -10,9 +10,7 @@
 //! the answer or refused a call (the turn after a refused call may only answer: refused, that
 //! answer sent the 0.5B and the 1.5B back to the same call, refused again, to the step limit),
 //! and never in a run without tools (`wrap`'s extraction, a single-turn call), which
-//! could never use them. The turn after such a refusal must call (its grammar has no final
-//! answer, `agent/grammars/`): the 0.5B at temperature 0 otherwise wrote the refused answer
-//! again word for word until the refusals ran out. The run applies it (`agent/decide.rs`) and counts its refusals in its
+//! could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
 //! memory (`agent/memory.rs`).
 
 use super::QuestionNames;

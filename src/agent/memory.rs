@@ -44,9 +44,6 @@ pub(crate) struct Memory {
     /// The last step's call was refused by the loop guard, or the answer asked for: the next
     /// turn may only answer.
     pub(crate) after_refused_call: bool,
-    /// The last turn's answer was refused for the files the question names: the next turn
-    /// must call (until a turn is finished).
-    pub(crate) call_asked: bool,
     steps: u32,
     started: bool,
     question_seen: bool,
@@ -102,7 +99,6 @@ impl Memory {
                 }
             }
             Event::TurnFinished { text, .. } => {
-                self.call_asked = false;
                 let head = text.trim_start().as_bytes();
                 self.reasoning |= head.len() >= 7 && head[..7].eq_ignore_ascii_case(b"<think>");
             }
@@ -138,7 +134,6 @@ impl Memory {
                     self.guard.clear_block();
                     self.refusals += 1;
                     self.named_refusals += u32::from(kind == NAMED_FILES_KIND);
-                    self.call_asked = kind == NAMED_FILES_KIND;
                 }
                 _ => {}
             },

@@ -15,7 +15,4 @@ pub(crate) struct TurnPlan {
     /// The decision step declined the turn's call: the answer's grammar begins its thought in
     /// the runtime's words (`grammars/`).
     pub(crate) after_decline: bool,
-    /// The last answer was refused for the files the question names: the next turn must call
-    /// (see `grammars/`).
-    pub(crate) call_asked: bool,
 }

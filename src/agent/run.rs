@@ -91,7 +91,6 @@ impl<'a> Run<'a> {
             reasoning: self.agent.config.reasoning || self.memory.reasoning,
             after_refused_call: self.memory.after_refused_call,
             after_decline: false,
-            call_asked: self.memory.call_asked,
         };
         loop {
             plan.final_only = self.progress.steps >= self.step_limit || self.context.final_only;
@@ -127,7 +126,6 @@ impl<'a> Run<'a> {
             .await;
             plan.after_refused_call = false;
             plan.after_decline = false;
-            plan.call_asked = self.memory.call_asked;
             match next {
                 Next::Step {
                     observation,

@@ -215,8 +215,7 @@ impl Run<'_> {
 /// turn: the grammar of a whole turn does not fit. Right after the loop guard refused a
 /// repeated call, the turn gets the last turn's grammar (the model was just shown the result it
 /// keeps asking for); right after the decision step declined its call, the answer's, its
-/// thought begun by the runtime (the plain answer-only grammar should that one not be had);
-/// right after an answer refused for the files the question names, a call's.
+/// thought begun by the runtime (the plain answer-only grammar should that one not be had).
 fn grammar(
     grammars: &Grammars,
     plan: TurnPlan,
@@ -228,9 +227,6 @@ fn grammar(
         Stage::Whole if plan.after_decline => grammars
             .pick_declined(plan.reasoning, named.names())
             .or_else(|| grammars.pick(true, plan.reasoning, named.names())),
-        Stage::Whole if plan.call_asked && !last => grammars
-            .pick_call(plan.reasoning, named.names())
-            .or_else(|| grammars.pick(false, plan.reasoning, named.names())),
         Stage::Whole => grammars.pick(last, plan.reasoning, named.names()),
         Stage::Decision => grammars.pick_decision(last, named.names()),
         Stage::Continuation => None,

@@ -30,9 +30,6 @@ pub(super) struct Built {
     pub(super) decision: Option<[Arc<TurnGrammar>; 2]>,
     /// `[plain, reasoning]`: the answer after a declined call, its thought begun by the runtime.
     pub(super) declined: Option<[Arc<TurnGrammar>; 2]>,
-    /// A step that must call (no final answer), for a model that answers straight away: the
-    /// turn after an answer refused for the files the question names.
-    pub(super) call: Option<Arc<TurnGrammar>>,
     pub(super) known: KnownPaths,
 }
 
@@ -112,18 +109,15 @@ impl Source<'_> {
         &self,
         schemas: &[Value],
         known: &KnownPaths,
-        (final_only, reasoning, call): (bool, bool, bool),
+        (final_only, reasoning): (bool, bool),
         thought: ThoughtShape<'_>,
         decision: &TurnGrammar,
     ) -> Option<Arc<TurnGrammar>> {
-        let shape = self
-            .shape(schemas, final_only, reasoning)
-            .thought(thought)
-            .call_required(call);
+        let shape = self.shape(schemas, final_only, reasoning).thought(thought);
         let grammar = turn_grammar_with(&shape, known);
         // Every variant follows the same schemas: say it once, from the ordinary step's
         // grammar (the one that holds the tools' parameters as well as the output schema).
-        if !final_only && !reasoning && !call && thought == ThoughtShape::Free {
+        if !final_only && !reasoning && thought == ThoughtShape::Free {
             for part in grammar.simplified() {
                 warn!(schema = %Outside(&part.schema), pointer = %Outside(&part.pointer), parts = part.parts,
                     "{part}; the model is sampled less strictly there, and its answer is still validated");
@@ -157,22 +151,18 @@ impl Source<'_> {
         let variants = |reasoning: bool| -> Option<[Arc<TurnGrammar>; 2]> {
             let one = |last: bool| {
                 let decision = decision[usize::from(last)].as_ref()?;
-                self.build(&schemas, &known, (last, reasoning, false), free, decision)
+                self.build(&schemas, &known, (last, reasoning), free, decision)
             };
             Some([one(false)?, one(true)?])
         };
         let declined = |reasoning| {
             let last = decision[1].as_ref()?;
-            self.build(&schemas, &known, (true, reasoning, false), begun, last)
+            self.build(&schemas, &known, (true, reasoning), begun, last)
         };
-        let call = decision[0]
-            .as_ref()
-            .and_then(|step| self.build(&schemas, &known, (false, false, true), free, step));
         Built {
             plain: variants(false),
             reasoning: variants(true),
             declined: declined(false).zip(declined(true)).map(<[_; 2]>::from),
-            call,
             decision: match decision {
                 [Some(step), Some(last)] => Some([Arc::new(step), Arc::new(last)]),
                 _ => None,

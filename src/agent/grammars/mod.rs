@@ -10,10 +10,7 @@
 //! After the loop guard refused a repeated call (docs/protocol.md §1.6), the next turn gets the
 //! last turn's grammar: the model was just shown the result it keeps asking for, and can only
 //! answer. After a declined first call, the answer's thought begins as
-//! [`DECLINED_THOUGHT`](crate::prompt::DECLINED_THOUGHT). After an answer refused for the files
-//! the question names (policy `named-files-refusal`), the next turn of a model that answers
-//! straight away must call: the refusal asks for a call, and a small model at temperature 0
-//! otherwise writes the refused answer again, word for word.
+//! [`DECLINED_THOUGHT`](crate::prompt::DECLINED_THOUGHT).
 //!
 //! Path-valued parameters (`read_file.path`, an MCP tool's `"x-tagloop-path"` property; see
 //! [`Tool::path_parameters`](crate::tools::Tool::path_parameters)) are limited to the paths
@@ -146,19 +143,6 @@ impl Grammars {
     ) -> Option<Arc<TurnGrammar>> {
         let set = self.current(named).declined.clone()?;
         Some(set[usize::from(reasoning)].clone())
-    }
-
-    /// The grammar of a step that must call (no final answer), for a model that answers
-    /// straight away: `None` for one that reasons first, whose turn keeps the ordinary grammar.
-    pub(crate) fn pick_call<'n>(
-        &self,
-        reasoning: bool,
-        named: impl IntoIterator<Item = &'n str>,
-    ) -> Option<Arc<TurnGrammar>> {
-        if reasoning {
-            return None;
-        }
-        self.current(named).call.clone()
     }
 
     /// The grammar of the decision alone (an action or the final answer, from its opening tag),

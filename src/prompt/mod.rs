@@ -173,7 +173,7 @@ pub struct SystemInput<'a> {
     /// templates always teach it.
     pub thought: bool,
     /// Whether a tool's result begins with the call and the number of lines it returned
-    /// (policy `observation-header`): the worked example's observation shows what the run will
+    /// (policy `observation-header`): the worked examples' observations show what the run will
     /// send (the variable `observation_header`).
     pub observation_header: bool,
     /// Whether a result ends with the decision to make next (policy `closing-line`; the
@@ -312,7 +312,7 @@ impl Templates {
     }
 
     /// The system template's compact form for `input` (the variable `compact` is true): for a
-    /// small context window, the built-in template leaves out its second example and the rules
+    /// small context window, the built-in template leaves out its second and third examples and the rules
     /// for long strings, and lists each tool on one line (its first sentence, its parameters'
     /// names and types). A replaced template that does not read `compact` renders as it always
     /// does.

@@ -44,7 +44,8 @@ fn the_compact_system_prompt_keeps_the_protocol_one_example_and_every_tool_in_a_
         short.len(),
         full.len()
     );
-    // The protocol and the tool-use example stay; the second example and the long-string rules go.
+    // The protocol and the first tool-use example stay; the other examples and the long-string
+    // rules go.
     for kept in [
         "<thought>",
         "<action>tool_name(",
@@ -101,6 +102,8 @@ fn the_worked_example_shows_the_header_and_closing_line_only_when_the_run_sends_
     };
     for text in [t.system(&off).unwrap(), t.system_compact(&off).unwrap()] {
         assert!(!text.contains(header) && !text.contains(closing), "{text}");
+        // No example's header either (the second example's file differs from the first's).
+        assert!(!text.contains(") returned "), "{text}");
         // The tool's own text stays: the example still teaches reading a result.
         assert!(text.contains("morning = assam\nevening = chamomile"));
     }

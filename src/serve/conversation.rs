@@ -91,9 +91,10 @@ pub(crate) fn history(
         max_steps: STATED_STEPS,
         environment: &[],
         thought: thought.taught(),
-        // Serve's own templates show no tool result: its observations are the client's.
-        observation_header: true,
-        closing_line: true,
+        // Serve's own templates show a result without a header or a closing line (its
+        // observations are the client's); they read neither variable.
+        observation_header: false,
+        closing_line: false,
     };
     let template = |e: crate::prompt::PromptError| ServeError::Config(e.to_string());
     let system = templates.system(&input).map_err(template)?;

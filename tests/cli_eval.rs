@@ -284,12 +284,14 @@ fn a_model_picked_from_the_server_is_asked_for_once() {
         .env_remove("TAGLOOP_MODEL")
         .args(["eval", "suite.jsonl", "--base-url", &server.base_url])
         // No detection probe and no window probe (each task's client would make its own, and
-        // they ask /v1/models too): only the model list is counted here.
+        // they ask /v1/models too): only the model list is counted here. The window is large
+        // enough that no prompt comes near it: near it, the run counts its prompt's tokens with
+        // the server, whose kind it first asks /v1/models for.
         .args([
             "--grammar",
             "off",
             "--context-window",
-            "4096",
+            "32768",
             "--no-sessions",
             "--json",
             "--allow-write",

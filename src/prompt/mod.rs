@@ -312,9 +312,9 @@ impl Templates {
     }
 
     /// The system template's compact form for `input` (the variable `compact` is true): for a
-    /// small context window, the built-in template leaves out its second and third examples and the rules
-    /// for long strings, and lists each tool on one line (its first sentence, its parameters'
-    /// names and types). A replaced template that does not read `compact` renders as it always
+    /// small context window, the built-in template leaves out its second and third examples and
+    /// the rules for long strings, and lists each tool on one line (its first sentence, its
+    /// parameters' names and types). A replaced template that does not read `compact` renders as it always
     /// does.
     pub fn system_compact(&self, input: &SystemInput<'_>) -> Result<String, PromptError> {
         self.render("system", context! { compact => true, ..input.context() })

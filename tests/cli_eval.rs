@@ -361,3 +361,57 @@ fn a_task_without_a_workspace_writes_into_its_own_empty_folder() {
     assert_eq!(report["passed"], 1, "{report}");
     assert!(!dir.path().join("out.txt").exists());
 }
+
+/// The system prompts of every transcript in `sessions`, by task.
+fn system_prompts(sessions: &Path) -> Vec<String> {
+    let mut prompts: Vec<String> = std::fs::read_dir(sessions)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .map(|t| {
+            let line = t.lines().nth(1).unwrap().to_string();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            v["message"]["content"].as_str().unwrap().to_string()
+        })
+        .collect();
+    prompts.sort();
+    prompts
+}
+
+#[test]
+fn with_scratch_every_run_names_the_same_workspace_and_leaves_nothing_behind() {
+    let (dir, script) = lab(SUITE);
+    let scratch = dir.path().join("scratch");
+    let s = scratch.to_str().unwrap();
+    let mut seen = vec![];
+    for kept in ["s1", "s2"] {
+        let out = eval(dir.path(), &script, &["--json", "--scratch", s]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["passed"], 3, "{report}");
+        std::fs::rename(dir.path().join("sessions"), dir.path().join(kept)).unwrap();
+        seen.push(system_prompts(&dir.path().join(kept)));
+    }
+    // The same prompts twice, each naming its task's folder under the scratch folder.
+    assert_eq!(seen[0], seen[1]);
+    let named = format!("{}/eq (paths", scratch.display());
+    assert!(seen[0].iter().any(|p| p.contains(&named)), "{:?}", seen[0]);
+    // Every task's folder is gone; one left behind (a killed eval) is a clear error.
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    std::fs::create_dir(scratch.join("eq")).unwrap();
+    let out = eval(
+        dir.path(),
+        &script,
+        &["--json", "--scratch", s, "--only", "eq"],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], 0, "{report}");
+    let reason = report["results"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("eq") && reason.contains("--scratch"),
+        "{reason}"
+    );
+}

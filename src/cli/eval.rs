@@ -28,13 +28,16 @@ use tagloop::agent::{Event, EventSink, RunOptions, Status};
 use tagloop::session::{self, Transcript};
 
 use super::eval_suite::{EvalTask, read_suite, select};
-use super::live::one_line;
 use super::options::RunOpts;
 use super::output::stdout;
 use super::session_dir::SessionArgs;
 use super::setup::Setup;
-use super::task_paths::copy_workspace;
+use super::task_paths::{copy_workspace, fresh_workspace};
 use super::usage::usage;
+
+#[path = "eval_print.rs"]
+mod print;
+use print::{print_comparison, print_table};
 
 /// `tagloop eval`.
 #[derive(Debug, Args)]
@@ -64,6 +67,10 @@ pub struct EvalArgs {
     /// "comparison": {completion_tokens_per_turn, seconds_per_turn, readable_turn_rate, pass_rate}}
     #[arg(long)]
     pub compare_grammar: bool,
+    /// Make each task's fresh workspace DIR/ID instead of a random temporary folder: the
+    /// prompt, which names it, is then the same on every run (see docs/lab.md)
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
     #[command(flatten)]
     pub sessions: SessionArgs,
     #[command(flatten)]
@@ -245,9 +252,13 @@ async fn run_suite(args: &EvalArgs, tasks: &[Arc<EvalTask>], opts: &RunOpts) -> 
     let started = Instant::now();
     let mut results: Vec<RunReport> = futures::stream::iter(runs.into_iter().map(|(task, n)| {
         let (setup, opts, dir) = (setup.clone(), opts.clone(), session_dir.clone());
-        let (bar, passed) = (bar.clone(), passed_so_far.clone());
+        let (bar, passed, scratch) = (bar.clone(), passed_so_far.clone(), args.scratch.clone());
         async move {
-            let report = run_one(&setup, &opts, &task, n, dir.as_deref()).await;
+            let at = Places {
+                sessions: dir.as_deref(),
+                scratch: scratch.as_deref(),
+            };
+            let report = run_one(&setup, &opts, &task, n, at).await;
             if report.passed {
                 passed.fetch_add(1, Ordering::Relaxed);
             }
@@ -270,13 +281,20 @@ async fn run_suite(args: &EvalArgs, tasks: &[Arc<EvalTask>], opts: &RunOpts) -> 
     ))
 }
 
+/// Where a run keeps its transcript (`--session-dir`) and makes its workspace (`--scratch`).
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    sessions: Option<&'a Path>,
+    scratch: Option<&'a Path>,
+}
+
 /// Run one task once in its own copy of its workspace, and check the result.
 async fn run_one(
     setup: &Setup,
     opts: &RunOpts,
     task: &EvalTask,
     run: u32,
-    session_dir: Option<&Path>,
+    at: Places<'_>,
 ) -> RunReport {
     let started = Instant::now();
     let mut report = RunReport {
@@ -295,7 +313,7 @@ async fn run_one(
         seconds: 0.0,
         session: None,
     };
-    if let Err(e) = run_checked(setup, opts, task, session_dir, &mut report).await {
+    if let Err(e) = run_checked(setup, opts, task, at, &mut report).await {
         report.status = Status::Error;
         report.passed = false;
         report.reason = Some(format!("{e:#}"));
@@ -308,19 +326,19 @@ async fn run_checked(
     setup: &Setup,
     opts: &RunOpts,
     task: &EvalTask,
-    session_dir: Option<&Path>,
+    at: Places<'_>,
     report: &mut RunReport,
 ) -> Result<()> {
     // A task with a workspace gets a fresh copy, and tools bound to it; one without, a fresh
     // empty folder unless `--workspace` named one (never wherever eval was started).
     let copy = match (&task.workspace, &opts.workspace) {
         (Some(src), _) => {
-            let dir = tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?;
+            let dir = fresh_workspace(at.scratch, &task.id, report.run)?;
             copy_workspace(src, dir.path())
                 .with_context(|| format!("cannot copy the workspace {}", src.display()))?;
             Some(dir)
         }
-        (None, None) => Some(tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?),
+        (None, None) => Some(fresh_workspace(at.scratch, &task.id, report.run)?),
         (None, Some(_)) => None,
     };
     let mut own_setup;
@@ -370,7 +388,7 @@ async fn run_checked(
         }
         _ => {}
     });
-    let transcript = match session_dir {
+    let transcript = match at.sessions {
         Some(d) => {
             Some(Transcript::create(d, &session::new_id())?.redacting(setup.redactor.clone()))
         }
@@ -446,97 +464,6 @@ fn summarise(suite: &Path, opts: &RunOpts, results: Vec<RunReport>, seconds: f64
         seconds_per_turn: ratio(results.iter().map(|r| r.seconds).sum(), turns as f64),
         results,
     }
-}
-
-/// The report as a table, one line per run and a summary line. Written through
-/// [`stdout`], so a reader that went away ends the command quietly (`output`).
-fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{:<24} {:>3}  {:<16} {:<6} {:>5} {:>5} {:>4} {:>4} {:>7} {:>7}  reason",
-        "id", "run", "status", "passed", "steps", "turns", "fmt", "fit", "tokens", "seconds"
-    )?;
-    for x in &r.results {
-        writeln!(
-            out,
-            "{:<24} {:>3}  {:<16} {:<6} {:>5} {:>5} {:>4} {:>4} {:>7} {:>7.1}  {}",
-            one_line(&x.id),
-            x.run,
-            x.status.as_str(),
-            if x.passed { "yes" } else { "no" },
-            x.steps,
-            x.turns,
-            x.format_corrections,
-            x.context_fits,
-            x.tokens,
-            x.seconds,
-            one_line(x.reason.as_deref().unwrap_or(""))
-        )?;
-    }
-    let per_run = |v: u64| v as f64 / r.tasks.max(1) as f64;
-    writeln!(
-        out,
-        "{} runs · {} passed ({:.0}%) · readable turns {:.0}% ({} turns, {:.0}% constrained) · \
-         {:.1} steps/run · {:.2} s/turn · {:.0} tokens/run · {:.1} completion tokens/turn · {:.1} s",
-        r.tasks,
-        r.passed,
-        100.0 * r.pass_rate,
-        100.0 * r.readable_turn_rate,
-        r.turns,
-        100.0 * r.constrained_turn_rate,
-        per_run(r.steps),
-        r.seconds_per_turn,
-        per_run(r.tokens),
-        r.completion_tokens_per_turn,
-        r.seconds
-    )
-}
-
-/// `--compare-grammar`'s last lines: the figures a grammar moves, free and constrained side by
-/// side, with the ratio.
-fn print_comparison(
-    out: &mut dyn Write,
-    a: &Report,
-    b: &Report,
-    cmp: &Comparison,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "\n{:<28} {:>10} {:>10} {:>7}",
-        "", "free", "grammar", "ratio"
-    )?;
-    let row = |out: &mut dyn Write, what: &str, x: f64, y: f64, r: Option<f64>| {
-        let r = r.map_or(String::new(), |r| format!("{r:.2}x"));
-        writeln!(out, "{what:<28} {x:>10.2} {y:>10.2} {r:>7}")
-    };
-    row(
-        out,
-        "completion tokens per turn",
-        a.completion_tokens_per_turn,
-        b.completion_tokens_per_turn,
-        Some(cmp.completion_tokens_per_turn),
-    )?;
-    row(
-        out,
-        "seconds per turn",
-        a.seconds_per_turn,
-        b.seconds_per_turn,
-        Some(cmp.seconds_per_turn),
-    )?;
-    row(
-        out,
-        "readable turns (%)",
-        100.0 * a.readable_turn_rate,
-        100.0 * b.readable_turn_rate,
-        None,
-    )?;
-    row(
-        out,
-        "pass rate (%)",
-        100.0 * a.pass_rate,
-        100.0 * b.pass_rate,
-        None,
-    )
 }
 
 #[cfg(test)]

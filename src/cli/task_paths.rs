@@ -179,6 +179,43 @@ pub fn copy_workspace(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A fresh, empty folder for one run of a task, removed when dropped: a random temporary one,
+/// or with `tagloop eval --scratch DIR` the folder `DIR/ID` (`DIR/ID.RUN` for runs after the
+/// first under `--repeat`), the same path every time. The prompt names the workspace, so a
+/// random name changes what the model reads from one run to the next; a fixed one lets a run at
+/// temperature 0 repeat exactly, and a caching proxy answer what an earlier run asked. A folder
+/// already there (another eval using the same DIR, or one that was killed) is an error.
+pub fn fresh_workspace(scratch: Option<&Path>, id: &str, run: u32) -> Result<tempfile::TempDir> {
+    let Some(root) = scratch else {
+        return Ok(tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?);
+    };
+    let mut name: String = id
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                true => c,
+                false => '_',
+            },
+        )
+        .collect();
+    if run > 1 {
+        name.push_str(&format!(".{run}"));
+    }
+    std::fs::create_dir_all(root)
+        .with_context(|| format!("cannot create the scratch folder {}", root.display()))?;
+    tempfile::Builder::new()
+        .prefix(&name)
+        .rand_bytes(0)
+        .tempdir_in(root)
+        .with_context(|| {
+            format!(
+                "cannot make {}: a folder of that name may be left from an eval that was killed, \
+                 or another eval uses the same --scratch; remove it or pick another folder",
+                root.join(&name).display()
+            )
+        })
+}
+
 /// Copy one regular file, reading at most [`MAX_WORKSPACE_FILE`] bytes of it.
 ///
 /// It is opened without following a link and without blocking (a FIFO put in its place since the

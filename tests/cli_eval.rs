@@ -395,23 +395,28 @@ fn with_scratch_every_run_names_the_same_workspace_and_leaves_nothing_behind() {
         std::fs::rename(dir.path().join("sessions"), dir.path().join(kept)).unwrap();
         seen.push(system_prompts(&dir.path().join(kept)));
     }
-    // The same prompts twice, each naming its task's folder under the scratch folder.
+    // The same prompts twice, each naming a neutral folder under the scratch folder (an id
+    // such as `eq` would tell the model about its task).
     assert_eq!(seen[0], seen[1]);
-    let named = format!("{}/eq (paths", scratch.display());
-    assert!(seen[0].iter().any(|p| p.contains(&named)), "{:?}", seen[0]);
-    // Every task's folder is gone; one left behind (a killed eval) is a clear error.
+    let named = format!("{}/task-", scratch.display());
+    assert!(seen[0].iter().all(|p| p.contains(&named)), "{:?}", seen[0]);
+    assert!(seen[0].iter().all(|p| !p.contains("/eq ")), "{:?}", seen[0]);
+    // Every task's folder is gone; one left behind (a killed eval) stops the next eval before
+    // anything runs, naming it.
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
-    std::fs::create_dir(scratch.join("eq")).unwrap();
-    let out = eval(
-        dir.path(),
-        &script,
-        &["--json", "--scratch", s, "--only", "eq"],
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["passed"], 0, "{report}");
-    let reason = report["results"][0]["reason"].as_str().unwrap();
+    let eq = std::fs::read_dir(dir.path().join("s1"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .find(|t| t.contains("What is 6*7?"))
+        .unwrap();
+    let folder = eq.split(&named).nth(1).unwrap().split(' ').next().unwrap();
+    std::fs::create_dir(scratch.join(format!("task-{folder}"))).unwrap();
+    let out = eval(dir.path(), &script, &["--json", "--scratch", s]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        reason.contains("eq") && reason.contains("--scratch"),
-        "{reason}"
+        err.contains(&format!("task-{folder}")) && err.contains("--scratch"),
+        "{err}"
     );
+    assert!(!dir.path().join("sessions").exists(), "nothing ran");
 }

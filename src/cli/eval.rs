@@ -32,7 +32,7 @@ use super::options::RunOpts;
 use super::output::stdout;
 use super::session_dir::SessionArgs;
 use super::setup::Setup;
-use super::task_paths::{copy_workspace, fresh_workspace};
+use super::task_paths::{copy_workspace, fresh_workspace, scratch_in_use};
 use super::usage::usage;
 
 #[path = "eval_print.rs"]
@@ -179,6 +179,20 @@ pub async fn eval(args: EvalArgs) -> Result<ExitCode> {
         .into_iter()
         .map(Arc::new)
         .collect();
+    if let Some(root) = &args.scratch {
+        let runs: Vec<(&str, u32)> = (tasks.iter())
+            .flat_map(|t| (1..=args.repeat).map(move |n| (t.id.as_str(), n)))
+            .collect();
+        let taken = scratch_in_use(root, &runs);
+        if !taken.is_empty() {
+            let list: Vec<String> = taken.iter().map(|p| p.display().to_string()).collect();
+            return Err(usage(format!(
+                "--scratch: {} already there (left by an eval that was killed, or another \
+                 eval's): remove them, or pick another folder",
+                list.join(", ")
+            )));
+        }
+    }
     let mut opts = args.opts.clone().absolutize();
     // Without `--workspace`, not the `.` absolutize pins: a fresh folder per task (run_checked).
     opts.workspace = opts.workspace.filter(|_| args.opts.workspace.is_some());

@@ -7,7 +7,7 @@ use super::{Comparison, Report};
 use crate::cli::live::one_line;
 
 /// The report as a table, one line per run and a summary line. Written through
-/// [`stdout`], so a reader that went away ends the command quietly (`output`).
+/// `output::stdout`, so a reader that went away ends the command quietly (`output`).
 pub(super) fn print_table(out: &mut dyn Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,

@@ -180,40 +180,54 @@ pub fn copy_workspace(src: &Path, dst: &Path) -> Result<()> {
 }
 
 /// A fresh, empty folder for one run of a task, removed when dropped: a random temporary one,
-/// or with `tagloop eval --scratch DIR` the folder `DIR/ID` (`DIR/ID.RUN` for runs after the
-/// first under `--repeat`), the same path every time. The prompt names the workspace, so a
-/// random name changes what the model reads from one run to the next; a fixed one lets a run at
-/// temperature 0 repeat exactly, and a caching proxy answer what an earlier run asked. A folder
-/// already there (another eval using the same DIR, or one that was killed) is an error.
+/// or with `tagloop eval --scratch DIR` the folder [`scratch_name`] names in DIR, the same path
+/// every time. The prompt names the workspace, so a random name changes what the model reads
+/// from one run to the next; a fixed one lets a run at temperature 0 repeat exactly, and a
+/// caching proxy answer what an earlier run asked.
 pub fn fresh_workspace(scratch: Option<&Path>, id: &str, run: u32) -> Result<tempfile::TempDir> {
     let Some(root) = scratch else {
         return Ok(tempfile::Builder::new().prefix("tagloop-eval-").tempdir()?);
     };
-    let mut name: String = id
-        .chars()
-        .map(
-            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                true => c,
-                false => '_',
-            },
-        )
-        .collect();
-    if run > 1 {
-        name.push_str(&format!(".{run}"));
-    }
+    let name = scratch_name(id, run);
     std::fs::create_dir_all(root)
         .with_context(|| format!("cannot create the scratch folder {}", root.display()))?;
     tempfile::Builder::new()
         .prefix(&name)
         .rand_bytes(0)
         .tempdir_in(root)
-        .with_context(|| {
-            format!(
-                "cannot make {}: a folder of that name may be left from an eval that was killed, \
-                 or another eval uses the same --scratch; remove it or pick another folder",
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
+                "{} is there already: another eval uses the same --scratch folder",
                 root.join(&name).display()
-            )
+            ),
+            _ => {
+                anyhow::Error::new(e).context(format!("cannot make {}", root.join(&name).display()))
+            }
         })
+}
+
+/// The folder of one run of a task under `--scratch`: `task-` and the first 12 hex digits of
+/// the id's SHA-256, then `.RUN` for the repeats after the first. Neutral (the prompt names the
+/// folder, and an id such as `ledger-lamps-total` would tell the model about its task), the
+/// same for the same id, short, and safe whatever the id holds.
+pub fn scratch_name(id: &str, run: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(id.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    match run {
+        0 | 1 => format!("task-{hex}"),
+        n => format!("task-{hex}.{n}"),
+    }
+}
+
+/// Before anything runs under `--scratch DIR`: the folders the runs would make that are there
+/// already (left by an eval that was killed, or another eval's on the same DIR). The command
+/// stops naming them rather than failing those runs one by one.
+pub fn scratch_in_use(root: &Path, runs: &[(&str, u32)]) -> Vec<PathBuf> {
+    runs.iter()
+        .map(|(id, run)| root.join(scratch_name(id, *run)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
 }
 
 /// Copy one regular file, reading at most [`MAX_WORKSPACE_FILE`] bytes of it.
@@ -240,6 +254,53 @@ fn copy_file(from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scratch_names_are_neutral_distinct_and_safe_whatever_the_id() {
+        let ids = [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a_b",
+            "a b",
+            "Eq",
+            "eq",
+            &"x".repeat(300),
+        ];
+        let names: Vec<String> = ids.iter().map(|id| scratch_name(id, 1)).collect();
+        for n in &names {
+            assert!(n.starts_with("task-") && n.len() == 17, "{n}");
+            assert!(n[5..].chars().all(|c| c.is_ascii_hexdigit()), "{n}");
+        }
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        assert_eq!(scratch_name("eq", 1), scratch_name("eq", 1));
+        assert_eq!(
+            scratch_name("eq", 3),
+            format!("{}.3", scratch_name("eq", 1))
+        );
+    }
+
+    #[test]
+    fn a_scratch_folder_is_made_fresh_and_one_already_there_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = fresh_workspace(Some(root.path()), "t", 1).unwrap();
+        assert_eq!(dir.path(), root.path().join(scratch_name("t", 1)));
+        assert_eq!(
+            scratch_in_use(root.path(), &[("t", 1), ("u", 1)]),
+            vec![dir.path().to_path_buf()]
+        );
+        let err = fresh_workspace(Some(root.path()), "t", 1).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("another eval uses the same --scratch"),
+            "{err:#}"
+        );
+        drop(dir);
+        assert!(scratch_in_use(root.path(), &[("t", 1)]).is_empty());
+    }
 
     #[test]
     fn paths_resolve_inside_the_folder_only() {

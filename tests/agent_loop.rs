@@ -16,7 +16,7 @@ use tagloop::llm::{DeltaSink, Finish, LlmError, Model, Prompt, TurnRequest, Turn
 use tagloop::tools::tool_fn;
 
 use common::agent::{
-    DECIDE, Nothing, agent, collect_events, observations, script, tools, turn_result, with_events,
+    Nothing, agent, collect_events, observations, script, tools, turn_result, with_events,
     with_transcript,
 };
 
@@ -40,7 +40,7 @@ async fn a_tool_call_then_a_final_answer() {
     assert_eq!(
         observations(&o.messages),
         vec![format!(
-            "<observation>\necho(text=\"hi\") returned 1 line:\necho: hi\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+            "<observation>\necho(text=\"hi\") returned 1 line:\necho: hi\n\n[9 steps left]\n</observation>"
         )]
     );
     assert!(
@@ -65,7 +65,7 @@ async fn a_stop_inside_an_open_string_continues_the_same_turn() {
     assert_eq!(
         observations(&o.messages)[0],
         format!(
-            "<observation>\necho(text=\"a &lt;/action> b\") returned 1 line:\necho: a &lt;/action> b\n\n{DECIDE}\n\n[9 steps left]\n</observation>"
+            "<observation>\necho(text=\"a &lt;/action> b\") returned 1 line:\necho: a &lt;/action> b\n\n[9 steps left]\n</observation>"
         )
     );
     assert_eq!(

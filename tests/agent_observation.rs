@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 
-use common::agent::{DECIDE, PathArgs, observed_run};
+use common::agent::{PathArgs, observed_run};
 use tagloop::agent::Status;
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
@@ -39,7 +39,7 @@ async fn observations(turns: &[&str], max_steps: u32) -> (Status, Vec<String>) {
 }
 
 #[tokio::test]
-async fn a_result_is_headed_by_its_call_and_line_count_and_closed_by_the_decision() {
+async fn a_result_is_headed_by_its_call_and_line_count_and_closed_by_the_steps_left() {
     let (status, seen) = observations(
         &[
             "<thought>Read.</thought>\n<action>lines(path=\"a.txt\")</action>",
@@ -52,7 +52,7 @@ async fn a_result_is_headed_by_its_call_and_line_count_and_closed_by_the_decisio
     assert_eq!(
         seen,
         vec![format!(
-            "<observation>\nlines(path=\"a.txt\") returned 3 lines:\nalpha\nbeta\ngamma\n\n{DECIDE}\n\n[3 steps left]\n</observation>"
+            "<observation>\nlines(path=\"a.txt\") returned 3 lines:\nalpha\nbeta\ngamma\n\n[3 steps left]\n</observation>"
         )]
     );
 }
@@ -70,13 +70,13 @@ async fn an_empty_result_is_said_to_be_empty() {
     assert_eq!(
         seen[0],
         format!(
-            "<observation>\nlines(path=\"empty.txt\") returned nothing.\n\n{DECIDE}\n\n[3 steps left]\n</observation>"
+            "<observation>\nlines(path=\"empty.txt\") returned nothing.\n\n[3 steps left]\n</observation>"
         )
     );
 }
 
 #[tokio::test]
-async fn a_tool_error_has_no_header_and_no_decision_sentence() {
+async fn a_tool_error_has_no_header() {
     let (_, seen) = observations(
         &[
             "<action>broken(path=\"a.txt\")</action>",
@@ -91,11 +91,10 @@ async fn a_tool_error_has_no_header_and_no_decision_sentence() {
         seen[0]
     );
     assert!(!seen[0].contains("returned"), "{}", seen[0]);
-    assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
 }
 
 #[tokio::test]
-async fn the_step_that_reaches_the_limit_gets_the_limit_notice_instead_of_the_decision() {
+async fn the_step_that_reaches_the_limit_gets_the_limit_notice() {
     let (status, seen) = observations(
         &[
             "<action>lines(path=\"a.txt\")</action>",
@@ -110,6 +109,5 @@ async fn the_step_that_reaches_the_limit_gets_the_limit_notice_instead_of_the_de
         "{}",
         seen[0]
     );
-    assert!(!seen[0].contains(DECIDE), "{}", seen[0]);
     assert!(seen[0].contains("You have used all 1 steps"), "{}", seen[0]);
 }

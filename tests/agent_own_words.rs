@@ -6,12 +6,15 @@
 
 mod common;
 
-use common::agent::DECIDE;
+use common::agent::SAME_AGAIN;
 use common::constrained::{Ran, run as run_task};
 use pretty_assertions::assert_eq;
 
 use tagloop::agent::Status;
 use tagloop::llm::NoticeKind;
+
+/// The call each run begins with (twice, so that the second result carries a runtime note).
+const ECHO: &str = "<action>echo(text=\"hi\")</action>";
 
 /// A constrained run of one question, the fake replying `turns` in order.
 async fn run(turns: Vec<String>) -> Ran {
@@ -20,13 +23,15 @@ async fn run(turns: Vec<String>) -> Ran {
 
 #[tokio::test]
 async fn an_answer_that_goes_on_with_the_runtimes_notes_is_cut_before_them() {
+    // The same call twice: the second result carries the loop guard's note, which the answer
+    // then says again.
     let echoed = format!(
-        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{DECIDE}\n[2 steps left]\n</comment>\n<comment>\n{DECIDE}\n"
+        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{SAME_AGAIN}\n[1 step left]\n</comment>\n<comment>\n{SAME_AGAIN}\n"
     );
-    let ran = run(vec!["<action>echo(text=\"hi\")</action>".into(), echoed]).await;
+    let ran = run(vec![ECHO.into(), ECHO.into(), echoed]).await;
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
     assert_eq!(ran.answer(), Some("The tool says hi."));
-    assert_eq!(ran.server.requests().len(), 2);
+    assert_eq!(ran.server.requests().len(), 3);
     assert!(ran.told(NoticeKind::RepetitionCut), "the cut is told");
 }
 
@@ -53,11 +58,11 @@ async fn an_answer_that_quotes_a_tools_long_line_is_whole() {
 #[tokio::test]
 async fn a_thought_that_restates_a_note_is_whole() {
     let restated = format!(
-        "<thought>{DECIDE} So I answer.</thought>\n<final_answer>The tool says hi.</final_answer>"
+        "<thought>{SAME_AGAIN} So I answer.</thought>\n<final_answer>The tool says hi.</final_answer>"
     );
-    let ran = run(vec!["<action>echo(text=\"hi\")</action>".into(), restated]).await;
+    let ran = run(vec![ECHO.into(), ECHO.into(), restated]).await;
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
     assert_eq!(ran.answer(), Some("The tool says hi."));
-    assert_eq!(ran.server.requests().len(), 2);
+    assert_eq!(ran.server.requests().len(), 3);
     assert!(!ran.told(NoticeKind::RepetitionCut));
 }

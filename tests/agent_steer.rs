@@ -31,7 +31,7 @@ async fn each_result_names_the_files_of_the_question_no_call_has_used_yet() {
     )
     .await;
     assert_eq!(status, Status::Ok);
-    // The notice takes the decision sentence's place, right before the steps left.
+    // The notice comes after the result, right before the steps left.
     let notice = |names: &str| {
         let them = if names.contains(' ') { "them" } else { "it" };
         format!(
@@ -55,7 +55,12 @@ async fn each_result_names_the_files_of_the_question_no_call_has_used_yet() {
     );
     assert!(seen[3].contains(&notice("total.txt")), "{}", seen[3]);
     assert!(!seen[4].contains("The question also names"), "{}", seen[4]);
-    assert!(seen[4].contains("If the results so far"), "{}", seen[4]);
+    // Once every named file was used, the result ends with the steps left, nothing between.
+    assert!(
+        seen[4].ends_with("total.txt: 7\n\n[3 steps left]\n</observation>"),
+        "{}",
+        seen[4]
+    );
 }
 
 #[tokio::test]
@@ -117,7 +122,7 @@ async fn a_call_that_ran_steps_before_with_the_same_result_is_said_to_be_nothing
         "{}",
         seen[4]
     );
-    // The second asks for the answer, where the decision sentence stood.
+    // The second asks for the answer after the result.
     assert!(
         seen[5].contains(
             "returned 1 line:\nledger/week2.txt: 7\n\nYou made exactly this call before, at step 2, and it returned the same then: this is no new information, and that result is still above, at step 2. Your calls keep returning what you already have: no call will tell you more. Give your final answer now, from the results above.\n\n[2 steps left]"
@@ -125,7 +130,6 @@ async fn a_call_that_ran_steps_before_with_the_same_result_is_said_to_be_nothing
         "{}",
         seen[5]
     );
-    assert!(!seen[5].contains("If the results so far"), "{}", seen[5]);
 }
 
 #[tokio::test]

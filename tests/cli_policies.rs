@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::agent::DECIDE;
+use common::agent::SAME_AGAIN;
 use common::cli::{Env, outcome};
 use serde_json::Value;
 use tagloop::policy::Policy;
@@ -32,14 +32,15 @@ fn observations(env: &Env, id: &str) -> Vec<String> {
         .collect()
 }
 
-/// A run of one read under the config file's `closing-line` off and the flag's `flags`, that
+/// A run of one read under the config file's `same-result` off and the flag's `flags`, that
 /// ends when its script does (exit 1, so that `continue` goes on); the config file is then
-/// removed and the script given more turns. The session's id.
+/// removed and the script given more turns: the same read again (which `same-result` marks),
+/// then the answer. The session's id.
 fn first_step(env: &Env, flags: &[&str]) -> String {
     std::fs::write(env.path("ws/a.txt"), "seven\n").unwrap();
     std::fs::write(
         env.path("tagloop.toml"),
-        "[policies]\noff = [\"closing-line\"]\n",
+        "[policies]\noff = [\"same-result\"]\n",
     )
     .unwrap();
     let read = "<action>read_file(path=\"a.txt\")</action>";
@@ -54,14 +55,7 @@ fn first_step(env: &Env, flags: &[&str]) -> String {
             .stdout,
     );
     std::fs::remove_file(env.path("tagloop.toml")).unwrap();
-    env.turns_file(
-        "s",
-        &[
-            read,
-            "<action>read_file(path=\"a.txt\", start_line=1)</action>",
-            "<final_answer>seven</final_answer>",
-        ],
-    );
+    env.turns_file("s", &[read, read, "<final_answer>seven</final_answer>"]);
     o["session"].as_str().unwrap().to_string()
 }
 
@@ -84,14 +78,10 @@ fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
     let run = &records(&env, &id)[0];
     assert_eq!(
         run["meta"]["policy_off"],
-        serde_json::json!(["observation-header", "closing-line"])
+        serde_json::json!(["observation-header", "same-result"])
     );
     let seen = observations(&env, &id);
-    assert!(
-        !seen[0].contains(HEADER) && !seen[0].contains(DECIDE),
-        "{}",
-        seen[0]
-    );
+    assert!(!seen[0].contains(HEADER), "{}", seen[0]);
     assert!(seen[0].contains("seven"), "{}", seen[0]);
     // The file is gone, the recorded list stands.
     continued(&env, &id, &[]);
@@ -99,7 +89,7 @@ fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
     assert_eq!(seen.len(), 2);
     assert!(seen[1].contains("seven"), "{}", seen[1]);
     assert!(
-        !seen[1].contains(HEADER) && !seen[1].contains(DECIDE),
+        !seen[1].contains(HEADER) && !seen[1].contains(SAME_AGAIN),
         "{}",
         seen[1]
     );
@@ -109,11 +99,15 @@ fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
 fn continue_told_none_switches_every_policy_on_again() {
     let env = Env::new();
     let id = first_step(&env, &[]);
-    assert!(!observations(&env, &id)[0].contains(DECIDE));
+    let run = &records(&env, &id)[0];
+    assert_eq!(
+        run["meta"]["policy_off"],
+        serde_json::json!(["same-result"])
+    );
     continued(&env, &id, &["--policy-off", "none"]);
     let seen = observations(&env, &id);
     assert!(
-        seen[1].contains(HEADER) && seen[1].contains(DECIDE),
+        seen[1].contains(HEADER) && seen[1].contains(SAME_AGAIN),
         "{}",
         seen[1]
     );

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::agent::{DECIDE, observations, read_and_search};
+use common::agent::{SAME_AGAIN, observations, read_and_search};
 use common::constrained::{Ran, run_under};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
@@ -50,8 +50,12 @@ async fn named_files_notice() {
     assert!(seen[0].contains(notice), "{}", seen[0]);
     let (_, seen) = scripted(TWO_FILES, &turns, off).await;
     assert!(!seen[0].contains(notice), "{}", seen[0]);
-    // The closing line takes the notice's place.
-    assert!(seen[0].contains(DECIDE), "{}", seen[0]);
+    // The result ends with the steps left.
+    assert!(
+        seen[0].contains("\n\n[7 steps left]\n</observation>"),
+        "{}",
+        seen[0]
+    );
 }
 
 #[tokio::test]
@@ -70,30 +74,18 @@ async fn named_files_refusal() {
 }
 
 #[tokio::test]
-async fn observation_header_and_closing_line() {
+async fn observation_header() {
     let turns = [
         "<action>read(path=\"a.txt\")</action>",
         "<final_answer>7</final_answer>",
     ];
     let header = "read(path=\"a.txt\") returned 1 line:\n";
     let (_, seen) = scripted("What does a.txt hold?", &turns, Policies::all()).await;
-    assert!(
-        seen[0].contains(header) && seen[0].contains(DECIDE),
-        "{}",
-        seen[0]
-    );
+    assert!(seen[0].contains(header), "{}", seen[0]);
     let off = Policies::all().without(Policy::ObservationHeader);
     let (_, seen) = scripted("What does a.txt hold?", &turns, off).await;
     assert!(
         !seen[0].contains(header) && seen[0].contains("a.txt: 7"),
-        "{}",
-        seen[0]
-    );
-    assert!(seen[0].contains(DECIDE), "{}", seen[0]);
-    let off = Policies::all().without(Policy::ClosingLine);
-    let (_, seen) = scripted("What does a.txt hold?", &turns, off).await;
-    assert!(
-        seen[0].contains(header) && !seen[0].contains(DECIDE),
         "{}",
         seen[0]
     );
@@ -122,10 +114,13 @@ async fn constrained(policy: Policy, task: &str, turns: Vec<String>) -> [Ran; 2]
 
 #[tokio::test]
 async fn echo() {
+    // The same call twice: the second result carries the loop guard's note, which the answer
+    // then says again.
     let echoed = format!(
-        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{DECIDE}\n[2 steps left]\n</comment>\n<comment>\n{DECIDE}\n"
+        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{SAME_AGAIN}\n[1 step left]\n</comment>\n<comment>\n{SAME_AGAIN}\n"
     );
-    let turns = vec!["<action>echo(text=\"hi\")</action>".into(), echoed];
+    let call = "<action>echo(text=\"hi\")</action>";
+    let turns = vec![call.into(), call.into(), echoed];
     let [on, off] = constrained(Policy::Echo, "What does the tool say?", turns).await;
     assert_eq!(on.answer(), Some("The tool says hi."));
     assert!(on.told(NoticeKind::RepetitionCut));

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tracing::{Instrument, debug, info_span};
 
 use crate::llm::Finish;
-use crate::policy::{Check, DECIDE_NOTE, Policy, tool_result};
+use crate::policy::{Check, Policy, tool_result};
 use crate::protocol::{self, Call, Turn};
 use crate::tools::{Tool, ToolError};
 
@@ -108,10 +108,7 @@ impl Run<'_> {
             let closing = match again {
                 Some(a) if a.answer_now => a.note(),
                 _ if !ok => String::new(),
-                _ => notice.unwrap_or_else(|| {
-                    let on = policies.on(Policy::ClosingLine);
-                    if on { DECIDE_NOTE } else { "" }.to_string()
-                }),
+                _ => notice.unwrap_or_default(),
             };
             if !closing.is_empty() {
                 observation = format!("{}\n\n{closing}", observation.trim_end());
@@ -126,7 +123,7 @@ impl Run<'_> {
     }
 
     /// Run a tool with its time limit: the observation's body (the result, or the error, as text
-    /// for the model, without the closing sentence), recorded in its `ToolFinished` event, and
+    /// for the model, without the notes after it), recorded in its `ToolFinished` event, and
     /// whether it succeeded.
     async fn run_tool(
         &mut self,

@@ -93,6 +93,5 @@ pub(super) fn system_input<'a>(
         environment: &config.environment,
         thought: true,
         observation_header: config.policies.on(Policy::ObservationHeader),
-        closing_line: config.policies.on(Policy::ClosingLine),
     }
 }

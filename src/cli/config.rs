@@ -29,7 +29,7 @@
 //! model = "local"
 //!
 //! [policies]                         # steering rules switched off (`tagloop policies`)
-//! off = ["closing-line"]
+//! off = ["same-result"]
 //! ```
 
 use std::collections::HashMap;

@@ -22,7 +22,6 @@
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
 //! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
-//! | `closing-line` | a result ends with "If the results so far answer the whole question, give your final answer now" | `policy/observed.rs` |
 //! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `policy/loopguard/` |
 //!
 //! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
@@ -39,7 +38,7 @@
 //! degeneration guard (`repeat.rs`, `wordless.rs`) cuts serve's turns and the run's; its parts
 //! that know what a run was told (`given.rs`, `own_words.rs`, over `said.rs`) cut the run's.
 //! The words of a question that name a path (`path_words.rs`), its named files (`named.rs`), a
-//! tool result's header and closing line (`observed.rs`) and the loop guard (`loopguard/`, whose
+//! tool result's header (`observed.rs`) and the loop guard (`loopguard/`, whose
 //! verdict on a call is a `Check`) are the run's; the runaway string (`runaway.rs`) is serve's;
 //! the close of a thought cut short (`thought_cut.rs`, the repair of §1.7) is both's. What sends a request, or writes through the caller's own types, stays with
 //! its caller: serve's guess request and its race with the turn (`serve/ahead.rs`), choose's
@@ -93,7 +92,7 @@ pub(crate) use judgement::Judgement;
 pub(crate) use loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
 pub(crate) use named::QuestionNames;
 pub(crate) use named_refusal::Answering;
-pub(crate) use observed::{DECIDE_NOTE, output_lines, tool_result};
+pub(crate) use observed::{output_lines, tool_result};
 pub use own_words::OwnWords;
 pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
@@ -141,15 +140,13 @@ pub enum Policy {
     NamedFilesRefusal,
     /// The header of a tool's result (the call, the number of lines).
     ObservationHeader,
-    /// The closing line of a tool's result (the decision to make next).
-    ClosingLine,
     /// The loop guard's notes on a call that returned the same as before, and the answer asked.
     SameResult,
 }
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 18] = [
+    pub const ALL: [Policy; 17] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
@@ -166,7 +163,6 @@ impl Policy {
         Policy::NamedFilesNotice,
         Policy::NamedFilesRefusal,
         Policy::ObservationHeader,
-        Policy::ClosingLine,
         Policy::SameResult,
     ];
 
@@ -245,10 +241,6 @@ impl Policy {
             Policy::ObservationHeader => (
                 "observation-header",
                 "a result begins with the call and the number of lines it returned",
-            ),
-            Policy::ClosingLine => (
-                "closing-line",
-                "a result ends with the decision to make next (answer now, or call another tool)",
             ),
             Policy::SameResult => (
                 "same-result",
@@ -358,7 +350,6 @@ impl Policy {
             Policy::NamedFilesNotice => "run: policy/named.rs, agent/act.rs",
             Policy::NamedFilesRefusal => "run: policy/named_refusal.rs, agent/decide.rs",
             Policy::ObservationHeader => "run: policy/observed.rs",
-            Policy::ClosingLine => "run: policy/observed.rs",
             Policy::SameResult => "run: policy/loopguard/",
         }
     }

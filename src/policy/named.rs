@@ -85,7 +85,7 @@ impl QuestionNames {
     }
 
     /// The sentence naming what the question gave and no call has used, and asking for a call
-    /// on them before the answer (it takes the decision sentence's place), or `None` when there
+    /// on them before the answer (after the result), or `None` when there
     /// is nothing left (or the question named no file).
     pub(crate) fn notice(&self) -> Option<String> {
         let left: Vec<&str> = self

@@ -1,26 +1,22 @@
 //! The observation of a tool that ran: a header that names the call and how many lines it
-//! returned, the tool's text as it is, and the decision the model is to make next.
+//! returned, then the tool's text as it is.
 //!
 //! Small models lose track of what an observation answers: the 0.5B Qwen, shown a file's lines
 //! bare, called the same read again and again (the loop guard then ended it with the first line
 //! as the answer), and asked for a count it answered with the lines themselves. Naming the call
-//! ties the text to the action above it, the line count is a fact the runtime knows and a small
-//! model cannot count, and the closing sentence puts the choice ("answer now, or another call")
-//! where the model reads last. Measured in docs/experiments.md (issue 31 item 3).
+//! ties the text to the action above it, and the line count is a fact the runtime knows and a
+//! small model cannot count. Measured in docs/experiments.md (issue 31 item 3). A closing
+//! sentence that put the choice ("answer now, or another call") last was deleted: on the
+//! agent's validation split neither Qwen model did better with it (issue 43; docs/experiments.md).
 
 use serde_json::{Map, Value};
-
-/// The sentence after a tool's result: the decision of the next turn. "The results so far" and
-/// "the whole question", not "this": the 1.5B Qwen, told "if this answers the question", took
-/// the first of four files it was asked to add up for the total.
-pub(crate) const DECIDE_NOTE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
 
 /// An argument value longer than this many characters is shown cut in the header.
 const ARG_SHOWN: usize = 60;
 
 /// The observation's body for a call of `tool` with `args` that returned `output`: the header
-/// and the tool's text. The closing sentence (the decision, or a runtime note in its place) is
-/// added by the step (`act.rs`), which knows what the loop guard and the named files say.
+/// and the tool's text. A runtime note after it (the named files, the loop guard's) is added by
+/// the step (`act.rs`), which knows what they say.
 pub(crate) fn tool_result(tool: &str, args: &Map<String, Value>, output: &str) -> String {
     let output = output.trim_end();
     let call = call_text(tool, args);
@@ -107,7 +103,7 @@ mod tests {
     #[test]
     fn the_header_tells_where_the_tools_lines_are() {
         let one = format!(
-            "{}\n\n{DECIDE_NOTE}",
+            "{}\n\nThe question also names b.txt, which no call has used yet.",
             tool_result("read_file", &args(json!({"path": "a"})), "x\ny\nz")
         );
         assert_eq!(output_lines(&one), Some((1, 3)));

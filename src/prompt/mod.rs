@@ -176,9 +176,6 @@ pub struct SystemInput<'a> {
     /// (policy `observation-header`): the worked examples' observations show what the run will
     /// send (the variable `observation_header`).
     pub observation_header: bool,
-    /// Whether a result ends with the decision to make next (policy `closing-line`; the
-    /// variable `closing_line`), so that the example shows it only when the run sends it.
-    pub closing_line: bool,
 }
 
 impl SystemInput<'_> {
@@ -196,7 +193,6 @@ impl SystemInput<'_> {
             environment => Serde(self.environment),
             thought => self.thought,
             observation_header => self.observation_header,
-            closing_line => self.closing_line,
             compact => false,
         }
     }

@@ -28,7 +28,6 @@ fn input(tools: &[ToolDoc]) -> SystemInput<'_> {
         environment: &[],
         thought: true,
         observation_header: true,
-        closing_line: true,
     }
 }
 
@@ -88,26 +87,24 @@ fn a_replaced_template_that_ignores_compact_renders_the_same_either_way() {
 }
 
 #[test]
-fn the_worked_example_shows_the_header_and_closing_line_only_when_the_run_sends_them() {
+fn the_worked_example_shows_the_header_only_when_the_run_sends_it() {
     let t = Templates::builtin();
     let tools = docs();
     let header = "read_file(path=\"recipes/tea.ini\") returned 2 lines:";
-    let closing = "If the results so far answer the whole question";
     let on = t.system(&input(&tools)).unwrap();
-    assert!(on.contains(header) && on.contains(closing));
+    assert!(on.contains(header));
     let off = SystemInput {
         observation_header: false,
-        closing_line: false,
         ..input(&tools)
     };
     for text in [t.system(&off).unwrap(), t.system_compact(&off).unwrap()] {
-        assert!(!text.contains(header) && !text.contains(closing), "{text}");
+        assert!(!text.contains(header), "{text}");
         // No example's header either (the second example's file differs from the first's).
         assert!(!text.contains(") returned "), "{text}");
         // The tool's own text stays: the example still teaches reading a result.
         assert!(text.contains("morning = assam\nevening = chamomile"));
     }
     let base = t.completion(&off, "", "Who?").unwrap();
-    assert!(!base.contains("returned 2 lines") && !base.contains(closing));
+    assert!(!base.contains("returned 2 lines"));
     assert!(base.contains("cat: Lina\nplants: Tom"));
 }

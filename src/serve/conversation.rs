@@ -91,10 +91,9 @@ pub(crate) fn history(
         max_steps: STATED_STEPS,
         environment: &[],
         thought: thought.taught(),
-        // Serve's own templates show a result without a header or a closing line (its
-        // observations are the client's); they read neither variable.
+        // Serve's own templates show a result without a header (its observations are the
+        // client's); they do not read the variable.
         observation_header: false,
-        closing_line: false,
     };
     let template = |e: crate::prompt::PromptError| ServeError::Config(e.to_string());
     let system = templates.system(&input).map_err(template)?;
@@ -222,7 +221,6 @@ mod tests {
             environment: &[],
             thought,
             observation_header: true,
-            closing_line: true,
         }
     }
 

@@ -11,7 +11,7 @@ use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
 /// The sentence that closes a tool's result (`src/agent/observed.rs`).
-pub const DECIDE: &str = "If the results so far answer the whole question, give your final answer now; if not, call another tool.";
+pub const SAME_AGAIN: &str = "You made exactly this call in your last step and it returned the same again: calling it once more will not change it.";
 
 /// The scripted model of these turns.
 pub fn script(turns: &[&str]) -> Arc<ScriptedModel> {

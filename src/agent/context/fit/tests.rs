@@ -228,7 +228,7 @@ fn the_last_cut_stops_at_the_shortest_form_and_at_what_it_is_asked() {
 }
 
 /// The marker's numbers for a cut observation as the runtime writes it (a header above the
-/// tool's lines, the decision sentence and the steps left below): the file's own lines, exactly
+/// tool's lines, a runtime notice and the steps left below): the file's own lines, exactly
 /// the ones missing, never the header or the notes.
 fn assert_marker_names_the_missing_lines(cut: &str) {
     let kept: Vec<usize> = cut
@@ -256,13 +256,12 @@ fn assert_marker_names_the_missing_lines(cut: &str) {
 fn a_cut_under_the_observations_header_names_the_files_lines() {
     let args = serde_json::json!({"path": "app.log"});
     let result = format!(
-        "{}\n\n{}",
+        "{}\n\nThe question also names b.log, which no call has used yet.",
         crate::policy::tool_result(
             "read_file",
             args.as_object().expect("an object"),
             &lines(100),
         ),
-        crate::policy::DECIDE_NOTE
     );
     let notice = "This is the third time in a row you make exactly this call; it was not run again. \
                   Its result was:";

@@ -97,7 +97,8 @@ impl Run<'_> {
         let policies = self.agent.config.policies;
         let notice = (self.memory.named.notice()).filter(|_| policies.on(Policy::NamedFilesNotice));
         let again = self.memory.take_again();
-        // The step that reaches the limit gets the limit notice instead of the decision.
+        // The step that reaches the limit gets the limit notice instead of the notes after the
+        // result (the named files' notice, the loop guard's request for the answer).
         let decide = step < self.step_limit;
         let answer_now = again.is_some_and(|a| a.answer_now);
         let mut observation = match again {

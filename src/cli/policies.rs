@@ -46,10 +46,13 @@ const DELETED: [&str; 1] = ["closing-line"];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {
     for name in names.iter().map(|n| n.trim()) {
-        set = match name.to_ascii_lowercase().as_str() {
+        set = match name.to_ascii_lowercase().replace('_', "-").as_str() {
             "" | "none" => set,
             gone if DELETED.contains(&gone) => {
-                tracing::info!("{whence}: the rule {gone} was deleted; nothing to switch off");
+                tracing::warn!(
+                    "{whence}: the rule {gone} was deleted (it did not pay); switching it off \
+                     changes nothing"
+                );
                 set
             }
             "all" => Policy::ALL.into_iter().fold(set, Policies::without),
@@ -127,6 +130,8 @@ mod tests {
 
     #[test]
     fn a_deleted_rule_switched_off_changes_nothing() {
+        let set = resolve(&names(&["closing_line"]), Some(&names(&["guess"]))).unwrap();
+        assert_eq!(set, Policies::all().without(Policy::Guess));
         let set = resolve(&names(&["closing-line"]), Some(&names(&["guess"]))).unwrap();
         assert_eq!(set, Policies::all().without(Policy::Guess));
         assert!(resolve(&names(&["closing-lines"]), None).is_err());

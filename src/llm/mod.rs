@@ -127,7 +127,7 @@ pub struct TurnRequest {
     /// that it never read is a loop (see [`RepeatGuard`]). `None`: the ordinary guard in the
     /// arguments. The agent sets it for its own turns; `tagloop serve` does not.
     pub strict_arguments: Option<Arc<str>>,
-    /// The runtime's own notes (corrections, the loop guard's notice, the closing decision, the
+    /// The runtime's own notes (corrections, the loop guard's and the named files' notices, the
     /// step count; not the tools' part). Set, a constrained turn's free-text answer and action's
     /// arguments may not say any 48 bytes of them again (a thought may restate them): the turn
     /// ends there as [`Finish::Repeated`], what the model wrote before the echo kept (see

@@ -1,5 +1,5 @@
 //! The runtime's own words: the notes an agent writes to its model (corrections, the loop
-//! guard's notice, the closing decision, the step count), which the model's answer or call has
+//! guard's and the named files' notices, the step count), which the model's answer or call has
 //! no reason to say again.
 //!
 //! Small models under a grammar copy them. gemma, its third identical call refused, answered
@@ -21,8 +21,8 @@ use std::collections::HashSet;
 
 /// How many bytes of a note an echo must repeat: long enough that no ordinary sentence of an
 /// answer matches one by chance (a file name, a number and a few words are shorter), and that
-/// restating a note's point ("the results so far answer the whole question", 40 bytes) is not
-/// an echo.
+/// restating a note's point ("calling it once more will not change it", 40 bytes) is not an
+/// echo.
 pub const WINDOW: usize = 48;
 
 /// The windows of the runtime's notes a model should not write again.

@@ -3,8 +3,7 @@
 //!
 //! - what the run was *given* — the task, a follow-up question, the tools' own text — which a
 //!   call may rightly write out again and again (`TurnRequest::strict_arguments`);
-//! - the runtime's own *notes* — the closing decision, the loop guard's and the named files'
-//!   notices, the step count, corrections — which no answer or call has reason to say again
+//! - the runtime's own *notes* — the loop guard's and the named files' notices, the step count, corrections — which no answer or call has reason to say again
 //!   (`TurnRequest::own_words`).
 //!
 //! Every observation mixes the two, so the lines of each tool's part (the header that names the
@@ -87,7 +86,7 @@ mod tests {
                     This line of the file is long enough to be a window of forty bytes, <action>.";
         said.by_tool(body);
         said.by_runtime(&format!(
-            "<observation>\n{}\n\nIf the results so far answer the whole question, give your final answer now.\n</observation>",
+            "<observation>\n{}\n\nThe question also names b.md, which no call has used yet: call a tool on it before you give your final answer.\n</observation>",
             protocol::neutralise(body)
         ));
         let notes = said.notes().expect("notes");
@@ -96,12 +95,12 @@ mod tests {
             notes.find(&quoted, 0).is_none(),
             "the call and the file are the tool's"
         );
-        let echo = "<final_answer>if the results so far answer the whole question, give";
+        let echo = "<final_answer>the question also names b.md, which no call has used yet";
         assert!(notes.find(echo, 0).is_some());
         // Given: the tool's part and the user's words, not the notes.
         said.by_user("What does the file say?");
         let given = said.given();
         assert!(given.contains("forty bytes, <action>.") && given.contains("the file say"));
-        assert!(!given.contains("If the results"));
+        assert!(!given.contains("which no call has used"));
     }
 }

@@ -193,6 +193,9 @@ impl SystemInput<'_> {
             environment => Serde(self.environment),
             thought => self.thought,
             observation_header => self.observation_header,
+            // Deleted with the `closing-line` rule (issue 43); always false, so that a template
+            // written before, which may test it, still renders.
+            closing_line => false,
             compact => false,
         }
     }

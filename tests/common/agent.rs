@@ -10,7 +10,8 @@ use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
-/// The sentence that closes a tool's result (`src/agent/observed.rs`).
+/// The loop guard's line that opens the result of a call repeated from the step just before
+/// (`src/policy/loopguard/`).
 pub const SAME_AGAIN: &str = "You made exactly this call in your last step and it returned the same again: calling it once more will not change it.";
 
 /// The scripted model of these turns.

@@ -362,11 +362,18 @@ fn a_task_without_a_workspace_writes_into_its_own_empty_folder() {
     assert!(!dir.path().join("out.txt").exists());
 }
 
-/// The system prompts of every transcript in `sessions`, by task.
-fn system_prompts(sessions: &Path) -> Vec<String> {
-    let mut prompts: Vec<String> = std::fs::read_dir(sessions)
+/// The text of every transcript in `sessions`.
+fn transcripts(sessions: &Path) -> Vec<String> {
+    std::fs::read_dir(sessions)
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect()
+}
+
+/// The system prompts of every transcript in `sessions`, sorted.
+fn system_prompts(sessions: &Path) -> Vec<String> {
+    let mut prompts: Vec<String> = transcripts(sessions)
+        .into_iter()
         .map(|t| {
             let line = t.lines().nth(1).unwrap().to_string();
             let v: Value = serde_json::from_str(&line).unwrap();
@@ -404,9 +411,8 @@ fn with_scratch_every_run_names_the_same_workspace_and_leaves_nothing_behind() {
     // Every task's folder is gone; one left behind (a killed eval) stops the next eval before
     // anything runs, naming it.
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
-    let eq = std::fs::read_dir(dir.path().join("s1"))
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+    let eq = transcripts(&dir.path().join("s1"))
+        .into_iter()
         .find(|t| t.contains("What is 6*7?"))
         .unwrap();
     let folder = eq.split(&named).nth(1).unwrap().split(' ').next().unwrap();

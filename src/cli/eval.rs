@@ -67,8 +67,8 @@ pub struct EvalArgs {
     /// "comparison": {completion_tokens_per_turn, seconds_per_turn, readable_turn_rate, pass_rate}}
     #[arg(long)]
     pub compare_grammar: bool,
-    /// Make each task's fresh workspace DIR/ID instead of a random temporary folder: the
-    /// prompt, which names it, is then the same on every run (see docs/lab.md)
+    /// Make each task's fresh workspace DIR/task-HASH (a hash of its id) instead of a random
+    /// temporary folder: the prompt, which names it, is then the same on every run (docs/lab.md)
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
     #[command(flatten)]

@@ -1,4 +1,4 @@
-//! A call that counts on inside a list argument (`src/serve/grounded.rs` `may_cut_counting`),
+//! A call that counts on inside a list argument (`src/policy/grounded.rs` `may_cut_counting`),
 //! against a fake upstream under a grammar: the 0.5B Qwen, asked to count the primes between 50
 //! and 150, wrote `count_items(collection=["50", "51", "52", …` until the token budget, twice
 //! (226 s on BFCL's `parallel_multiple_6`). Serve's constrained turn now cuts a line that runs on

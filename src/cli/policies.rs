@@ -42,7 +42,7 @@ pub fn resolve(flag: &[String], file: Option<&[String]>) -> anyhow::Result<Polic
 /// Rules that were deleted because they did not pay (docs/configuration.md): a config file or
 /// a recorded run that switches one off asks for what every run now does, so the name is
 /// accepted and says so in the log (a transcript from before the deletion still continues).
-const DELETED: [&str; 1] = ["closing-line"];
+const DELETED: [&str; 2] = ["closing-line", "unnamed-tool"];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {
     for name in names.iter().map(|n| n.trim()) {
@@ -135,6 +135,8 @@ mod tests {
         let set = resolve(&names(&["closing-line"]), Some(&names(&["guess"]))).unwrap();
         assert_eq!(set, Policies::all().without(Policy::Guess));
         assert!(resolve(&names(&["closing-lines"]), None).is_err());
+        let set = resolve(&names(&["unnamed_tool"]), None).unwrap();
+        assert_eq!(set, Policies::all());
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //! of a one-call question bring none (`complexity="high"`, then `"low"`, after `"medium"` of the
 //! same material and size; the neighbouring law fed the same current and distance).
 //!
-//! Words are [`guess::content_words`](crate::agent::guess::content_words): stemmed, camelCase split,
+//! Words are [`words::content_words`](crate::policy::words::content_words): stemmed, camelCase split,
 //! without the verbs every function name starts with. A call that fails ends the turn before it
 //! (`RepeatedBlock::later`), as a copy does; the calls before it go to the client. Only a turn
 //! right after a user message is held to this: once results are back, a new call is the

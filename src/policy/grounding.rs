@@ -18,7 +18,7 @@
 //!   the question, gave those. A call with no argument left to judge is kept, unless a required
 //!   free string is empty (`url=""`): a slot filled with nothing the question gave.
 //! * A call after the first is held to more (every value grounded) as the turn streams
-//!   (`grounded.rs`); a call already answered in the history is dropped (`serve/read.rs`).
+//!   (`grounded.rs`, the `further` policy's); a call already answered in the history is dropped (`serve/read.rs`).
 //! * A first call this rule keeps is judged next by the model's own guess at the function the
 //!   question needs, asked without the tools (`guess.rs`): the wrong tool filled with the
 //!   question's own numbers is grounded, and only that tells it apart.

@@ -1,28 +1,29 @@
 //! What can make tagloop decline a model's call, refuse its answer, cut its turn or add words to
 //! what it reads: every steering rule, by name, each one line, with the file that implements it.
 //! Each is on by default and can be switched off by name (`[policies] off = [...]` in
-//! `tagloop.toml`, `--policy-off NAME` on `run`, `eval`, `batch` and `serve`; docs/configuration.md),
+//! `tagloop.toml`, `--policy-off NAME` on every command that takes the run options, and on
+//! `serve`; docs/configuration.md),
 //! so that each can be measured against its absence (issue 43's ablation).
 //!
 //! | name | what it decides | where |
 //! |---|---|---|
-//! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/grounded.rs` |
-//! | `guess` | serve declines a call whose tool shares no word with the function the model names for the question alone | `policy/guess.rs` (asked by `serve/ahead.rs`) |
-//! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs` |
+//! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/mentions.rs` |
+//! | `guess` | serve declines a call whose tool shares no word with the function the model names when asked about the question alone, without the tools | `policy/guess.rs` (asked by `serve/ahead.rs`) |
+//! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs`, `policy/grounded.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
 //! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
-//! | `counting` | a constrained line that counts on without a word is cut | `policy/wordless.rs` |
-//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard) | `policy/repeat.rs` |
-//! | `echo` | a constrained answer or call that says the runtime's own notes again is cut | `policy/own_words.rs`, `policy/said.rs` |
-//! | `given` | a constrained call's arguments repeating what the run was never given are cut | `policy/given.rs`, `policy/said.rs` |
-//! | `decide` | a run's first call, for a question that names no file and whose guessed function is about something else, is declined | `policy/decide.rs` (asked by `agent/first_call.rs`) |
+//! | `counting` | a grammar-constrained line that runs on without a word (digits, dates, counting) is cut | `policy/wordless.rs` (serve's when `policy/grounded.rs` allows) |
+//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard; off, the guard is gone, and `counting`, `echo` and `given` with it) | `policy/repeat.rs` |
+//! | `echo` | a grammar-constrained answer or call that says the runtime's own notes again is cut | `policy/own_words.rs`, `policy/said.rs` |
+//! | `given` | a grammar-constrained call whose arguments say again and again a line the run was never given is cut | `policy/given.rs`, `policy/said.rs` |
+//! | `decide` | a run's first call is declined when the question names no file and the function the model names for the question alone shares no word with the tool | `policy/decide.rs` (asked by `agent/first_call.rs`) |
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
 //! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
-//! | `same-result` | a call that returned what it returned at an earlier step is said so, and the second such call asks for the answer | `policy/loopguard/` |
+//! | `same-result` | a call that returned what it returned at an earlier step gets a note saying so, and the second such call asks for the answer | `policy/loopguard/` |
 //!
 //! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
 //! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
@@ -30,7 +31,7 @@
 //! messages, the tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`):
 //! serve reads a client's request into one, a run its question and the tool it called. The judgements
 //! they keep for the transcript have one shape, `Judgement` (a run's `decision` event is one):
-//! grounding (`grounding.rs`, `grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
+//! grounding (`grounding.rs`, over `mentions.rs`), a further call's values (`grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
 //! run's decision step's alike, who asked being an input), the decision step's first rule
 //! (`decide.rs`), further calls (`further.rs`), choose (`choose.rs`), unsaid-optional
 //! (`unsaid.rs`), all reading words one way (`words.rs`); the named-files refusal
@@ -184,7 +185,7 @@ impl Policy {
             ),
             Policy::Guess => (
                 "guess",
-                "serve declines a call whose tool shares no word with the function the model names for the question alone",
+                "serve declines a call whose tool shares no word with the function the model names when asked about the question alone, without the tools",
             ),
             Policy::Further => (
                 "further",
@@ -212,7 +213,7 @@ impl Policy {
             ),
             Policy::Counting => (
                 "counting",
-                "a constrained line that counts on without a word is cut",
+                "a grammar-constrained line that runs on without a word (digits, dates, counting) is cut",
             ),
             Policy::Repeat => (
                 "repeat",
@@ -220,15 +221,15 @@ impl Policy {
             ),
             Policy::Echo => (
                 "echo",
-                "a constrained answer or call that says the runtime's own notes again is cut",
+                "a grammar-constrained answer or call that says the runtime's own notes again is cut",
             ),
             Policy::Given => (
                 "given",
-                "a constrained call whose arguments repeat what the run was never given is cut",
+                "a grammar-constrained call whose arguments say again and again a line the run was never given is cut",
             ),
             Policy::Decide => (
                 "decide",
-                "a run's first call is declined when the question names no file and the model's own function is about something else",
+                "a run's first call is declined when the question names no file and the function the model names for the question alone shares no word with the tool",
             ),
             Policy::NamedFilesNotice => (
                 "named-files-notice",
@@ -244,7 +245,7 @@ impl Policy {
             ),
             Policy::SameResult => (
                 "same-result",
-                "a call that returned what it returned before is said so, and the second such call asks for the answer",
+                "a call that returned what it returned at an earlier step gets a note saying so, and the second such call asks for the answer",
             ),
         }
     }
@@ -334,9 +335,9 @@ impl Policy {
     /// `tagloop policies` (paths under `src/`).
     pub fn place(self) -> &'static str {
         match self {
-            Policy::Grounding => "serve: policy/grounding.rs, policy/grounded.rs",
+            Policy::Grounding => "serve: policy/grounding.rs, policy/mentions.rs",
             Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
-            Policy::Further => "serve: policy/further.rs",
+            Policy::Further => "serve: policy/further.rs, policy/grounded.rs",
             Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
             Policy::Runaway => "serve: policy/runaway.rs",
             Policy::UnsaidOptional => "serve: policy/unsaid.rs",

@@ -25,28 +25,32 @@
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
 //! | `same-result` | a call that returned what it returned at an earlier step gets a note saying so, and the second such call asks for the answer | `policy/loopguard/` |
 //!
-//! **The room.** The rules live here, below `llm` as `scan` is (no file here imports `llm`,
-//! `agent`, `serve` or `cli`; the model client reads its request into the guard's plain
-//! [`Watch`]). A rule that judges a conversation reads it as a `View` (the instructions, the
-//! messages, the tools, what `tool_choice` allows; `view.rs`, its parts `conversation.rs`):
-//! serve reads a client's request into one, a run its question and the tool it called. The judgements
-//! they keep for the transcript have one shape, `Judgement` (a run's `decision` event is one):
-//! grounding (`grounding.rs`, over `mentions.rs`), a further call's values (`grounded.rs`), the guess's verdict (`guess.rs`, serve's and a
-//! run's decision step's alike, who asked being an input), the decision step's first rule
-//! (`decide.rs`), further calls (`further.rs`), choose (`choose.rs`), unsaid-optional
-//! (`unsaid.rs`), all reading words one way (`words.rs`); the named-files refusal
-//! (`named_refusal.rs`) judges a run's answer by the names it read (`named.rs`). The
-//! degeneration guard (`repeat.rs`, `wordless.rs`) cuts serve's turns and the run's; its parts
-//! that know what a run was told (`given.rs`, `own_words.rs`, over `said.rs`) cut the run's.
-//! The words of a question that name a path (`path_words.rs`), its named files (`named.rs`), a
-//! tool result's header (`observed.rs`) and the loop guard (`loopguard/`, whose
-//! verdict on a call is a `Check`) are the run's; the runaway string (`runaway.rs`) is serve's;
-//! the close of a thought cut short (`thought_cut.rs`, the repair of §1.7) is both's. What sends a request, or writes through the caller's own types, stays with
-//! its caller: serve's guess request and its race with the turn (`serve/ahead.rs`), choose's
-//! re-ask (`serve/reask.rs`), the answered-call refusal inside the reader (`serve/read.rs`); the
-//! run's guess request and answer-only turn (`agent/first_call.rs`), the refusal's correction
-//! (`agent/decide.rs`), and the run's memory that feeds the loop guard and the named files from
-//! its events (`agent/memory.rs`).
+//! **The room.** The rules live here, below `llm` as `scan` is: no file here imports `llm`,
+//! `agent`, `serve` or `cli` (the model client reads its request into the guard's plain
+//! [`Watch`]). The files, by what they read:
+//!
+//! - *A conversation* (serve's client request, or a run's question and the tool it called), read
+//!   as a `View` (`view.rs`, its parts `conversation.rs`). Their verdicts have one shape,
+//!   `Judgement` (`judgement.rs`; a run's `decision` event is one): `grounding.rs` (over
+//!   `mentions.rs`), `grounded.rs` (a further call's values), `guess.rs` (the verdict on the
+//!   model's guessed function, serve's and a run's alike, who asked being an input),
+//!   `decide.rs` (the run's decision step), `further.rs`, `choose.rs`, `unsaid.rs`, all reading
+//!   words one way (`words.rs`); `runaway.rs` is serve's.
+//! - *A run's question and its calls*: the words that name a path (`path_words.rs`), the files
+//!   the question names and the notice (`named.rs`), the refusal of an answer that comes before
+//!   them (`named_refusal.rs`), a result's header (`observed.rs`), and the loop guard
+//!   (`loopguard/`, whose verdict on a call is a `Check`; `same-result` is its policy).
+//! - *A turn as it streams*: the degeneration guard (`repeat.rs`, with `wordless.rs`) cuts
+//!   serve's turns and the run's; its parts that know what a run was told (`given.rs`,
+//!   `own_words.rs`, over `said.rs`) cut the run's. The close of a thought cut short
+//!   (`thought_cut.rs`, the repair of §1.7) is both's.
+//!
+//! What sends a request, or writes through the caller's own types, stays with its caller:
+//! serve's guess request and its race with the turn (`serve/ahead.rs`), choose's re-ask
+//! (`serve/reask.rs`), the answered-call refusal inside the reader (`serve/read.rs`); the run's
+//! guess request and answer-only turn (`agent/first_call.rs`), the refusal's correction (in the
+//! turn dispatcher, `agent/decide.rs`), and the run's memory that feeds the loop guard and the
+//! named files from its events (`agent/memory.rs`).
 //!
 //! What is not a policy is the protocol itself (docs/protocol.md): reading a turn, binding
 //! arguments, the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules

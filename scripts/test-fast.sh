@@ -9,6 +9,8 @@
 #   * tests/serve_responses_redis.rs a real redis-server (serve's stored Responses in Redis);
 #   * tests/tools_mcp_node.rs Node and the official MCP filesystem server;
 #   * tests/cli_replay_html.rs a headless chromium;
+#   * tests/serve_clients.rs, tests/serve_passthrough_clients.rs the Python clients' venv
+#     (scripts/setup-pyclients.sh);
 #   * the doctests            offline, but each example compiles as its own crate: the slowest
 #                             part of a cold build.
 # Those binaries are left out by name, not skipped from inside: in the full run they still
@@ -22,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-needs_setup=(real_models queue_redis security_queue serve_responses_redis tools_mcp_node cli_replay_html)
+needs_setup=(real_models queue_redis security_queue serve_responses_redis tools_mcp_node cli_replay_html serve_clients serve_passthrough_clients)
 
 # Every integration test binary of the workspace's crates (the protocol crate may grow its own).
 shopt -s nullglob

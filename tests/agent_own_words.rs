@@ -6,14 +6,15 @@
 
 mod common;
 
-use common::agent::SAME_AGAIN;
+use common::agent::{NO_DECISION, UNDECIDED};
 use common::constrained::{Ran, run as run_task};
 use pretty_assertions::assert_eq;
 
 use tagloop::agent::Status;
 use tagloop::llm::NoticeKind;
 
-/// The call each run begins with (twice, so that the second result carries a runtime note).
+/// The call each run begins with (then a turn with no decision, so that the runtime corrects
+/// it with a note).
 const ECHO: &str = "<action>echo(text=\"hi\")</action>";
 
 /// A constrained run of one question, the fake replying `turns` in order.
@@ -23,12 +24,12 @@ async fn run(turns: Vec<String>) -> Ran {
 
 #[tokio::test]
 async fn an_answer_that_goes_on_with_the_runtimes_notes_is_cut_before_them() {
-    // The same call twice: the second result carries the loop guard's note, which the answer
-    // then says again.
+    // A call, then a turn with no decision: the correction is the runtime's note, which the
+    // answer then says again.
     let echoed = format!(
-        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{SAME_AGAIN}\n[1 step left]\n</comment>\n<comment>\n{SAME_AGAIN}\n"
+        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{NO_DECISION}\n[1 step left]\n</comment>\n<comment>\n{NO_DECISION}\n"
     );
-    let ran = run(vec![ECHO.into(), ECHO.into(), echoed]).await;
+    let ran = run(vec![ECHO.into(), UNDECIDED.into(), echoed]).await;
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
     assert_eq!(ran.answer(), Some("The tool says hi."));
     assert_eq!(ran.server.requests().len(), 3);
@@ -58,9 +59,9 @@ async fn an_answer_that_quotes_a_tools_long_line_is_whole() {
 #[tokio::test]
 async fn a_thought_that_restates_a_note_is_whole() {
     let restated = format!(
-        "<thought>{SAME_AGAIN} So I answer.</thought>\n<final_answer>The tool says hi.</final_answer>"
+        "<thought>{NO_DECISION} So I answer.</thought>\n<final_answer>The tool says hi.</final_answer>"
     );
-    let ran = run(vec![ECHO.into(), ECHO.into(), restated]).await;
+    let ran = run(vec![ECHO.into(), UNDECIDED.into(), restated]).await;
     assert_eq!(ran.outcome.status, Status::Ok, "{:?}", ran.outcome.error);
     assert_eq!(ran.answer(), Some("The tool says hi."));
     assert_eq!(ran.server.requests().len(), 3);

@@ -1,8 +1,9 @@
 //! What the runtime adds to a result to keep a run on its question, driven by the scripted model:
-//! the files the question names that no call has used yet (src/policy/named.rs), the line before
-//! a result the same call gave at an earlier step, and the answer asked for when such calls go on
-//! (src/policy/loopguard/), and an answer refused while the question names files no call has used
-//! (src/policy/named_refusal.rs).
+//! the files the question names that no call has used yet (src/policy/named.rs), and an answer
+//! refused while the question names files no call has used (src/policy/named_refusal.rs); and
+//! what it no longer adds: a note on a call that gave what it gave before (the deleted
+//! `same-result`), so a repeat runs as any call and a cycle longer than two is left to the
+//! step limit (src/policy/loopguard/).
 
 mod common;
 
@@ -77,23 +78,23 @@ async fn a_question_without_file_names_gets_no_notice() {
 }
 
 #[tokio::test]
-async fn the_same_call_with_the_same_result_again_is_said_to_change_nothing() {
+async fn the_same_call_again_runs_as_any_call_without_a_note() {
     let (status, seen) = observations(
         "Which port does the setup mention?",
         &[
             "<action>search(pattern=\"port\")</action>",
             "<action>search(pattern=\"port\")</action>",
-            "<action>search(pattern=\"PORT\")</action>",
             "<final_answer>none</final_answer>",
         ],
     )
     .await;
     assert_eq!(status, Status::Ok);
-    let steer = "<observation>\nYou made exactly this call in your last step and it returned the same again: calling it once more will not change it. Use this result, call a different tool, or give your final answer.\nsearch(pattern=\"port\") returned 1 line:\n";
-    assert!(!seen[0].contains("You made exactly"), "{}", seen[0]);
-    assert!(seen[1].starts_with(steer), "{}", seen[1]);
-    // A different call is a fresh start.
-    assert!(!seen[2].contains("You made exactly"), "{}", seen[2]);
+    assert_eq!(seen[0], seen[1].replace("[6 steps left]", "[7 steps left]"));
+    assert!(
+        seen[1].starts_with("<observation>\nsearch(pattern=\"port\") returned 1 line:\n"),
+        "{}",
+        seen[1]
+    );
 }
 
 /// Four reads, then the same four again and again: the 1.5B Qwen read the four week files and
@@ -106,34 +107,7 @@ const CYCLE: [&str; 4] = [
 ];
 
 #[tokio::test]
-async fn a_call_that_ran_steps_before_with_the_same_result_is_said_to_be_nothing_new() {
-    let mut turns = CYCLE.to_vec();
-    turns.extend([CYCLE[0], CYCLE[1], "<final_answer>week3</final_answer>"]);
-    let (status, seen) = observations("Which week had the most visitors?", &turns).await;
-    assert_eq!(status, Status::Ok);
-    for fresh in &seen[..4] {
-        assert!(!fresh.contains("You made exactly"), "{fresh}");
-    }
-    // The first repeat says where the result already is, and leaves the choice open.
-    assert!(
-        seen[4].starts_with(
-            "<observation>\nYou made exactly this call before, at step 1, and it returned the same then: this is no new information, and that result is still above, at step 1. Use this result, call a different tool, or give your final answer.\nread(path=\"ledger/week1.txt\") returned 1 line:\nledger/week1.txt: 7\n"
-        ),
-        "{}",
-        seen[4]
-    );
-    // The second asks for the answer after the result.
-    assert!(
-        seen[5].contains(
-            "returned 1 line:\nledger/week2.txt: 7\n\nYou made exactly this call before, at step 2, and it returned the same then: this is no new information, and that result is still above, at step 2. Your calls keep returning what you already have: no call will tell you more. Give your final answer now, from the results above.\n\n[2 steps left]"
-        ),
-        "{}",
-        seen[5]
-    );
-}
-
-#[tokio::test]
-async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
+async fn a_cycle_of_four_reads_is_left_to_the_step_limit() {
     let turns: Vec<&str> = CYCLE.iter().copied().cycle().take(12).collect();
     let agent = Agent::builder(common::script::model(&turns))
         .tools(read_and_search())
@@ -144,20 +118,10 @@ async fn a_cycle_of_four_reads_ends_before_the_step_limit_is_spent() {
         .build()
         .expect("agent builds");
     let o = agent.run("Which week had the most visitors?").await;
-    // Reads 1-4, two repeats that ran (the second asks for the answer), one refused: the call
-    // after that ends the run, with three of the ten steps unspent.
-    assert_eq!(o.status, Status::LoopDetected, "{:?}", o.error);
-    assert_eq!(o.progress.steps, 7);
-    let refused = o
-        .messages
-        .iter()
-        .rfind(|m| m.role == MsgRole::User)
-        .map(|m| m.content.clone())
-        .unwrap_or_default();
-    assert!(
-        refused.contains("You were asked for your final answer, and you made this call before; it was not run again. Its result was:\nread(path=\"ledger/week3.txt\") returned 1 line:\nledger/week3.txt: 7"),
-        "{refused}"
-    );
+    // Neither A/A/A nor A/B/A/B: every read runs, and the last turn, which may only answer,
+    // reads again.
+    assert_eq!(o.status, Status::MaxSteps, "{:?}", o.error);
+    assert_eq!(o.progress.steps, 10);
 }
 
 /// The run's answer and the observations it sent.
@@ -234,38 +198,6 @@ async fn refusals_for_named_files_stop_before_the_run_would_end_and_are_bounded(
         .filter(|o| o.contains("not accepted yet"))
         .count();
     assert_eq!(refused, 4, "{seen:?}");
-}
-
-#[tokio::test]
-async fn an_answer_the_loop_guard_asked_for_is_not_refused_for_names() {
-    // The 1.5B Qwen cycled three searches; asked for its answer, it answered, and the answer
-    // was refused for the files it had not used: the two rules must not pull apart.
-    let (status, answer, seen) = answered(
-        "Sum a1.txt and a2.txt.",
-        &[
-            "<action>read(path=\"o1.txt\")</action>",
-            "<action>read(path=\"o2.txt\")</action>",
-            "<action>read(path=\"o3.txt\")</action>",
-            "<action>read(path=\"o1.txt\")</action>",
-            "<action>read(path=\"o2.txt\")</action>",
-            "<action>read(path=\"o3.txt\")</action>",
-            "<final_answer>14</final_answer>",
-        ],
-    )
-    .await;
-    // Names left: the third call that changed nothing asks for the answer.
-    assert!(
-        !seen[4].contains("Give your final answer now"),
-        "{}",
-        seen[4]
-    );
-    assert!(
-        seen[5].contains("Give your final answer now"),
-        "{}",
-        seen[5]
-    );
-    assert_eq!(status, Status::Ok);
-    assert_eq!(answer, Some(serde_json::json!("14")));
 }
 
 #[tokio::test]

@@ -6,12 +6,13 @@
 
 mod common;
 
-use common::agent::SAME_AGAIN;
 use common::cli::{Env, outcome};
 use serde_json::Value;
 use tagloop::policy::Policy;
 
 const HEADER: &str = "returned 1 line:";
+/// The named-files notice after a read of a.txt.
+const NOTICE: &str = "The question also names b.txt";
 
 /// The transcript of session `id`: its lines.
 fn records(env: &Env, id: &str) -> Vec<Value> {
@@ -32,20 +33,21 @@ fn observations(env: &Env, id: &str) -> Vec<String> {
         .collect()
 }
 
-/// A run of one read under the config file's `same-result` off and the flag's `flags`, that
-/// ends when its script does (exit 1, so that `continue` goes on); the config file is then
-/// removed and the script given more turns: the same read again (which `same-result` marks),
-/// then the answer. The session's id.
+/// A run of one read under the config file's `named-files-notice` off and the flag's `flags`,
+/// that ends when its script does (exit 1, so that `continue` goes on); the config file is then
+/// removed and the script given more turns: the same read again (after which the notice names
+/// b.txt, when it is on), a read of b.txt, then the answer. The session's id.
 fn first_step(env: &Env, flags: &[&str]) -> String {
     std::fs::write(env.path("ws/a.txt"), "seven\n").unwrap();
+    std::fs::write(env.path("ws/b.txt"), "eight\n").unwrap();
     std::fs::write(
         env.path("tagloop.toml"),
-        "[policies]\noff = [\"same-result\"]\n",
+        "[policies]\noff = [\"named-files-notice\"]\n",
     )
     .unwrap();
     let read = "<action>read_file(path=\"a.txt\")</action>";
     let m = env.turns_file("s", &[read]);
-    let mut args = vec!["--json", "What does a.txt say?"];
+    let mut args = vec!["--json", "What do a.txt and b.txt say?"];
     args.extend(flags);
     let o = outcome(
         &env.run_model(&m, &args)
@@ -55,7 +57,11 @@ fn first_step(env: &Env, flags: &[&str]) -> String {
             .stdout,
     );
     std::fs::remove_file(env.path("tagloop.toml")).unwrap();
-    env.turns_file("s", &[read, read, "<final_answer>seven</final_answer>"]);
+    let read_b = "<action>read_file(path=\"b.txt\")</action>";
+    env.turns_file(
+        "s",
+        &[read, read, read_b, "<final_answer>seven</final_answer>"],
+    );
     o["session"].as_str().unwrap().to_string()
 }
 
@@ -78,7 +84,7 @@ fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
     let run = &records(&env, &id)[0];
     assert_eq!(
         run["meta"]["policy_off"],
-        serde_json::json!(["observation-header", "same-result"])
+        serde_json::json!(["named-files-notice", "observation-header"])
     );
     let seen = observations(&env, &id);
     assert!(!seen[0].contains(HEADER), "{}", seen[0]);
@@ -86,10 +92,10 @@ fn the_flag_adds_to_the_file_and_continue_keeps_the_runs_own_list() {
     // The file is gone, the recorded list stands.
     continued(&env, &id, &[]);
     let seen = observations(&env, &id);
-    assert_eq!(seen.len(), 2);
+    assert_eq!(seen.len(), 3);
     assert!(seen[1].contains("seven"), "{}", seen[1]);
     assert!(
-        !seen[1].contains(HEADER) && !seen[1].contains(SAME_AGAIN),
+        !seen[1].contains(HEADER) && !seen[1].contains(NOTICE),
         "{}",
         seen[1]
     );
@@ -102,12 +108,12 @@ fn continue_told_none_switches_every_policy_on_again() {
     let run = &records(&env, &id)[0];
     assert_eq!(
         run["meta"]["policy_off"],
-        serde_json::json!(["same-result"])
+        serde_json::json!(["named-files-notice"])
     );
     continued(&env, &id, &["--policy-off", "none"]);
     let seen = observations(&env, &id);
     assert!(
-        seen[1].contains(HEADER) && seen[1].contains(SAME_AGAIN),
+        seen[1].contains(HEADER) && seen[1].contains(NOTICE),
         "{}",
         seen[1]
     );

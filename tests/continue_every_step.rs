@@ -16,9 +16,8 @@ use common::cli::{Env, outcome};
 const QUESTION: &str = "Compare a.txt and b.txt: which holds the larger number?";
 
 /// An episode that needs every memory: the names used (an answer before `b.txt` was read is
-/// refused, and a later answer is not), the loop guard's calls (a read that changes nothing is
-/// said to, an A/B/A/B cycle is refused, the next read that changes nothing asks for the
-/// answer), and what the next turn may do.
+/// refused, and a later answer is not), the loop guard's calls (an A/B/A/B cycle is refused),
+/// and what the next turn may do (only answer, after the refused call).
 const TURNS: [&str; 7] = [
     "<thought>First a.txt.</thought>\n<action>read_file(path=\"a.txt\")</action>",
     "<thought>It is 7.</thought>\n<final_answer>a.txt</final_answer>",
@@ -106,9 +105,7 @@ fn a_run_killed_at_any_record_continues_as_if_it_never_was() {
         said("which no call has used yet"),
         "the named-files refusal"
     );
-    assert!(said("You made exactly this call before, at step 1"));
     assert!(said("alternating between the same two calls"));
-    assert!(said("Your calls keep returning what you already have"));
 
     let name = path.file_name().unwrap().to_owned();
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::agent::{SAME_AGAIN, observations, read_and_search};
+use common::agent::{NO_DECISION, UNDECIDED, observations, read_and_search};
 use common::constrained::{Ran, run_under};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
@@ -91,18 +91,6 @@ async fn observation_header() {
     );
 }
 
-#[tokio::test]
-async fn same_result() {
-    let [on, off] = both(Policy::SameResult);
-    let search = "<action>search(pattern=\"port\")</action>";
-    let turns = [search, search, "<final_answer>none</final_answer>"];
-    let said = "You made exactly this call in your last step";
-    let (_, seen) = scripted("Which port?", &turns, on).await;
-    assert!(seen[1].contains(said), "{}", seen[1]);
-    let (_, seen) = scripted("Which port?", &turns, off).await;
-    assert!(!seen[1].contains(said), "{}", seen[1]);
-}
-
 /// A constrained run under every policy, then under all but `policy`.
 async fn constrained(policy: Policy, task: &str, turns: Vec<String>) -> [Ran; 2] {
     let [on, off] = both(policy);
@@ -114,13 +102,13 @@ async fn constrained(policy: Policy, task: &str, turns: Vec<String>) -> [Ran; 2]
 
 #[tokio::test]
 async fn echo() {
-    // The same call twice: the second result carries the loop guard's note, which the answer
-    // then says again.
+    // A call, then a turn with no decision: the correction is the runtime's note, which the
+    // answer then says again.
     let echoed = format!(
-        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{SAME_AGAIN}\n[1 step left]\n</comment>\n<comment>\n{SAME_AGAIN}\n"
+        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{NO_DECISION}\n[1 step left]\n</comment>\n<comment>\n{NO_DECISION}\n"
     );
     let call = "<action>echo(text=\"hi\")</action>";
-    let turns = vec![call.into(), call.into(), echoed];
+    let turns = vec![call.into(), UNDECIDED.into(), echoed];
     let [on, off] = constrained(Policy::Echo, "What does the tool say?", turns).await;
     assert_eq!(on.answer(), Some("The tool says hi."));
     assert!(on.told(NoticeKind::RepetitionCut));

@@ -96,30 +96,17 @@ impl Run<'_> {
         let step = self.progress.steps + 1;
         let policies = self.agent.config.policies;
         let notice = (self.memory.named.notice()).filter(|_| policies.on(Policy::NamedFilesNotice));
-        let again = self.memory.take_again();
-        // The step that reaches the limit gets the limit notice instead of the notes after the
-        // result (the named files' notice, the loop guard's request for the answer).
-        let decide = step < self.step_limit;
-        let answer_now = again.is_some_and(|a| a.answer_now);
-        let mut observation = match again {
-            Some(a) if !a.answer_now => format!("{}\n{body}", a.note()),
-            _ => body,
-        };
-        if decide {
-            let closing = match again {
-                Some(a) if a.answer_now => a.note(),
-                _ if !ok => String::new(),
-                _ => notice.unwrap_or_default(),
-            };
-            if !closing.is_empty() {
-                observation = format!("{}\n\n{closing}", observation.trim_end());
-            }
+        // The step that reaches the limit gets the limit notice instead of the named files'
+        // notice after the result.
+        let mut observation = body;
+        if let Some(notice) = notice.filter(|_| ok && step < self.step_limit) {
+            observation = format!("{}\n\n{notice}", observation.trim_end());
         }
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
         let observation = self.agent.config.secrets.redact_string(observation);
         Next::Step {
             observation,
-            refused_call: answer_now,
+            refused_call: false,
         }
     }
 

@@ -16,9 +16,7 @@
 use serde_json::Map;
 
 use crate::llm::Role;
-use crate::policy::{
-    Again, CallKey, Check, LoopGuard, Policies, Policy, QuestionNames, Said, fingerprint,
-};
+use crate::policy::{CallKey, Check, LoopGuard, QuestionNames, Said};
 
 use super::events::Event;
 
@@ -41,33 +39,19 @@ pub(crate) struct Memory {
     pub(crate) said: Said,
     /// The model has shown that it reasons first (a turn began with `<think>`).
     pub(crate) reasoning: bool,
-    /// The last step's call was refused by the loop guard, or the answer asked for: the next
-    /// turn may only answer.
+    /// The last step's call was refused by the loop guard: the next turn may only answer.
     pub(crate) after_refused_call: bool,
     steps: u32,
     started: bool,
     question_seen: bool,
     last_call: Option<CallKey>,
     check: Option<Check>,
-    again: Option<Again>,
     refused_call: bool,
     observation: Option<String>,
     tool_part_unknown: bool,
-    /// The steering rules on (`crate::policy`): the loop guard's notes on a same result.
-    policies: Policies,
 }
 
 impl Memory {
-    /// An empty memory under `policies`.
-    pub(crate) fn new(policies: Policies) -> Self {
-        let mut memory = Memory {
-            policies,
-            ..Memory::default()
-        };
-        memory.guard.same_result_off = !policies.on(Policy::SameResult);
-        memory
-    }
-
     /// Take in one event of the run (emitted now, or read back from its transcript).
     pub(crate) fn apply(&mut self, event: &Event) {
         match event {
@@ -86,7 +70,7 @@ impl Memory {
                         started: true,
                         question_seen: true,
                         reasoning: self.reasoning,
-                        ..Memory::new(self.policies)
+                        ..Memory::default()
                     };
                     self.said.by_user(q);
                 }
@@ -119,13 +103,7 @@ impl Memory {
                 };
                 self.said.by_tool(text);
                 if let Some(key) = self.last_call.take() {
-                    let names_left = self.named.notice().is_some();
-                    let step = self.steps + 1;
-                    let again =
-                        self.guard
-                            .record(key, fingerprint(text), text.clone(), step, names_left);
-                    self.refused_call |= again.is_some_and(|a| a.answer_now);
-                    self.again = again;
+                    self.guard.record(key, text.clone());
                 }
             }
             Event::Correction { kind, .. } => match kind.as_str() {
@@ -153,7 +131,6 @@ impl Memory {
                 self.steps = progress.steps;
                 self.after_refused_call = std::mem::take(&mut self.refused_call);
                 self.check = None;
-                self.again = None;
                 self.last_call = None;
             }
             _ => {}
@@ -163,10 +140,5 @@ impl Memory {
     /// The loop guard's verdict on the call just announced (its `Action` event).
     pub(crate) fn take_check(&mut self) -> Check {
         self.check.take().unwrap_or(Check::Run)
-    }
-
-    /// What the loop guard said of the call that just ran (its `ToolFinished` event).
-    pub(crate) fn take_again(&mut self) -> Option<Again> {
-        self.again.take()
     }
 }

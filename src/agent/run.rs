@@ -58,7 +58,7 @@ impl<'a> Run<'a> {
             progress: Progress::default(),
             requests: 0,
             step_limit: agent.config.max_steps,
-            memory: Memory::new(agent.config.policies),
+            memory: Memory::default(),
             stops: Vec::new(),
             context: ContextState::default(),
             session,

@@ -29,7 +29,7 @@
 //! model = "local"
 //!
 //! [policies]                         # steering rules switched off (`tagloop policies`)
-//! off = ["same-result"]
+//! off = ["echo"]
 //! ```
 
 use std::collections::HashMap;

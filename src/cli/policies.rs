@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [policies]
-//! off = ["guess", "same-result"]   # or ["all"]
+//! off = ["guess", "echo"]   # or ["all"]
 //! ```
 //!
 //! `--policy-off NAME` (repeatable, or a comma list) switches more off: the command line adds to
@@ -42,7 +42,7 @@ pub fn resolve(flag: &[String], file: Option<&[String]>) -> anyhow::Result<Polic
 /// Rules that were deleted because they did not pay (docs/configuration.md): a config file or
 /// a recorded run that switches one off asks for what every run now does, so the name is
 /// accepted and says so in the log (a transcript from before the deletion still continues).
-const DELETED: [&str; 2] = ["closing-line", "unnamed-tool"];
+const DELETED: [&str; 3] = ["closing-line", "unnamed-tool", "same-result"];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {
     for name in names.iter().map(|n| n.trim()) {
@@ -135,7 +135,7 @@ mod tests {
         let set = resolve(&names(&["closing-line"]), Some(&names(&["guess"]))).unwrap();
         assert_eq!(set, Policies::all().without(Policy::Guess));
         assert!(resolve(&names(&["closing-lines"]), None).is_err());
-        let set = resolve(&names(&["unnamed_tool"]), None).unwrap();
+        let set = resolve(&names(&["unnamed_tool", "same-result"]), None).unwrap();
         assert_eq!(set, Policies::all());
     }
 

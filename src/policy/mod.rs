@@ -23,7 +23,6 @@
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
 //! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
 //! | `observation-header` | a result begins with the call and the number of lines it returned | `policy/observed.rs` |
-//! | `same-result` | a call that returned what it returned at an earlier step gets a note saying so, and the second such call asks for the answer | `policy/loopguard/` |
 //!
 //! **The room.** The rules live here, below `llm` as `scan` is: no file here imports `llm`,
 //! `agent`, `serve` or `cli` (the model client reads its request into the guard's plain
@@ -39,7 +38,7 @@
 //! - *A run's question and its calls*: the words that name a path (`path_words.rs`), the files
 //!   the question names and the notice (`named.rs`), the refusal of an answer that comes before
 //!   them (`named_refusal.rs`), a result's header (`observed.rs`), and the loop guard
-//!   (`loopguard/`, whose verdict on a call is a `Check`; `same-result` is its policy).
+//!   (`loopguard/`, whose verdict on a call is a `Check`: the protocol's, not a policy).
 //! - *A turn as it streams*: the degeneration guard (`repeat.rs`, with `wordless.rs`) cuts
 //!   serve's turns and the run's; its parts that know what a run was told (`given.rs`,
 //!   `own_words.rs`, over `said.rs`) cut the run's. The close of a thought cut short
@@ -94,7 +93,7 @@ use std::str::FromStr;
 pub(crate) use choose::Better;
 pub(crate) use conversation::{Choice, Decision, Entry, PastCall, ToolSpec};
 pub(crate) use judgement::Judgement;
-pub(crate) use loopguard::{Again, CallKey, Check, LoopGuard, fingerprint};
+pub(crate) use loopguard::{CallKey, Check, LoopGuard};
 pub(crate) use named::QuestionNames;
 pub(crate) use named_refusal::Answering;
 pub(crate) use observed::{output_lines, tool_result};
@@ -145,13 +144,11 @@ pub enum Policy {
     NamedFilesRefusal,
     /// The header of a tool's result (the call, the number of lines).
     ObservationHeader,
-    /// The loop guard's notes on a call that returned the same as before, and the answer asked.
-    SameResult,
 }
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 17] = [
+    pub const ALL: [Policy; 16] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
@@ -168,7 +165,6 @@ impl Policy {
         Policy::NamedFilesNotice,
         Policy::NamedFilesRefusal,
         Policy::ObservationHeader,
-        Policy::SameResult,
     ];
 
     /// Its name, as the config and `--policy-off` write it.
@@ -246,10 +242,6 @@ impl Policy {
             Policy::ObservationHeader => (
                 "observation-header",
                 "a result begins with the call and the number of lines it returned",
-            ),
-            Policy::SameResult => (
-                "same-result",
-                "a call that returned what it returned at an earlier step gets a note saying so, and the second such call asks for the answer",
             ),
         }
     }
@@ -355,7 +347,6 @@ impl Policy {
             Policy::NamedFilesNotice => "run: policy/named.rs, agent/act.rs",
             Policy::NamedFilesRefusal => "run: policy/named_refusal.rs, agent/decide.rs",
             Policy::ObservationHeader => "run: policy/observed.rs",
-            Policy::SameResult => "run: policy/loopguard/",
         }
     }
 }
@@ -395,7 +386,7 @@ mod tests {
         let e = Policies::off(&["grounding", "grondingg"]).unwrap_err();
         let said = e.to_string();
         assert!(said.starts_with("unknown policy 'grondingg'"), "{said}");
-        assert!(said.contains("named-files-refusal") && said.contains("same-result"));
+        assert!(said.contains("named-files-refusal") && said.contains("observation-header"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! the second file, then answered at once with a third number made up. So the answer is
 //! refused, but never as the refusal that would end the run (the last of `max_refusals` in a
 //! row: that answer is judged as usual), at most [`NAMED_REFUSALS`] times a run (a question that
-//! names a file no call needs costs turns, not the answer), not once the loop guard asked for
-//! the answer or refused a call (the turn after a refused call may only answer: refused, that
+//! names a file no call needs costs turns, not the answer), not after the loop guard refused
+//! a call (the turn after a refused call may only answer: refused, that
 //! answer sent the 0.5B and the 1.5B back to the same call, refused again, to the step limit),
 //! and never in a run without tools (`wrap`'s extraction, a single-turn call), which
 //! could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
@@ -29,8 +29,8 @@ pub(crate) struct Answering {
     pub max_refusals: u32,
     /// Answers refused for names so far.
     pub named_refusals: u32,
-    /// The loop guard has asked for the answer (calls that changed nothing went on), or refused
-    /// the last call (so this turn could only answer).
+    /// The loop guard refused the last call, so this turn could only answer: the runtime asked
+    /// for this answer.
     pub answer_asked: bool,
 }
 

@@ -10,9 +10,13 @@ use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
-/// The loop guard's line that opens the result of a call repeated from the step just before
-/// (`src/policy/loopguard/`).
-pub const SAME_AGAIN: &str = "You made exactly this call in your last step and it returned the same again: calling it once more will not change it.";
+/// The start of the correction after a turn with neither an action nor an answer
+/// (`src/agent/correction.rs`): one of the runtime's notes, long enough for the echo guard.
+pub const NO_DECISION: &str =
+    "Your turn had neither an action nor a final answer. Write a short thought, then either";
+
+/// A turn with neither an action nor an answer, which [`NO_DECISION`] corrects.
+pub const UNDECIDED: &str = "<thought>I wonder.</thought>";
 
 /// The scripted model of these turns.
 pub fn script(turns: &[&str]) -> Arc<ScriptedModel> {

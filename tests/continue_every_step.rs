@@ -15,9 +15,11 @@ use common::cli::{Env, outcome};
 
 const QUESTION: &str = "Compare a.txt and b.txt: which holds the larger number?";
 
-/// An episode that needs every memory: the names used (an answer before `b.txt` was read is
-/// refused, and a later answer is not), the loop guard's calls (an A/B/A/B cycle is refused),
-/// and what the next turn may do (only answer, after the refused call).
+/// An episode that needs the run's memory: the names used (an answer before `b.txt` was read is
+/// refused, and a later answer is not) and the loop guard's calls (an A/B/A/B cycle is
+/// refused). (What the turn after the refused call may do is remembered too, but the scripted
+/// model ignores the grammar that says it, and `b.txt` has been read by then: this episode
+/// cannot show it.)
 const TURNS: [&str; 7] = [
     "<thought>First a.txt.</thought>\n<action>read_file(path=\"a.txt\")</action>",
     "<thought>It is 7.</thought>\n<final_answer>a.txt</final_answer>",

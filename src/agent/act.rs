@@ -172,7 +172,7 @@ impl Run<'_> {
             elapsed_ms: started.elapsed().as_millis() as u64,
             // As the observation shows it: the header (the call's own arguments) and an error's
             // wording are the tool's part, not the runtime's notes (`said.rs`), and what the
-            // loop guard compares (`memory.rs`).
+            // loop guard shows again for a call it refuses (`memory.rs`).
             result: Some(text.clone()),
         });
         (text, ok)

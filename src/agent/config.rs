@@ -60,8 +60,8 @@ pub struct AgentConfig {
     /// of the question alone) is not about the called tool is answered without it.
     pub decide: bool,
     /// The steering rules on (all by default; `crate::policy` lists them): the decision step,
-    /// the named files' notice and refusal, the observation's header, the
-    /// loop guard's notes on a same result, and the guards of a constrained turn.
+    /// the named files' notice and refusal, the observation's header, and the guards of a
+    /// constrained turn.
     pub policies: Policies,
 }
 

@@ -113,7 +113,7 @@ impl Run<'_> {
             max_refusals: self.agent.config.max_refusals,
             named_refusals: memory.named_refusals,
             // After a call the loop guard refused, the turn may only answer: the runtime asked
-            // for this answer as surely as when the guard says so in words.
+            // for this answer.
             answer_asked: memory.after_refused_call,
         };
         let why = named_refusal::refusal(&memory.named, at)?;

@@ -76,7 +76,7 @@ mod tests {
     }
 
     #[test]
-    fn never_without_tools_at_the_last_refusal_past_the_bound_or_after_the_guard_asked() {
+    fn never_without_tools_at_the_last_refusal_past_the_bound_or_after_a_refused_call() {
         let names = QuestionNames::of("Sum week1.txt to week3.txt.");
         assert!(refusal(&names, fresh()).is_some());
         for at in [

@@ -103,11 +103,7 @@ impl Run<'_> {
             observation = format!("{}\n\n{notice}", observation.trim_end());
         }
         // A secret the caller named (the API key) never reaches the model, the events or the transcript.
-        let observation = self.agent.config.secrets.redact_string(observation);
-        Next::Step {
-            observation,
-            refused_call: false,
-        }
+        Next::step(self.agent.config.secrets.redact_string(observation))
     }
 
     /// Run a tool with its time limit: the observation's body (the result, or the error, as text

@@ -114,7 +114,7 @@ impl Run<'_> {
             named_refusals: memory.named_refusals,
             // After a call the loop guard refused, the turn may only answer: the runtime asked
             // for this answer.
-            answer_asked: memory.after_refused_call,
+            after_refused_call: memory.after_refused_call,
         };
         let why = named_refusal::refusal(&memory.named, at)?;
         // The correction counts the refusal in the run's memory (`memory.rs`).

@@ -31,7 +31,7 @@ pub(crate) struct Answering {
     pub named_refusals: u32,
     /// The loop guard refused the last call, so this turn could only answer: the runtime asked
     /// for this answer.
-    pub answer_asked: bool,
+    pub after_refused_call: bool,
 }
 
 /// Why an answer given `at` is refused, naming the files no call has used (the correction's
@@ -40,7 +40,7 @@ pub(crate) fn refusal(names: &QuestionNames, at: Answering) -> Option<String> {
     if !at.tools
         || at.refusals + 1 >= at.max_refusals
         || at.named_refusals >= NAMED_REFUSALS
-        || at.answer_asked
+        || at.after_refused_call
     {
         return None;
     }
@@ -61,7 +61,7 @@ mod tests {
             refusals: 0,
             max_refusals: 3,
             named_refusals: 0,
-            answer_asked: false,
+            after_refused_call: false,
         }
     }
 
@@ -93,7 +93,7 @@ mod tests {
                 ..fresh()
             },
             Answering {
-                answer_asked: true,
+                after_refused_call: true,
                 ..fresh()
             },
         ] {

@@ -11,10 +11,9 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value};
 
-/// How many of the latest calls the guard remembers, so that a run of any length costs the same
-/// per call. A check reads only the last three (A/A/A, A/B/A/B): a cycle longer than two calls
-/// is left to the step limit.
-const REMEMBERED: usize = 32;
+/// How many of the latest calls the guard remembers: the three a check reads (A/A/A, A/B/A/B),
+/// whose results a refused call is shown. A cycle longer than two calls is left to the step limit.
+const REMEMBERED: usize = 3;
 
 /// A call, normalised: tool name and its bound arguments as canonical JSON (keys sorted).
 #[derive(Debug, Clone, PartialEq, Eq)]

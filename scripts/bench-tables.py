@@ -361,9 +361,14 @@ def ablation_tables(runs):
         def share(conf, cat):
             r = next((r for r in conf["results"] if r["category"] == cat), None)
             return (r, 100.0 * r["passed"] / r["total"]) if r and r["total"] else (r, None)
+        # The tokens the model wrote, where every configuration gives them for a category: what a
+        # guard against runaway turns saves, beside what it wins.
+        written = [cat for cat in cats if all(
+            "completion_tokens" in (share(c, cat)[0] or {}) for c in confs)]
         lines = [f"#### Ablation: {names[run['model']]}, {run['title']} ({run['started']})", "",
-                 "| configuration | " + " | ".join(cats) + " |",
-                 "|---|" + "---|" * len(cats)]
+                 "| configuration | " + " | ".join(cats)
+                 + "".join(f" | tokens written, {cat}" for cat in written) + " |",
+                 "|---|" + "---|" * (len(cats) + len(written))]
         for c in confs:
             cells = []
             for cat in cats:
@@ -375,6 +380,14 @@ def ablation_tables(runs):
                 _, b = share(base, cat) if base and c is not base else (None, None)
                 if pct is not None and b is not None:
                     cell += f" ({pct - b:+.0f})"
+                cells.append(cell)
+            for cat in written:
+                mine = share(c, cat)[0]["completion_tokens"]
+                cell = f"{mine:,}"
+                if base and c is not base:
+                    theirs = share(base, cat)[0]["completion_tokens"]
+                    if theirs:
+                        cell += f" ({100.0 * (mine - theirs) / theirs:+.0f}%)"
                 cells.append(cell)
             lines.append(f"| {c['name']} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines) + "\n")

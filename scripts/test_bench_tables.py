@@ -99,6 +99,36 @@ class Check(unittest.TestCase):
         self.assertEqual(after.split('#### Ablation')[0],
                          before.split('#### Ablation')[0].split(bt.END)[0])
 
+    def test_an_ablation_shows_the_tokens_written_only_where_every_configuration_gives_them(self):
+        with open(self.path('bench', 'results', '2026-11-27-qwen05-suite.json'), encoding='utf-8') as f:
+            source = json.load(f)['source']
+        def conf(name, off, passed, written):
+            result = {'category': 'validation', 'cases': '4 tasks', 'passed': passed, 'total': 4}
+            if written is not None:
+                result['completion_tokens'] = written
+            return {'name': name, 'role': 'tagloop', 'kept': True, 'default': False,
+                    'policy_off': off, 'results': [result]}
+        def write(confs):
+            ablation = {'model': 'smollm2', 'benchmark': 'ablation', 'title': 'Guards',
+                        'started': '2026-12-07T04:20Z', 'time': 't', 'commit': None, 'load': 1,
+                        'setup': 's', 'source': source, 'command': 'scripts/ablation.sh',
+                        'configurations': confs}
+            with open(self.path('bench', 'results', '2026-12-07-smollm2-ablation.json'), 'w',
+                      encoding='utf-8') as f:
+                json.dump(ablation, f)
+            code, out = run(self.root)
+            self.assertEqual(code, 0, out)
+            with open(self.path('BENCHMARKS.md'), encoding='utf-8') as f:
+                return f.read()
+        doc = write([conf('defaults', [], 1, 1000), conf('without echo', ['echo'], 1, 1500)])
+        self.assertIn('| configuration | validation | tokens written, validation |', doc)
+        self.assertIn('| defaults | 1/4 | 1,000 |', doc)
+        self.assertIn('| without echo | 1/4 (+0) | 1,500 (+50%) |', doc)
+        # One configuration without the figure: no column, rather than a column with a hole.
+        doc = write([conf('defaults', [], 1, 1000), conf('without echo', ['echo'], 1, None)])
+        self.assertNotIn('tokens written', doc)
+        self.assertIn('| without echo | 1/4 (+0) |', doc)
+
     def latest_default(self, model):
         """The file of `model`'s latest BFCL run with today's defaults: the lead table's source."""
         runs = [r for r in bt.load_runs(self.path('bench', 'results'))

@@ -240,20 +240,12 @@ fn bench_guard(c: &mut Criterion) {
     };
     assert_eq!(run(), 0, "the sample text must not look like a loop");
     g.bench_function("chunk_16B", |b| b.iter(|| black_box(run())));
-    // An agent's constrained turn with every guard on: strict until `<action>`, counts cut,
-    // 2 KiB of the runtime's notes not to echo and 8 KiB given to the arguments; the same text
-    // as a call's arguments (after `<action>`), where all of them are read.
-    let mut notes = tagloop::llm::OwnWords::new();
-    for i in 0..40 {
-        notes.add_line(&format!(
-            "Note {i}: the runtime says this call was made before; use its result or answer now."
-        ));
-    }
+    // An agent's constrained turn with every guard on: strict until `<action>`, counts cut; the
+    // same text as a call's arguments (after `<action>`), where the counting guard reads each
+    // line.
     let req = TurnRequest {
         strict_repeats_until: vec!["<action>".into()],
         cut_counting: true,
-        strict_arguments: Some(varied_text(8 << 10).into()),
-        own_words: Some(Arc::new(notes)),
         ..Default::default()
     };
     let call = format!("<action>write_file(path=\"a.txt\", content=\"\"\"{text}");
@@ -270,7 +262,7 @@ fn bench_guard(c: &mut Criterion) {
     assert_eq!(
         constrained(),
         0,
-        "the sample call must not look like a loop or an echo"
+        "the sample call must not look like a loop"
     );
     g.bench_function("chunk_16B_agent_call", |b| {
         b.iter(|| black_box(constrained()))

@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::agent::{NO_DECISION, UNDECIDED, observations, read_and_search};
+use common::agent::{observations, read_and_search};
 use common::constrained::{Ran, run_under};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
-use tagloop::llm::NoticeKind;
 use tagloop::policy::{Policies, Policy};
 
 /// Every policy on, then all but `policy`.
@@ -98,41 +97,6 @@ async fn constrained(policy: Policy, task: &str, turns: Vec<String>) -> [Ran; 2]
         run_under(task, turns.clone(), on).await,
         run_under(task, turns, off).await,
     ]
-}
-
-#[tokio::test]
-async fn echo() {
-    // A call, then a turn with no decision: the correction is the runtime's note, which the
-    // answer then says again.
-    let echoed = format!(
-        "<thought>I know.</thought>\n<final_answer>The tool says hi.\n<comment>\n{NO_DECISION}\n[1 step left]\n</comment>\n<comment>\n{NO_DECISION}\n"
-    );
-    let call = "<action>echo(text=\"hi\")</action>";
-    let turns = vec![call.into(), UNDECIDED.into(), echoed];
-    let [on, off] = constrained(Policy::Echo, "What does the tool say?", turns).await;
-    assert_eq!(on.answer(), Some("The tool says hi."));
-    assert!(on.told(NoticeKind::RepetitionCut));
-    assert_ne!(off.answer(), Some("The tool says hi."), "{:?}", off.outcome);
-    assert!(!off.told(NoticeKind::RepetitionCut), "{:?}", off.notices);
-}
-
-#[tokio::test]
-async fn given() {
-    let call = format!(
-        "<thought>I echo it.</thought>\n<action>echo(text=\"{}\")</action>",
-        "This is a note from the user. ".repeat(6)
-    );
-    let answer = "<thought>Done.</thought>\n<final_answer>done</final_answer>";
-    let [on, off] = constrained(
-        Policy::Given,
-        "Echo a short note.",
-        vec![call, answer.into()],
-    )
-    .await;
-    assert!(on.outcome.progress.tools_used.is_empty());
-    assert!(on.told(NoticeKind::RepetitionCut));
-    assert_eq!(off.outcome.progress.tools_used, ["echo"]);
-    assert!(!off.told(NoticeKind::RepetitionCut), "{:?}", off.notices);
 }
 
 #[tokio::test]

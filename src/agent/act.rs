@@ -166,9 +166,9 @@ impl Run<'_> {
             tool: name.to_string(),
             ok,
             elapsed_ms: started.elapsed().as_millis() as u64,
-            // As the observation shows it: the header (the call's own arguments) and an error's
-            // wording are the tool's part, not the runtime's notes (`said.rs`), and what the
-            // loop guard shows again for a call it refuses (`memory.rs`).
+            // As the observation shows it (the header with the call's own arguments, then the
+            // output or the error's wording): what the loop guard shows again for a call it
+            // refuses (`memory.rs`).
             result: Some(text.clone()),
         });
         (text, ok)

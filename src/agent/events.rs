@@ -107,8 +107,8 @@ pub enum Event {
         /// Milliseconds it took.
         elapsed_ms: u64,
         /// The tool's part of the observation (the header that names the call, then its output
-        /// or its error), as the model reads it: what a continued run's loop guard and guards
-        /// remember of the call (`memory.rs`).
+        /// or its error), as the model reads it: what a continued run's loop guard remembers of
+        /// the call (`memory.rs`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<String>,
     },

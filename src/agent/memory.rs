@@ -1,22 +1,22 @@
 //! What a run remembers that changes what its loop does, as a fold over its own events.
 //!
 //! The files the question names and which calls used them (`named.rs`), final answers refused
-//! in a row and for names, the loop guard's calls and results (`crate::policy::LoopGuard`), whether the
-//! decision step has judged (`first_call.rs`), what the run was given and the runtime's notes
-//! (`said.rs`), and what the next turn may do after the last step: none of it is kept beside
-//! the transcript. [`Memory::apply`] reads each event as the run emits it (`Run::emit`), and a
-//! continued run applies the committed events of its transcript first (`Resume::events`), so a
-//! run killed at any step and continued remembers exactly what it would have remembered had it
-//! not been killed. The loop only reads this state; it changes it by emitting an event.
+//! in a row and for names, the loop guard's calls and results (`crate::policy::LoopGuard`),
+//! whether the decision step has judged (`first_call.rs`), and what the next turn may do after
+//! the last step: none of it is kept beside the transcript. [`Memory::apply`] reads each event
+//! as the run emits it (`Run::emit`), and a continued run applies the committed events of its
+//! transcript first (`Resume::events`), so a run killed at any step and continued remembers
+//! exactly what it would have remembered had it not been killed. The loop only reads this
+//! state; it changes it by emitting an event.
 //!
-//! A transcript written before tool results were recorded (`ToolFinished::result`) has no tool
-//! part to tell from the runtime's notes: such an observation is taken as given, and its call
-//! is not remembered by the loop guard.
+//! A transcript written before tool results were recorded (`ToolFinished::result`) has no
+//! result to show again: its call is not remembered by the loop guard. One written while the
+//! deleted `echo` and `given` guards read what the run had been told holds nothing more than
+//! the events read here, so it continues as any other.
 
 use serde_json::Map;
 
-use crate::llm::Role;
-use crate::policy::{CallKey, Check, LoopGuard, QuestionNames, Said};
+use crate::policy::{CallKey, Check, LoopGuard, QuestionNames};
 
 use super::events::Event;
 
@@ -35,20 +35,15 @@ pub(crate) struct Memory {
     /// The decision step has judged this run's first call.
     pub(crate) decided: bool,
     pub(crate) guard: LoopGuard,
-    /// What the run was given and the runtime's notes so far.
-    pub(crate) said: Said,
     /// The model has shown that it reasons first (a turn began with `<think>`).
     pub(crate) reasoning: bool,
     /// The last step's call was refused by the loop guard: the next turn may only answer.
     pub(crate) after_refused_call: bool,
     steps: u32,
     started: bool,
-    question_seen: bool,
     last_call: Option<CallKey>,
     check: Option<Check>,
     refused_call: bool,
-    observation: Option<String>,
-    tool_part_unknown: bool,
 }
 
 impl Memory {
@@ -61,25 +56,14 @@ impl Memory {
                     self.named = QuestionNames::of(task);
                 }
                 if let Some(q) = question {
-                    // A follow-up question starts afresh, with what the run was given kept.
-                    let said = std::mem::take(&mut self.said);
+                    // A follow-up question starts afresh.
                     *self = Memory {
                         named: QuestionNames::of(q),
-                        said,
                         steps: self.steps,
                         started: true,
-                        question_seen: true,
                         reasoning: self.reasoning,
                         ..Memory::default()
                     };
-                    self.said.by_user(q);
-                }
-            }
-            Event::Message { message } if message.role == Role::User => {
-                let observed = self.observation.take();
-                if observed.as_deref() != Some(message.content.as_str()) && !self.question_seen {
-                    self.question_seen = true;
-                    self.said.by_user(&message.content);
                 }
             }
             Event::TurnFinished { text, .. } => {
@@ -96,12 +80,10 @@ impl Memory {
                 self.check = Some(check);
                 self.last_call = Some(key);
             }
-            Event::ToolFinished { result, .. } => {
-                let Some(text) = result else {
-                    self.tool_part_unknown = true;
-                    return;
-                };
-                self.said.by_tool(text);
+            // Without a result (an old transcript) the call is not remembered.
+            Event::ToolFinished {
+                result: Some(text), ..
+            } => {
                 if let Some(key) = self.last_call.take() {
                     self.guard.record(key, text.clone());
                 }
@@ -116,14 +98,6 @@ impl Memory {
                 _ => {}
             },
             Event::Decision { .. } => self.decided = true,
-            Event::Observation { text } => {
-                if std::mem::take(&mut self.tool_part_unknown) {
-                    self.said.by_user(text);
-                } else {
-                    self.said.by_runtime(text);
-                }
-                self.observation = Some(text.clone());
-            }
             Event::StepCompleted { progress } => {
                 if progress.steps > self.steps {
                     self.refusals = 0;

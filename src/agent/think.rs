@@ -137,9 +137,6 @@ impl Run<'_> {
         let lent = partial.is_empty() && request.prompt.is_none();
         let grammar = grammar(agent.grammars(), plan, stage, &self.memory.named);
         let policies = agent.config.policies;
-        let strict_arguments = (grammar.as_ref())
-            .filter(|_| policies.on(Policy::Given))
-            .map(|_| self.memory.said.given());
         let prompt = match request.prompt {
             Some(fitted) => fitted,
             None if lent => self.history.lend(),
@@ -163,10 +160,6 @@ impl Run<'_> {
             keep_repetitions: agent.config.keep_repetitions || !policies.on(Policy::Repeat),
             strict_repeats_until,
             cut_counting: policies.on(Policy::Counting),
-            strict_arguments,
-            own_words: (grammar.as_ref())
-                .filter(|_| policies.on(Policy::Echo))
-                .and(self.memory.said.notes()),
             end_at_repeated_block: None,
             extra: agent.config.extra.clone(),
             grammar,

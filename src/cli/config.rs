@@ -29,7 +29,7 @@
 //! model = "local"
 //!
 //! [policies]                         # steering rules switched off (`tagloop policies`)
-//! off = ["echo"]
+//! off = ["counting"]
 //! ```
 
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [policies]
-//! off = ["guess", "echo"]   # or ["all"]
+//! off = ["guess", "counting"]   # or ["all"]
 //! ```
 //!
 //! `--policy-off NAME` (repeatable, or a comma list) switches more off: the command line adds to
@@ -42,7 +42,13 @@ pub fn resolve(flag: &[String], file: Option<&[String]>) -> anyhow::Result<Polic
 /// Rules that were deleted because they did not pay (docs/configuration.md): a config file or
 /// a recorded run that switches one off asks for what every run now does, so the name is
 /// accepted and says so in the log (a transcript from before the deletion still continues).
-const DELETED: [&str; 3] = ["closing-line", "unnamed-tool", "same-result"];
+const DELETED: [&str; 5] = [
+    "closing-line",
+    "unnamed-tool",
+    "same-result",
+    "echo",
+    "given",
+];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {
     for name in names.iter().map(|n| n.trim()) {
@@ -137,6 +143,11 @@ mod tests {
         assert!(resolve(&names(&["closing-lines"]), None).is_err());
         let set = resolve(&names(&["unnamed_tool", "same-result"]), None).unwrap();
         assert_eq!(set, Policies::all());
+        // Deleted after the ablation of the four guards: a recorded run's list, or a config
+        // file's beside a rule that still is, keeps only the rules that are.
+        let set = resolve(&names(&["Echo"]), Some(&names(&["given", "counting"]))).unwrap();
+        assert_eq!(set, Policies::all().without(Policy::Counting));
+        assert!(resolve(&names(&["echoes"]), None).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use notice::{LOG_TARGET as NOTICE_LOG_TARGET, Notice, NoticeKind, NoticeSink
 pub use scripted::{Script, ScriptTurn, ScriptedModel};
 
 use crate::policy::Watch;
-pub use crate::policy::{OwnWords, RepeatGuard, Repetition, RepetitionKind};
+pub use crate::policy::{RepeatGuard, Repetition, RepetitionKind};
 pub use crate::scan::{BlockCheck, RepeatedBlock, StopScanner};
 pub use crate::upstream::{ContextOverflow, ServerKind};
 
@@ -118,21 +118,6 @@ pub struct TurnRequest {
     /// its own turns; `tagloop serve` sets it unless the client's messages hold such a line
     /// themselves, since a call may rightly copy a long list of numbers from them.
     pub cut_counting: bool,
-    /// What the run was given: the question, a follow-up question, the tools' part of each
-    /// observation (the call's header, the output or the error), not the runtime's notes;
-    /// compared without case. Set, a constrained turn's action arguments are held to the strict
-    /// guard too (a unit holding words said three times, exact copies, ends the turn), unless
-    /// the repeated unit is in this text: a call may rightly write out a sentence the task asked
-    /// for again and again, or copy a file's repeated lines, but a sentence the model repeats
-    /// that it never read is a loop (see [`RepeatGuard`]). `None`: the ordinary guard in the
-    /// arguments. The agent sets it for its own turns; `tagloop serve` does not.
-    pub strict_arguments: Option<Arc<str>>,
-    /// The runtime's own notes (corrections, the loop guard's and the named files' notices, the
-    /// step count; not the tools' part). Set, a constrained turn's free-text answer and action's
-    /// arguments may not say any 48 bytes of them again (a thought may restate them): the turn
-    /// ends there as [`Finish::Repeated`], what the model wrote before the echo kept (see
-    /// [`OwnWords`]). The agent sets it for its own turns; `tagloop serve` writes no notes.
-    pub own_words: Option<Arc<OwnWords>>,
     /// End the turn before a block between these tags that repeats one the turn already closed
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.
@@ -159,18 +144,15 @@ impl TurnRequest {
 impl RepeatGuard {
     /// The guard a request asks for: none with `keep_repetitions`, else the default one —
     /// when the turn is `constrained` (its grammar was sent; a free turn's thought is not held to
-    /// one line), strict until one of the request's `strict_repeats_until` strings appears,
-    /// strict in an action's arguments for what the request's `strict_arguments` does not hold,
-    /// reading its answer and call for echoes of `own_words`, and watching for counting
-    /// runaways where the request's `cut_counting` asks (the guard itself is the decision
-    /// room's, `src/policy/repeat.rs`; this reads the request into its plain [`Watch`]).
+    /// one line), strict until one of the request's `strict_repeats_until` strings appears, and
+    /// watching for counting runaways where the request's `cut_counting` asks (the guard itself
+    /// is the decision room's, `src/policy/repeat.rs`; this reads the request into its plain
+    /// [`Watch`]).
     pub fn for_request(req: &TurnRequest, constrained: bool) -> Option<Self> {
         let watch = if constrained {
             Watch {
                 strict_until: req.strict_repeats_until.clone(),
                 cut_counting: req.cut_counting,
-                given: req.strict_arguments.clone(),
-                own_words: req.own_words.clone(),
             }
         } else {
             Watch::default()

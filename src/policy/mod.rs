@@ -16,9 +16,7 @@
 //! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
 //! | `counting` | a grammar-constrained line that runs on without a word (digits, dates, counting) is cut | `policy/wordless.rs` (serve's when `policy/grounded.rs` allows) |
-//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard; off, the guard is gone, and `counting`, `echo` and `given` with it) | `policy/repeat.rs` |
-//! | `echo` | a grammar-constrained answer or call that says the runtime's own notes again is cut | `policy/own_words.rs`, `policy/said.rs` |
-//! | `given` | a grammar-constrained call whose arguments say again and again a line the run was never given is cut | `policy/given.rs`, `policy/said.rs` |
+//! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard; off, the guard is gone, and `counting` with it) | `policy/repeat.rs` |
 //! | `decide` | a run's first call is declined when the question names no file and the function the model names for the question alone shares no word with the tool | `policy/decide.rs` (asked by `agent/first_call.rs`) |
 //! | `named-files-notice` | after a result, the files the question names that no call has used are named | `policy/named.rs`, `policy/path_words.rs`, `agent/act.rs` |
 //! | `named-files-refusal` | an answer that comes before a call used every file the question names is refused | `policy/named_refusal.rs` (applied by `agent/decide.rs`) |
@@ -40,9 +38,8 @@
 //!   them (`named_refusal.rs`), a result's header (`observed.rs`), and the loop guard
 //!   (`loopguard/`, whose verdict on a call is a `Check`: the protocol's, not a policy).
 //! - *A turn as it streams*: the degeneration guard (`repeat.rs`, with `wordless.rs`) cuts
-//!   serve's turns and the run's; its parts that know what a run was told (`given.rs`,
-//!   `own_words.rs`, over `said.rs`) cut the run's. The close of a thought cut short
-//!   (`thought_cut.rs`, the repair of §1.7) is both's.
+//!   serve's turns and the run's. The close of a thought cut short (`thought_cut.rs`, the repair
+//!   of §1.7) is both's.
 //!
 //! What sends a request, or writes through the caller's own types, stays with its caller:
 //! serve's guess request and its race with the turn (`serve/ahead.rs`), choose's re-ask
@@ -61,7 +58,6 @@ mod conversation;
 pub(crate) mod decide;
 #[cfg(feature = "serve")]
 pub(crate) mod further;
-mod given;
 #[cfg(feature = "serve")]
 pub(crate) mod grounded;
 #[cfg(feature = "serve")]
@@ -73,12 +69,10 @@ mod mentions;
 mod named;
 pub(crate) mod named_refusal;
 mod observed;
-mod own_words;
 mod path_words;
 mod repeat;
 #[cfg(feature = "serve")]
 mod runaway;
-mod said;
 mod thought_cut;
 #[cfg(feature = "serve")]
 pub(crate) mod unsaid;
@@ -97,12 +91,10 @@ pub(crate) use loopguard::{CallKey, Check, LoopGuard};
 pub(crate) use named::QuestionNames;
 pub(crate) use named_refusal::Answering;
 pub(crate) use observed::{output_lines, tool_result};
-pub use own_words::OwnWords;
 pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
 #[cfg(feature = "serve")]
 pub(crate) use runaway::without_runaway_string;
-pub(crate) use said::Said;
 pub(crate) use thought_cut::thought_end;
 pub(crate) use view::View;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
@@ -132,10 +124,6 @@ pub enum Policy {
     Counting,
     /// The degeneration guard: a turn repeating itself is cut.
     Repeat,
-    /// The echo guard: an answer or call saying the runtime's notes again is cut.
-    Echo,
-    /// The given guard: a call's arguments repeating what nobody gave are cut.
-    Given,
     /// The agent's decision step before its first call.
     Decide,
     /// The notice naming the question's files no call has used.
@@ -148,7 +136,7 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 16] = [
+    pub const ALL: [Policy; 14] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
@@ -159,8 +147,6 @@ impl Policy {
         Policy::NoThought,
         Policy::Counting,
         Policy::Repeat,
-        Policy::Echo,
-        Policy::Given,
         Policy::Decide,
         Policy::NamedFilesNotice,
         Policy::NamedFilesRefusal,
@@ -218,14 +204,6 @@ impl Policy {
             Policy::Repeat => (
                 "repeat",
                 "a turn that keeps repeating itself is cut (the degeneration guard)",
-            ),
-            Policy::Echo => (
-                "echo",
-                "a grammar-constrained answer or call that says the runtime's own notes again is cut",
-            ),
-            Policy::Given => (
-                "given",
-                "a grammar-constrained call whose arguments say again and again a line the run was never given is cut",
             ),
             Policy::Decide => (
                 "decide",
@@ -341,8 +319,6 @@ impl Policy {
             Policy::NoThought => "serve: serve/thought.rs",
             Policy::Counting => "serve and run: policy/wordless.rs",
             Policy::Repeat => "serve and run: policy/repeat.rs",
-            Policy::Echo => "run: policy/own_words.rs",
-            Policy::Given => "run: policy/given.rs",
             Policy::Decide => "run: policy/decide.rs, agent/first_call.rs",
             Policy::NamedFilesNotice => "run: policy/named.rs, agent/act.rs",
             Policy::NamedFilesRefusal => "run: policy/named_refusal.rs, agent/decide.rs",

@@ -28,17 +28,13 @@
 //! of dashes, a table's rule line) is left to the ordinary thresholds.
 //!
 //! In an action's arguments a sentence may repeat legitimately (the task asked for it, or a call
-//! copies a file the run read), so the ordinary thresholds hold there, unless the request gives
-//! `TurnRequest::strict_arguments`: what the run was
-//! given. A unit holding words said three times in a constrained turn's arguments then ends the
-//! turn when it is not in that text (see `given.rs`): SmolLM2 wrote `write_file` content saying
-//! one sentence again and again for 150–210 tokens a turn before the ordinary guard cut it.
+//! copies a file the run read), so the ordinary thresholds hold there.
 //!
-//! In a free-text answer (the strict phase after `<final_answer>`) and in an action's arguments
-//! the guard ends a turn that *echoes the runtime's own notes*: the request's
-//! `TurnRequest::own_words`, any 48 bytes of which appear in the
-//! answer or the call, cut where that sentence or line begins (see `own_words.rs`). A thought
-//! may restate a note: that is how a model takes it up.
+//! (Two policies once made the guard read a run's turns against what the run had been told:
+//! `given`, the strict thresholds in a call's arguments for a sentence the run was never given,
+//! and `echo`, a free answer or a call cut where it said the runtime's own notes again. On the
+//! agent's validation split neither paid on the models they were written for, and both were
+//! deleted: docs/configuration.md.)
 //!
 //! In a constrained turn the guard also ends a *counting runaway*: a last line whose tail holds
 //! no word (digits, dates, punctuation, spaces) beyond a bound — 128 bytes in a thought or a
@@ -49,10 +45,6 @@
 //! ordinary text each candidate period fails at its first comparison, and the digits-as-one
 //! reading reuses the guard's buffers (see `benches/llm.rs`, `repeat_guard`).
 
-use std::sync::Arc;
-
-use super::given::unit_is_given;
-use super::own_words::{OwnWords, WINDOW as ECHO_WINDOW, echo_cut};
 use super::wordless::{WORDLESS_LINE, WORDLESS_PROSE, wordless_tail};
 
 /// Watches a growing text for a repeating tail.
@@ -74,32 +66,8 @@ pub struct RepeatGuard {
     strict_seen: usize,
     /// The turn is constrained: a run without a word is a counting runaway (see `wordless.rs`).
     wordless: bool,
-    /// The turn is constrained and the request said what the run was given: after `<action>`
-    /// the strict thresholds apply to units not in this text (see `given.rs`).
-    given: Option<Arc<str>>,
-    /// The runtime's notes, which a free-text answer or a call may not echo (see
-    /// `own_words.rs`).
-    own_words: Option<Arc<OwnWords>>,
-    /// Bytes of the text already searched for an echo.
-    echo_seen: usize,
-    /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound,
-    /// and the arguments are read against `given`.
+    /// `<action>` has appeared: a wordless run is counted on its line, with the larger bound.
     in_action: bool,
-    /// Where the arguments begin (after `<action>`), once it has appeared.
-    action_at: usize,
-    /// Where a free-text answer begins (after `<final_answer>` in the strict phase), once it
-    /// has appeared: from there on the answer is read for echoes.
-    answer_at: Option<usize>,
-    /// Bytes of the text already searched for `<final_answer>`.
-    answer_seen: usize,
-    /// `given` lowered, made the first time a repetition in the arguments is judged.
-    given_lower: Option<String>,
-    /// The last repetition judged against `given` (its start and period) and the verdict, so
-    /// that a given one streaming on is not searched for again at every check.
-    judged: Option<(usize, usize, bool)>,
-    /// Read a unit with its numbers as one `#` too (the strict guard in arguments does not: a
-    /// numbered list being written is not a loop).
-    numbers_as_one: bool,
     /// Bytes of the text already searched for `<action>`.
     action_seen: usize,
 }
@@ -114,12 +82,6 @@ pub struct Watch {
     pub strict_until: Vec<String>,
     /// A run without a word is a counting runaway (see `wordless.rs`).
     pub cut_counting: bool,
-    /// What the run was given: after `<action>` the strict thresholds apply to units not in
-    /// this text (see `given.rs`).
-    pub given: Option<Arc<str>>,
-    /// The runtime's notes, which a free-text answer or a call may not echo (see
-    /// `own_words.rs`).
-    pub own_words: Option<Arc<OwnWords>>,
 }
 
 /// What the guard found at the end of a turn.
@@ -131,9 +93,6 @@ pub enum RepetitionKind {
     /// A counting runaway in a constrained turn: a long run of text without a word (digits,
     /// dates, punctuation); `period` is then the length of its kept start and `repeats` 1.
     Wordless,
-    /// A constrained turn's free-text answer or call that echoes the runtime's own notes; `start`
-    /// is where the echo was found, `period` its length so far and `repeats` 1.
-    Echo,
 }
 
 /// The strict guard's smallest repeating span, in bytes (see the module docs).
@@ -158,8 +117,6 @@ pub struct Repetition {
 
 /// The tag after which a wordless run is counted on its line (an action's arguments).
 const ACTION: &str = "<action>";
-/// The tag after which a free-text answer is read for echoes of the runtime's notes.
-const ANSWER: &str = "<final_answer>";
 
 /// How much new text arrives between two checks.
 const CHECK_EVERY: usize = 64;
@@ -187,32 +144,19 @@ impl RepeatGuard {
             strict_until: Vec::new(),
             strict_seen: 0,
             wordless: false,
-            given: None,
-            own_words: None,
-            echo_seen: 0,
             in_action: false,
-            action_at: 0,
-            answer_at: None,
-            answer_seen: 0,
-            given_lower: None,
-            judged: None,
-            numbers_as_one: true,
             action_seen: 0,
         }
     }
 
     /// The default guard, made strict where `watch` says (a constrained turn's settings; the
     /// model client reads them off its request in `RepeatGuard::for_request`, in `src/llm/`):
-    /// strict until one of `watch.strict_until` appears, strict in an action's arguments for
-    /// what `watch.given` does not hold, reading a free answer and a call for echoes of
-    /// `watch.own_words`, and cutting counting runaways when `watch.cut_counting` (see the
-    /// module docs).
+    /// strict until one of `watch.strict_until` appears, and cutting counting runaways when
+    /// `watch.cut_counting` (see the module docs).
     pub fn watching(watch: Watch) -> Self {
         RepeatGuard {
             strict_until: watch.strict_until,
             wordless: watch.cut_counting,
-            given: watch.given,
-            own_words: watch.own_words,
             ..RepeatGuard::default()
         }
     }
@@ -245,31 +189,14 @@ impl RepeatGuard {
             }
             self.strict_seen = text.len();
         }
-        let reads_action = self.wordless || self.given.is_some() || self.own_words.is_some();
-        if reads_action && !self.in_action {
+        if self.wordless && !self.in_action {
             let from = self
                 .action_seen
                 .saturating_sub(ACTION.len())
                 .min(text.len());
-            if let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()) {
-                self.in_action = true;
-                self.action_at = from + i + ACTION.len();
-            }
+            self.in_action =
+                memchr::memmem::find(&text.as_bytes()[from..], ACTION.as_bytes()).is_some();
             self.action_seen = text.len();
-        }
-        if self.own_words.is_some() && self.answer_at.is_none() && !self.strict_until.is_empty() {
-            let from = self
-                .answer_seen
-                .saturating_sub(ANSWER.len())
-                .min(text.len());
-            if let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], ANSWER.as_bytes()) {
-                self.answer_at = Some(from + i + ANSWER.len());
-            }
-            self.answer_seen = text.len();
-        }
-        // An echo is looked for in every new piece, so that the end of a turn is read too.
-        if let Some(echo) = self.echo(text) {
-            return Some(echo);
         }
         if text.len() < self.checked_at + CHECK_EVERY {
             return None;
@@ -288,71 +215,11 @@ impl RepeatGuard {
             ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
         });
         // What the strict thresholds let pass (a ruler of dashes) the ordinary ones still see.
-        let mut found = strict.and_then(|s| s.find_with(text, &mut norm, &mut origin));
-        if found.is_none() {
-            found = self.strict_in_arguments(text, &mut norm, &mut origin);
-        }
-        let found = found.or_else(|| self.find_with(text, &mut norm, &mut origin));
+        let found = strict
+            .and_then(|s| s.find_with(text, &mut norm, &mut origin))
+            .or_else(|| self.find_with(text, &mut norm, &mut origin));
         (self.norm, self.origin) = (norm, origin);
         found
-    }
-
-    /// A free-text answer or an action's arguments echoing the runtime's notes: cut where the
-    /// echo's sentence or line begins. A thought is not read: restating a note there is how a
-    /// model takes it up (the 0.5B Qwen's `The question names summary.txt, which no call has
-    /// used yet: call a tool on it…`, then the call), and free reasoning is free.
-    fn echo(&mut self, text: &str) -> Option<Repetition> {
-        let words = self.own_words.as_deref()?;
-        let start = if self.in_action {
-            self.action_at
-        } else if self.strict_until.is_empty() {
-            return None;
-        } else {
-            self.answer_at?
-        };
-        let from = self.echo_seen.saturating_sub(ECHO_WINDOW - 1).max(start);
-        self.echo_seen = text.len();
-        let at = words.find(text, from)?;
-        Some(Repetition {
-            period: text.len() - at,
-            start: at,
-            cut: echo_cut(text, at),
-            repeats: 1,
-            kind: RepetitionKind::Echo,
-        })
-    }
-
-    /// A sentence said three times in an action's arguments that the run was not given (see
-    /// `given.rs`); a given one is left to the ordinary thresholds. Exact copies only: rows that
-    /// differ in their numbers are a numbered list as often as a loop.
-    fn strict_in_arguments(
-        &mut self,
-        text: &str,
-        norm: &mut Vec<u8>,
-        origin: &mut Vec<usize>,
-    ) -> Option<Repetition> {
-        if !self.in_action || !self.strict_until.is_empty() {
-            return None;
-        }
-        let given = self.given.as_deref()?;
-        let strict = RepeatGuard {
-            words_only: true,
-            numbers_as_one: false,
-            ..RepeatGuard::new(STRICT_SPAN, STRICT_REPEATS, self.max_period)
-        };
-        let r = strict.find_with(text, norm, origin)?;
-        let is_given = match self.judged {
-            Some((start, period, given)) if (start, period) == (r.start, r.period) => given,
-            _ => {
-                // The unit may begin inside a character (the period is found on bytes).
-                let unit = text.as_bytes().get(r.start..r.cut).unwrap_or_default();
-                let lower = self.given_lower.get_or_insert_with(|| given.to_lowercase());
-                let given = unit_is_given(&String::from_utf8_lossy(unit), lower);
-                self.judged = Some((r.start, r.period, given));
-                given
-            }
-        };
-        (!is_given).then_some(r)
     }
 
     /// A counting runaway on the last line of a constrained turn: in the strict phase (a
@@ -402,7 +269,7 @@ impl RepeatGuard {
         // The same line with a counter in it ("31: thirty-th line", "32: thirty-th line", …):
         // every run of digits reads as one `#`, and the unit must hold words, so that a table
         // of numbers being written is not mistaken for a loop.
-        if !self.numbers_as_one || !window.iter().any(u8::is_ascii_digit) {
+        if !window.iter().any(u8::is_ascii_digit) {
             return None;
         }
         numbers_as_one(window, norm, origin);

@@ -10,14 +10,6 @@ use tagloop::llm::ScriptedModel;
 use tagloop::llm::{Finish, Model, Role as MsgRole, TurnResult};
 use tagloop::tools::{Registry, ToolError, tool_fn};
 
-/// The start of the correction after a turn with neither an action nor an answer
-/// (`src/agent/correction.rs`): one of the runtime's notes, long enough for the echo guard.
-pub const NO_DECISION: &str =
-    "Your turn had neither an action nor a final answer. Write a short thought, then either";
-
-/// A turn with neither an action nor an answer, which [`NO_DECISION`] corrects.
-pub const UNDECIDED: &str = "<thought>I wonder.</thought>";
-
 /// The scripted model of these turns.
 pub fn script(turns: &[&str]) -> Arc<ScriptedModel> {
     super::script::model(turns)

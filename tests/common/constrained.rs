@@ -1,6 +1,6 @@
 //! A run through the real HTTP client against the fake llama.cpp, whose `/props` makes every
 //! turn constrained (each request carries the turn grammar): what the guards of a constrained
-//! turn are tested through (`agent_counting`, `agent_arguments_repeat`, `agent_own_words`).
+//! turn are tested through (`agent_counting`, `agent_arguments_repeat`, `policy_switches`).
 
 use std::sync::Arc;
 

@@ -273,10 +273,6 @@ impl TurnState {
                     run = self.scanner.text().len() - rep.start,
                     "the turn ran on without a word (a count): cut after its first items"
                 ),
-                RepetitionKind::Echo => tracing::warn!(
-                    target: crate::llm::NOTICE_LOG_TARGET,
-                    "the turn echoed the runtime's own notes: cut where the echo began"
-                ),
                 _ => tracing::warn!(
                     target: crate::llm::NOTICE_LOG_TARGET,
                     period = rep.period,

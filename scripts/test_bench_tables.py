@@ -35,6 +35,15 @@ def run(root, *args):
     return p.returncode, p.stdout + p.stderr
 
 
+def ablation_conf(name, off, passed, written=None):
+    """One configuration of an ablation run over 4 tasks; `written`: its completion tokens."""
+    result = {'category': 'validation', 'cases': '4 tasks', 'passed': passed, 'total': 4}
+    if written is not None:
+        result['completion_tokens'] = written
+    return {'name': name, 'role': 'tagloop', 'kept': False, 'default': False,
+            'policy_off': off, 'results': [result]}
+
+
 class Check(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -70,26 +79,28 @@ class Check(unittest.TestCase):
         code, out = run(self.root, '--check')
         self.assertEqual(code, 0, out)
 
-    def test_an_ablation_run_gets_its_own_table_and_leaves_the_lead_tables_alone(self):
-        before = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
+    def write_ablation(self, model, title, started, confs):
+        """Writes an ablation run of `confs` (see `ablation_conf`), regenerates BENCHMARKS.md and
+        returns it."""
         with open(self.path('bench', 'results', '2026-11-27-qwen05-suite.json'), encoding='utf-8') as f:
             source = json.load(f)['source']
-        def conf(name, off, passed):
-            return {'name': name, 'role': 'tagloop', 'kept': False, 'default': False,
-                    'policy_off': off, 'results': [{'category': 'validation', 'cases': '4 tasks',
-                                                    'passed': passed, 'total': 4}]}
-        ablation = {'model': 'qwen05', 'benchmark': 'ablation', 'title': 'Ablation of t',
-                    'started': '2026-12-05T19:30Z', 'time': 't', 'commit': None, 'load': 1,
+        ablation = {'model': model, 'benchmark': 'ablation', 'title': title,
+                    'started': started, 'time': 't', 'commit': None, 'load': 1,
                     'setup': 's', 'source': source, 'command': 'scripts/ablation.sh',
-                    'configurations': [conf('defaults', [], 2), conf('without decide', ['decide'], 3),
-                                       conf('all policies off', ['all'], 1)]}
-        with open(self.path('bench', 'results', '2026-12-05-qwen05-ablation.json'), 'w',
+                    'configurations': confs}
+        with open(self.path('bench', 'results', f'{started[:10]}-{model}-ablation.json'), 'w',
                   encoding='utf-8') as f:
             json.dump(ablation, f)
         code, out = run(self.root)
         self.assertEqual(code, 0, out)
         with open(self.path('BENCHMARKS.md'), encoding='utf-8') as f:
-            doc = f.read()
+            return f.read()
+
+    def test_an_ablation_run_gets_its_own_table_and_leaves_the_lead_tables_alone(self):
+        before = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
+        doc = self.write_ablation('qwen05', 'Ablation of t', '2026-12-05T19:30Z', [
+            ablation_conf('defaults', [], 2), ablation_conf('without decide', ['decide'], 3),
+            ablation_conf('all policies off', ['all'], 1)])
         self.assertIn('#### Ablation: Qwen2.5-Coder-0.5B-Instruct, Ablation of t', doc)
         self.assertIn('| defaults | 2/4 |', doc)
         self.assertIn('| without decide | 3/4 (+25) |', doc)
@@ -100,35 +111,19 @@ class Check(unittest.TestCase):
                          before.split('#### Ablation')[0].split(bt.END)[0])
 
     def test_an_ablation_shows_the_tokens_written_only_where_every_configuration_gives_them(self):
-        with open(self.path('bench', 'results', '2026-11-27-qwen05-suite.json'), encoding='utf-8') as f:
-            source = json.load(f)['source']
-        def conf(name, off, passed, written):
-            result = {'category': 'validation', 'cases': '4 tasks', 'passed': passed, 'total': 4}
-            if written is not None:
-                result['completion_tokens'] = written
-            return {'name': name, 'role': 'tagloop', 'kept': True, 'default': False,
-                    'policy_off': off, 'results': [result]}
-        def write(confs):
-            ablation = {'model': 'smollm2', 'benchmark': 'ablation', 'title': 'Guards',
-                        'started': '2026-12-07T04:20Z', 'time': 't', 'commit': None, 'load': 1,
-                        'setup': 's', 'source': source, 'command': 'scripts/ablation.sh',
-                        'configurations': confs}
-            with open(self.path('bench', 'results', '2026-12-07-smollm2-ablation.json'), 'w',
-                      encoding='utf-8') as f:
-                json.dump(ablation, f)
-            code, out = run(self.root)
-            self.assertEqual(code, 0, out)
-            with open(self.path('BENCHMARKS.md'), encoding='utf-8') as f:
-                doc = f.read()
+        def table(confs):
+            doc = self.write_ablation('smollm2', 'Guards', '2026-12-07T04:20Z', confs)
             # This run's table only: the repository's own ablations have tables of their own.
-            table = doc.split('#### Ablation: SmolLM2-135M-Instruct, Guards (')[1]
-            return table.split('####')[0].split(bt.END)[0]
-        doc = write([conf('defaults', [], 1, 1000), conf('without echo', ['echo'], 1, 1500)])
+            mine = doc.split('#### Ablation: SmolLM2-135M-Instruct, Guards (')[1]
+            return mine.split('####')[0].split(bt.END)[0]
+        doc = table([ablation_conf('defaults', [], 1, 1000),
+                     ablation_conf('without echo', ['echo'], 1, 1500)])
         self.assertIn('| configuration | validation | tokens written, validation |', doc)
         self.assertIn('| defaults | 1/4 | 1,000 |', doc)
         self.assertIn('| without echo | 1/4 (+0) | 1,500 (+50%) |', doc)
         # One configuration without the figure: no column, rather than a column with a hole.
-        doc = write([conf('defaults', [], 1, 1000), conf('without echo', ['echo'], 1, None)])
+        doc = table([ablation_conf('defaults', [], 1, 1000),
+                     ablation_conf('without echo', ['echo'], 1)])
         self.assertNotIn('tokens written', doc)
         self.assertIn('| without echo | 1/4 (+0) |', doc)
 

@@ -10,9 +10,13 @@ that differ. At temperature 0 the server's answer to an identical request is its
 (llama-server's prompt cache can move a logit in the last place; the write-up says when a
 figure was measured through this proxy).
 
-Only `POST` answers with status 200 are kept, whole: a streamed answer is read to its end and
-replayed in one piece with its content type (serve reads the events the same way). Anything
-else passes through. Standard library only.
+Only `POST` answers with status 200 are kept. A streamed answer (`text/event-stream`) that is not
+in the store is passed on as it arrives, so a client that stops reading early (a guard that cut
+a turn) closes the connection to the server and the server stops generating: the seconds of a
+run behind the proxy then show what the cut saved. Such an unfinished stream is not kept (the
+next identical request is generated again); a stream read to its end is kept, and replayed later
+in one piece with its content type (serve reads the events the same way). Anything else passes
+through. Standard library only.
 
     python3 bench/upstream_cache.py --upstream http://127.0.0.1:18611 --listen 127.0.0.1:18650 \\
         --dir /tmp/upstream-cache
@@ -38,6 +42,7 @@ class Counts:
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.cut = 0
 
     def add(self, hit):
         with self.lock:
@@ -48,8 +53,20 @@ class Counts:
             if (self.hits + self.misses) % 50 == 0:
                 self.report()
 
+    def add_cut(self):
+        with self.lock:
+            self.cut += 1
+
     def report(self):
-        print(f"upstream_cache: {self.hits} hits, {self.misses} misses", file=sys.stderr, flush=True)
+        print(f"upstream_cache: {self.hits} hits, {self.misses} misses "
+              f"({self.cut} streams left early by the client)", file=sys.stderr, flush=True)
+
+
+def keep(path, ctype, data):
+    tmp = f"{path}.{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(ctype.encode() + b"\n" + data)
+    os.replace(tmp, path)
 
 
 def make_handler(upstream, store, counts, timeout):
@@ -61,12 +78,15 @@ def make_handler(upstream, store, counts, timeout):
         def log_message(self, *args):
             pass
 
-        def forward(self, method, body):
+        def open(self, method, body):
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
             conn.request(method, self.path, body=body, headers=headers)
-            resp = conn.getresponse()
+            return conn, conn.getresponse()
+
+        def forward(self, method, body):
+            conn, resp = self.open(method, body)
             data = resp.read(MAX_BODY + 1)
             ctype = resp.getheader("Content-Type", "application/json")
             conn.close()
@@ -78,6 +98,41 @@ def make_handler(upstream, store, counts, timeout):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def pass_stream(self, conn, resp, path):
+            """Sends a streamed answer on as it arrives (chunked); keeps it only if it ended."""
+            ctype = resp.getheader("Content-Type", "text/event-stream")
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            data = bytearray()
+            try:
+                while True:
+                    chunk = resp.read1(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) > MAX_BODY:
+                        raise ValueError("stream over the size limit")
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+            except (OSError, http.client.HTTPException, ValueError):
+                # The client stopped reading (or the server broke off, or the stream grew past the
+                # limit): closing the upstream connection tells the server to stop generating, and
+                # an unfinished stream is not kept.
+                counts.add_cut()
+                self.close_connection = True
+                return
+            finally:
+                conn.close()
+            # The server's stream ended: keep it before the client reads the last chunk.
+            keep(path, ctype, bytes(data))
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
 
         def do_GET(self):
             self.reply(*self.forward("GET", None))
@@ -96,14 +151,17 @@ def make_handler(upstream, store, counts, timeout):
                 counts.add(True)
                 self.reply(200, ctype.decode(), data)
                 return
-            status, ctype, data = self.forward("POST", body)
             counts.add(False)
-            if status == 200:
-                tmp = f"{path}.{threading.get_ident()}.tmp"
-                with open(tmp, "wb") as f:
-                    f.write(ctype.encode() + b"\n" + data)
-                os.replace(tmp, path)
-            self.reply(status, ctype, data)
+            conn, resp = self.open("POST", body)
+            ctype = resp.getheader("Content-Type", "application/json")
+            if resp.status == 200 and ctype.startswith("text/event-stream"):
+                self.pass_stream(conn, resp, path)
+                return
+            data = resp.read(MAX_BODY + 1)[:MAX_BODY]
+            conn.close()
+            if resp.status == 200:
+                keep(path, ctype, data)
+            self.reply(resp.status, ctype, data)
 
     return Handler
 

@@ -47,6 +47,7 @@ AGENT = {"suite": "agent: the lab suite", "dev": "agent: the dev split",
          "validation": "agent: the validation split", "sidebyside": "agent: beside smolagents"}
 # The agent's rows no native configuration runs (tagloop's own suites).
 OWN_SUITES = ("suite", "dev", "validation")
+DEV_CASES = "0–49"   # BFCL's dev split (docs/development.md); 50–79 is validation
 ROWS = BFCL + list(AGENT)
 
 
@@ -118,12 +119,18 @@ def entries(runs, model, row, want):
 
 
 def pick(runs, model, row):
-    """The row's cells: {tagloop, native, older, other_run} or None when nothing measured it."""
-    mine = entries(runs, model, row, lambda c: c["role"] == "tagloop" and c.get("default"))
+    """The row's cells: {tagloop, native, older, other_run, dev} or None when nothing measured
+    it. `tagloop` is never a dev-split figure (cases 0–49): those are `dev`, shown beside it."""
+    def tagloop(want):
+        return [e for e in entries(runs, model, row, lambda c: c["role"] == "tagloop" and want(c))
+                if e[2]["cases"] != DEV_CASES]
+    mine = tagloop(lambda c: c.get("default"))
     older = False
     if not mine:
-        mine = entries(runs, model, row, lambda c: c["role"] == "tagloop" and c.get("kept"))
+        mine = tagloop(lambda c: c.get("kept"))
         older = True
+    dev = [e for e in entries(runs, model, row, lambda c: c["role"] == "tagloop" and c.get("default"))
+           if e[2]["cases"] == DEV_CASES]
     if not mine:
         return None
     run, conf, res = mine[0]
@@ -134,7 +141,8 @@ def pick(runs, model, row):
         anywhere = entries(runs, model, row, lambda c: c["role"] == "native")
         if anywhere:
             native, other_run = anywhere[0], True
-    return {"tagloop": (run, conf, res), "native": native, "older": older, "other_run": other_run}
+    return {"tagloop": (run, conf, res), "native": native, "older": older, "other_run": other_run,
+            "dev": dev[0] if dev else None}
 
 
 def seconds(res):
@@ -202,24 +210,37 @@ def model_table(runs, published, key, name, detail):
             confs[run["file"]].append(conf["name"])
         return f"[{used.index(run) + 1}]"
 
+    # The dev split's column (BFCL cases 0–49) appears once a run of today's defaults gave one:
+    # beside the validation figure, the gap a rule fitted to dev would open.
+    has_dev = any(cells[r] and cells[r]["dev"] for r in BFCL)
+    dev_head, dev_rule = (f" dev split ({DEV_CASES}) |", "---:|") if has_dev else ("", "")
     lines = [f"### {name}", "", f"{detail}.", "",
              f"![{name}: right answers per row, tagloop against native](bench/results/{key}.svg)", "",
-             "| row | cases | tagloop | native | published | seconds, tagloop / native "
+             f"| row | cases | tagloop |{dev_head} native | published | seconds, tagloop / native "
              "| seconds ratio | run |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             f"|---|---|---:|{dev_rule}---:|---:|---:|---:|---|"]
     plot = []
     for row in ROWS:
         cell = cells[row]
         label = AGENT.get(row, row)
         if cell is None:
             if row in BFCL:
-                lines.append(f"| {label} | | not measured | | {pub_cell(pub, row)} | | | |")
+                empty = " |" if has_dev else ""
+                lines.append(f"| {label} | | not measured |{empty} | {pub_cell(pub, row)} | | | |")
             continue
         run, conf, mine = cell["tagloop"]
         mark = " †" if cell["older"] else ""
         if mine.get("http_errors"):
             mark += f" ({mine['http_errors']} HTTP error{'s' if mine['http_errors'] > 1 else ''})"
         cites = cite(run, conf)
+        dev_text = ""
+        if cell["dev"] is not None:
+            drun, dconf, dres = cell["dev"]
+            dev_text = fraction(dres)
+            dev_cite = cite(drun, dconf)
+            if dev_cite not in cites.split():
+                cites += " " + dev_cite
+        dev_cell = f" {dev_text} |" if has_dev else ""
         if cell["native"] is not None:
             nrun, nconf, theirs = cell["native"]
             nmark = " ‡" if cell["other_run"] else ""
@@ -241,11 +262,11 @@ def model_table(runs, published, key, name, detail):
         cases = mine["cases"]
         if theirs is not None and theirs["cases"] != cases:
             cases += f" (native {theirs['cases']})"
-        lines.append(f"| {label} | {cases} | {fraction(mine)}{mark} | {ntext} | {pub_cell(pub, row)} "
+        lines.append(f"| {label} | {cases} | {fraction(mine)}{mark} |{dev_cell} {ntext} | {pub_cell(pub, row)} "
                      f"| {stext} | {rtext} | {cites} |")
         plot.append((label, row, mine, theirs, cell["older"], cell["other_run"],
                      pub.get("percent", {}).get(row)))
-    total = total_row(cells, cite)
+    total = total_row(cells, cite, has_dev)
     if total:
         lines.append(total)
     lines.append("")
@@ -290,7 +311,7 @@ def total_parts(cells):
     return t, None
 
 
-def total_row(cells, cite):
+def total_row(cells, cite, has_dev):
     """The BFCL total row of a model's table, or None."""
     parts = total_parts(cells)
     if not parts:
@@ -302,8 +323,16 @@ def total_row(cells, cite):
     if nt and "seconds_sum_of_means" in t and "seconds_sum_of_means" in nt:
         stext = f"{num(t['seconds_sum_of_means'])} / {num(nt['seconds_sum_of_means'])} s (sums of the means)"
     rtext = f"{t['ratio_to_native']:.2f}×" if "ratio_to_native" in t else ""
-    return (f"| **all {len(BFCL)} BFCL rows** | | **{fraction(t)}** | {ntext} | | {stext} | {rtext} "
-            f"| {cite(run, conf)} |")
+    dev = ""
+    if has_dev:
+        devs = [cells[r]["dev"] for r in BFCL]
+        if all(devs):
+            dev = (f" **{sum(d[2]['passed'] for d in devs)}/{sum(d[2]['total'] for d in devs)}**"
+                   " |")
+        else:
+            dev = " |"
+    return (f"| **all {len(BFCL)} BFCL rows** | | **{fraction(t)}** |{dev} {ntext} | | {stext} "
+            f"| {rtext} | {cite(run, conf)} |")
 
 
 def pub_cell(pub, row):

@@ -274,6 +274,29 @@ class Choice(unittest.TestCase):
         self.assertTrue(cell['other_run'])
         self.assertIsNone(bt.ratio(cell))
 
+    def test_a_dev_split_figure_goes_beside_the_validation_one_never_over_it(self):
+        validation = a_run('2026-11-28T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'kept': True, 'default': True,
+             'results': [result('parallel', 17, 30, cases='50–79')]}])
+        dev = a_run('2026-11-29T01:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'kept': True, 'default': True,
+             'results': [result('parallel', 22, 50, cases='0–49')]}])
+        cell = bt.pick([validation, dev], 'qwen05', 'parallel')
+        self.assertEqual(bt.fraction(cell['tagloop'][2]), '17/30')
+        self.assertEqual(bt.fraction(cell['dev'][2]), '22/50')
+        self.assertIsNone(bt.pick([validation], 'qwen05', 'parallel')['dev'])
+        table, _ = bt.model_table([validation, dev], {}, 'qwen05', 'Q', 'detail')
+        self.assertIn('| tagloop | dev split (0–49) | native |', table)
+        row = next(line for line in table.splitlines() if line.startswith('| parallel |'))
+        self.assertIn('| 17/30 | 22/50 |', row)
+        self.assertIn('[1] [2]', row)
+        # rows the dev split did not reach keep their columns in line
+        other = next(line for line in table.splitlines() if line.startswith('| multiple |'))
+        self.assertEqual(other.count('|'), row.count('|'))
+        # without a dev figure the column is not there at all
+        alone, _ = bt.model_table([validation], {}, 'qwen05', 'Q', 'detail')
+        self.assertNotIn('dev split', alone)
+
     def test_anchors_are_githubs(self):
         heading = "The 1.5B's whole suite on a quiet machine (main 295957f, 2026-11-28 03:34–04:02 UTC)"
         self.assertEqual(bt.anchor(heading),

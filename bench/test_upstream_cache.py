@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests for bench/upstream_cache.py against a small streaming server on a loopback port:
 a stream read to its end is kept and replayed, a stream the client leaves early reaches the
-server as a closed connection and is not kept, a plain JSON answer is kept.
+server as a closed connection and is not kept (with `--keep-cut`: is read to its end and kept),
+a plain JSON answer is kept.
 
     python3 bench/test_upstream_cache.py
 """
@@ -69,12 +70,17 @@ class Upstream:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
-class UpstreamCacheTest(unittest.TestCase):
+class Proxy:
+    """The proxy in front of a fresh stand-in and store; `keep_cut` is the mode under test. The
+    tests here hold in both modes."""
+    keep_cut = False
+
     def setUp(self):
         self.upstream = Upstream()
         self.store = tempfile.mkdtemp()
         self.counts = upstream_cache.Counts()
-        handler = upstream_cache.make_handler(self.upstream.url, self.store, self.counts, 10)
+        handler = upstream_cache.make_handler(self.upstream.url, self.store, self.counts, 10,
+                                              self.keep_cut)
         self.proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
 
@@ -101,6 +107,19 @@ class UpstreamCacheTest(unittest.TestCase):
         self.assertEqual(self.upstream.requests, 1)
         self.assertEqual((self.counts.hits, self.counts.misses, self.counts.cut), (1, 1, 0))
 
+    def test_a_json_answer_is_kept(self):
+        for _ in range(2):
+            conn, resp = self.post("/json")
+            self.assertEqual(resp.read(), b'{"ok": true}')
+            self.assertEqual(resp.getheader("Content-Type"), "application/json")
+            conn.close()
+        self.assertEqual(self.upstream.requests, 1)
+        self.assertEqual((self.counts.hits, self.counts.misses), (1, 1))
+
+
+class PassThroughTest(Proxy, unittest.TestCase):
+    """The default: a stream the client leaves is not read on, so the server stops."""
+
     def test_a_stream_left_early_stops_the_server_and_is_not_kept(self):
         conn, resp = self.post("/stream")
         first = resp.read1(64)
@@ -120,14 +139,25 @@ class UpstreamCacheTest(unittest.TestCase):
         conn.close()
         self.assertEqual(self.upstream.requests, 2)
 
-    def test_a_json_answer_is_kept(self):
-        for _ in range(2):
-            conn, resp = self.post("/json")
-            self.assertEqual(resp.read(), b'{"ok": true}')
-            self.assertEqual(resp.getheader("Content-Type"), "application/json")
-            conn.close()
+
+class KeepCutTest(Proxy, unittest.TestCase):
+    """--keep-cut: a stream the client left is read to its end and kept, for paired ablations."""
+    keep_cut = True
+
+    def test_a_stream_left_early_is_read_to_its_end_and_kept(self):
+        conn, resp = self.post("/stream")
+        self.assertIn(b"data: ", resp.read1(64))
+        conn.sock.close()
+        conn.close()
+        self.assertTrue(self.upstream.finished.wait(5), "the stream was not read to its end")
+        deadline = time.time() + 5
+        while not os.listdir(self.store) and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(self.counts.cut, 1)
+        conn, resp = self.post("/stream")
+        self.assertEqual(resp.read().count(b"data: "), EVENTS)
+        conn.close()
         self.assertEqual(self.upstream.requests, 1)
-        self.assertEqual((self.counts.hits, self.counts.misses), (1, 1))
 
 
 if __name__ == "__main__":

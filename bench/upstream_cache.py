@@ -15,8 +15,11 @@ in the store is passed on as it arrives, so a client that stops reading early (a
 a turn) closes the connection to the server and the server stops generating: the seconds of a
 run behind the proxy then show what the cut saved. Such an unfinished stream is not kept (the
 next identical request is generated again); a stream read to its end is kept, and replayed later
-in one piece with its content type (serve reads the events the same way). Anything else passes
-through. Standard library only.
+in one piece with its content type (serve reads the events the same way). With `--keep-cut`, a
+stream the client left is still read to its end and kept, as every stream was before
+2026-12-07: the server generates it whole (the seconds include it), and a later run that
+sends the same request (an ablation with the cutting rule off) gets the same answer, not a new
+generation. Anything else passes through. Standard library only.
 
     python3 bench/upstream_cache.py --upstream http://127.0.0.1:18611 --listen 127.0.0.1:18650 \\
         --dir /tmp/upstream-cache
@@ -69,7 +72,7 @@ def keep(path, ctype, data):
     os.replace(tmp, path)
 
 
-def make_handler(upstream, store, counts, timeout):
+def make_handler(upstream, store, counts, timeout, keep_cut=False):
     parts = urlsplit(upstream)
 
     class Handler(BaseHTTPRequestHandler):
@@ -107,6 +110,7 @@ def make_handler(upstream, store, counts, timeout):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             data = bytearray()
+            client = True
             try:
                 while True:
                     chunk = resp.read1(65536)
@@ -115,8 +119,18 @@ def make_handler(upstream, store, counts, timeout):
                     data += chunk
                     if len(data) > MAX_BODY:
                         raise ValueError("stream over the size limit")
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
+                    if not client:
+                        continue
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    except OSError:
+                        if not keep_cut:
+                            raise
+                        # --keep-cut: the client left; read on to the end and keep it.
+                        client = False
+                        counts.add_cut()
+                        self.close_connection = True
             except (OSError, http.client.HTTPException, ValueError):
                 # The client stopped reading (or the server broke off, or the stream grew past the
                 # limit): closing the upstream connection tells the server to stop generating, and
@@ -128,6 +142,8 @@ def make_handler(upstream, store, counts, timeout):
                 conn.close()
             # The server's stream ended: keep it before the client reads the last chunk.
             keep(path, ctype, bytes(data))
+            if not client:
+                return
             try:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -172,11 +188,14 @@ def main():
     ap.add_argument("--listen", default="127.0.0.1:18650")
     ap.add_argument("--dir", required=True, help="where answers are kept (reused across runs)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--keep-cut", action="store_true",
+                    help="read a stream the client left to its end and keep it (paired ablations)")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     host, port = args.listen.rsplit(":", 1)
     counts = Counts()
-    server = ThreadingHTTPServer((host, int(port)), make_handler(args.upstream, args.dir, counts, args.timeout))
+    handler = make_handler(args.upstream, args.dir, counts, args.timeout, args.keep_cut)
+    server = ThreadingHTTPServer((host, int(port)), handler)
     print(f"upstream_cache: listening on http://{args.listen}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()

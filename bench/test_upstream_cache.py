@@ -40,6 +40,18 @@ class Upstream:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 outer.requests += 1
+                if self.path == "/broken":
+                    # Three events, then the connection closes without the last chunk.
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for i in range(3):
+                        event = b"data: {\"n\": %d}\n\n" % i
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 if self.path != "/stream":
                     body = b'{"ok": true}'
                     self.send_response(200)
@@ -77,7 +89,8 @@ class Proxy:
 
     def setUp(self):
         self.upstream = Upstream()
-        self.store = tempfile.mkdtemp()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.store = self.tmp.name
         self.counts = upstream_cache.Counts()
         handler = upstream_cache.make_handler(self.upstream.url, self.store, self.counts, 10,
                                               self.keep_cut)
@@ -88,6 +101,11 @@ class Proxy:
         for server in (self.proxy, self.upstream.server):
             server.shutdown()
             server.server_close()
+        self.tmp.cleanup()
+
+    def kept(self):
+        """The answers the store holds (a `.tmp` file is one being written)."""
+        return [n for n in os.listdir(self.store) if not n.endswith(".tmp")]
 
     def post(self, path, body=b'{"prompt": "hi"}'):
         conn = http.client.HTTPConnection("127.0.0.1", self.proxy.server_address[1], timeout=10)
@@ -99,13 +117,30 @@ class Proxy:
         first = resp.read()
         conn.close()
         self.assertEqual(first.count(b"data: "), EVENTS)
-        self.assertEqual(len(os.listdir(self.store)), 1)
+        self.assertEqual(len(self.kept()), 1)
         conn, resp = self.post("/stream")
         second = resp.read()
         conn.close()
         self.assertEqual(second, first)
         self.assertEqual(self.upstream.requests, 1)
         self.assertEqual((self.counts.hits, self.counts.misses, self.counts.cut), (1, 1, 0))
+        # the same connection serves a JSON answer after a streamed one
+        conn, resp = self.post("/stream")
+        resp.read()
+        conn.request("POST", "/json", body=b"{}", headers={"Content-Type": "application/json"})
+        self.assertEqual(conn.getresponse().read(), b'{"ok": true}')
+        conn.close()
+
+    def test_a_stream_the_server_broke_off_is_not_kept_and_arrives_incomplete(self):
+        conn, resp = self.post("/broken")
+        with self.assertRaises(http.client.IncompleteRead):
+            resp.read()
+        conn.close()
+        deadline = time.time() + 5
+        while self.counts.broken == 0 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual((self.counts.broken, self.counts.cut), (1, 0))
+        self.assertEqual(self.kept(), [])
 
     def test_a_json_answer_is_kept(self):
         for _ in range(2):
@@ -133,7 +168,7 @@ class PassThroughTest(Proxy, unittest.TestCase):
         while self.counts.cut == 0 and time.time() < deadline:
             time.sleep(0.02)
         self.assertEqual(self.counts.cut, 1)
-        self.assertEqual(os.listdir(self.store), [])
+        self.assertEqual(self.kept(), [])
         conn, resp = self.post("/stream")
         self.assertEqual(resp.read().count(b"data: "), EVENTS)
         conn.close()
@@ -151,7 +186,7 @@ class KeepCutTest(Proxy, unittest.TestCase):
         conn.close()
         self.assertTrue(self.upstream.finished.wait(5), "the stream was not read to its end")
         deadline = time.time() + 5
-        while not os.listdir(self.store) and time.time() < deadline:
+        while not self.kept() and time.time() < deadline:
             time.sleep(0.02)
         self.assertEqual(self.counts.cut, 1)
         conn, resp = self.post("/stream")

@@ -16,8 +16,8 @@ a turn) closes the connection to the server and the server stops generating: the
 run behind the proxy then show what the cut saved. Such an unfinished stream is not kept (the
 next identical request is generated again); a stream read to its end is kept, and replayed later
 in one piece with its content type (serve reads the events the same way). With `--keep-cut`, a
-stream the client left is still read to its end and kept, as every stream was before
-2026-12-07: the server generates it whole (the seconds include it), and a later run that
+stream the client left is still read to its end and kept, as every stream was before commit
+f535353: the server generates it whole (the seconds include it), and a later run that
 sends the same request (an ablation with the cutting rule off) gets the same answer, not a new
 generation. Anything else passes through. Standard library only.
 
@@ -46,6 +46,7 @@ class Counts:
         self.hits = 0
         self.misses = 0
         self.cut = 0
+        self.broken = 0
 
     def add(self, hit):
         with self.lock:
@@ -60,9 +61,14 @@ class Counts:
         with self.lock:
             self.cut += 1
 
+    def add_broken(self):
+        with self.lock:
+            self.broken += 1
+
     def report(self):
         print(f"upstream_cache: {self.hits} hits, {self.misses} misses "
-              f"({self.cut} streams left early by the client)", file=sys.stderr, flush=True)
+              f"({self.cut} streams left early by the client, {self.broken} broken off or too "
+              f"large)", file=sys.stderr, flush=True)
 
 
 def keep(path, ctype, data):
@@ -90,9 +96,12 @@ def make_handler(upstream, store, counts, timeout, keep_cut=False):
 
         def forward(self, method, body):
             conn, resp = self.open(method, body)
-            data = resp.read(MAX_BODY + 1)
-            ctype = resp.getheader("Content-Type", "application/json")
-            conn.close()
+            try:
+                data = resp.read(MAX_BODY + 1)
+                ctype = resp.getheader("Content-Type", "application/json")
+            finally:
+                resp.close()
+                conn.close()
             return resp.status, ctype, data[:MAX_BODY]
 
         def reply(self, status, ctype, data):
@@ -104,14 +113,14 @@ def make_handler(upstream, store, counts, timeout, keep_cut=False):
 
         def pass_stream(self, conn, resp, path):
             """Sends a streamed answer on as it arrives (chunked); keeps it only if it ended."""
-            ctype = resp.getheader("Content-Type", "text/event-stream")
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
             data = bytearray()
-            client = True
+            client = True  # the client still reads
             try:
+                ctype = resp.getheader("Content-Type", "text/event-stream")
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
                 while True:
                     chunk = resp.read1(65536)
                     if not chunk:
@@ -125,20 +134,25 @@ def make_handler(upstream, store, counts, timeout, keep_cut=False):
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
                     except OSError:
-                        if not keep_cut:
-                            raise
-                        # --keep-cut: the client left; read on to the end and keep it.
-                        client = False
+                        # The client stopped reading (a cut turn). Without --keep-cut, closing
+                        # the upstream connection (below) tells the server to stop generating,
+                        # and the unfinished stream is not kept; with it, read on to the end.
                         counts.add_cut()
                         self.close_connection = True
+                        client = False
+                        if not keep_cut:
+                            return
+                # A body with a length that ended short is an upstream that broke off.
+                if resp.length:
+                    raise http.client.IncompleteRead(bytes(data), resp.length)
             except (OSError, http.client.HTTPException, ValueError):
-                # The client stopped reading (or the server broke off, or the stream grew past the
-                # limit): closing the upstream connection tells the server to stop generating, and
-                # an unfinished stream is not kept.
-                counts.add_cut()
+                # The server broke off or the stream grew past the limit: nothing is kept, and
+                # the client's stream is left without its last chunk (incomplete, as it is).
+                counts.add_broken()
                 self.close_connection = True
                 return
             finally:
+                resp.close()
                 conn.close()
             # The server's stream ended: keep it before the client reads the last chunk.
             keep(path, ctype, bytes(data))
@@ -173,8 +187,11 @@ def make_handler(upstream, store, counts, timeout, keep_cut=False):
             if resp.status == 200 and ctype.startswith("text/event-stream"):
                 self.pass_stream(conn, resp, path)
                 return
-            data = resp.read(MAX_BODY + 1)[:MAX_BODY]
-            conn.close()
+            try:
+                data = resp.read(MAX_BODY + 1)[:MAX_BODY]
+            finally:
+                resp.close()
+                conn.close()
             if resp.status == 200:
                 keep(path, ctype, data)
             self.reply(resp.status, ctype, data)

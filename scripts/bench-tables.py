@@ -118,9 +118,17 @@ def entries(runs, model, row, want):
     return found
 
 
+def dev_pick(runs, model, row):
+    """(run, configuration, result) of the latest default run's dev-split figure (BFCL cases
+    0–49) for `row`, or None."""
+    dev = [e for e in entries(runs, model, row, lambda c: c["role"] == "tagloop" and c.get("default"))
+           if e[2]["cases"] == DEV_CASES]
+    return dev[0] if dev else None
+
+
 def pick(runs, model, row):
-    """The row's cells: {tagloop, native, older, other_run, dev} or None when nothing measured
-    it. `tagloop` is never a dev-split figure (cases 0–49): those are `dev`, shown beside it."""
+    """The row's cells: {tagloop, native, older, other_run} or None when nothing measured it.
+    `tagloop` is never a dev-split figure (cases 0–49): those are `dev_pick`'s, shown beside it."""
     def tagloop(want):
         return [e for e in entries(runs, model, row, lambda c: c["role"] == "tagloop" and want(c))
                 if e[2]["cases"] != DEV_CASES]
@@ -129,8 +137,6 @@ def pick(runs, model, row):
     if not mine:
         mine = tagloop(lambda c: c.get("kept"))
         older = True
-    dev = [e for e in entries(runs, model, row, lambda c: c["role"] == "tagloop" and c.get("default"))
-           if e[2]["cases"] == DEV_CASES]
     if not mine:
         return None
     run, conf, res = mine[0]
@@ -141,8 +147,7 @@ def pick(runs, model, row):
         anywhere = entries(runs, model, row, lambda c: c["role"] == "native")
         if anywhere:
             native, other_run = anywhere[0], True
-    return {"tagloop": (run, conf, res), "native": native, "older": older, "other_run": other_run,
-            "dev": dev[0] if dev else None}
+    return {"tagloop": (run, conf, res), "native": native, "older": older, "other_run": other_run}
 
 
 def seconds(res):
@@ -212,7 +217,8 @@ def model_table(runs, published, key, name, detail):
 
     # The dev split's column (BFCL cases 0–49) appears once a run of today's defaults gave one:
     # beside the validation figure, the gap a rule fitted to dev would open.
-    has_dev = any(cells[r] and cells[r]["dev"] for r in BFCL)
+    devs = {row: dev_pick(runs, key, row) for row in BFCL}
+    has_dev = any(devs.values())
     dev_head, dev_rule = (f" dev split ({DEV_CASES}) |", "---:|") if has_dev else ("", "")
     lines = [f"### {name}", "", f"{detail}.", "",
              f"![{name}: right answers per row, tagloop against native](bench/results/{key}.svg)", "",
@@ -225,8 +231,12 @@ def model_table(runs, published, key, name, detail):
         label = AGENT.get(row, row)
         if cell is None:
             if row in BFCL:
-                empty = " |" if has_dev else ""
-                lines.append(f"| {label} | | not measured |{empty} | {pub_cell(pub, row)} | | | |")
+                dev_only, dev_cites = " |" if has_dev else "", ""
+                if devs[row] is not None:
+                    drun, dconf, dres = devs[row]
+                    dev_only, dev_cites = f" {fraction(dres)} |", cite(drun, dconf)
+                lines.append(f"| {label} | | not measured |{dev_only} | {pub_cell(pub, row)} "
+                             f"| | | {dev_cites} |")
             continue
         run, conf, mine = cell["tagloop"]
         mark = " †" if cell["older"] else ""
@@ -234,8 +244,8 @@ def model_table(runs, published, key, name, detail):
             mark += f" ({mine['http_errors']} HTTP error{'s' if mine['http_errors'] > 1 else ''})"
         cites = cite(run, conf)
         dev_text = ""
-        if cell["dev"] is not None:
-            drun, dconf, dres = cell["dev"]
+        if devs.get(row) is not None:
+            drun, dconf, dres = devs[row]
             dev_text = fraction(dres)
             dev_cite = cite(drun, dconf)
             if dev_cite not in cites.split():
@@ -266,7 +276,7 @@ def model_table(runs, published, key, name, detail):
                      f"| {stext} | {rtext} | {cites} |")
         plot.append((label, row, mine, theirs, cell["older"], cell["other_run"],
                      pub.get("percent", {}).get(row)))
-    total = total_row(cells, cite, has_dev)
+    total = total_row(cells, cite, devs if has_dev else None)
     if total:
         lines.append(total)
     lines.append("")
@@ -302,8 +312,10 @@ def total_parts(cells):
         return None
     if len({id(c["tagloop"][1]) for c in bfcl}) != 1:
         return None
-    t = bfcl[0]["tagloop"][1].get("total")
-    if not t:
+    conf = bfcl[0]["tagloop"][1]
+    t = conf.get("total")
+    # A configuration that holds dev-split results too has a total over both: not shown.
+    if not t or any(r["cases"] == DEV_CASES for r in conf["results"]):
         return None
     native = bfcl[0]["native"]
     if native and not bfcl[0]["other_run"] and native[1].get("total"):
@@ -311,8 +323,10 @@ def total_parts(cells):
     return t, None
 
 
-def total_row(cells, cite, has_dev):
-    """The BFCL total row of a model's table, or None."""
+def total_row(cells, cite, devs):
+    """The BFCL total row of a model's table, or None. `devs`: the dev-split figures when the
+    table has their column; their total is shown, like validation's, only when one
+    configuration of one run gave every BFCL row and its total."""
     parts = total_parts(cells)
     if not parts:
         return None
@@ -323,16 +337,16 @@ def total_row(cells, cite, has_dev):
     if nt and "seconds_sum_of_means" in t and "seconds_sum_of_means" in nt:
         stext = f"{num(t['seconds_sum_of_means'])} / {num(nt['seconds_sum_of_means'])} s (sums of the means)"
     rtext = f"{t['ratio_to_native']:.2f}×" if "ratio_to_native" in t else ""
+    cites = cite(run, conf)
     dev = ""
-    if has_dev:
-        devs = [cells[r]["dev"] for r in BFCL]
-        if all(devs):
-            dev = (f" **{sum(d[2]['passed'] for d in devs)}/{sum(d[2]['total'] for d in devs)}**"
-                   " |")
-        else:
-            dev = " |"
+    if devs is not None:
+        dev = " |"
+        rows = [devs[r] for r in BFCL]
+        if all(rows) and len({id(d[1]) for d in rows}) == 1 and rows[0][1].get("total"):
+            dev = f" **{fraction(rows[0][1]['total'])}** |"
+            cites += " " + cite(rows[0][0], rows[0][1])
     return (f"| **all {len(BFCL)} BFCL rows** | | **{fraction(t)}** |{dev} {ntext} | | {stext} "
-            f"| {rtext} | {cite(run, conf)} |")
+            f"| {rtext} | {cites} |")
 
 
 def pub_cell(pub, row):

@@ -283,8 +283,8 @@ class Choice(unittest.TestCase):
              'results': [result('parallel', 22, 50, cases='0–49')]}])
         cell = bt.pick([validation, dev], 'qwen05', 'parallel')
         self.assertEqual(bt.fraction(cell['tagloop'][2]), '17/30')
-        self.assertEqual(bt.fraction(cell['dev'][2]), '22/50')
-        self.assertIsNone(bt.pick([validation], 'qwen05', 'parallel')['dev'])
+        self.assertEqual(bt.fraction(bt.dev_pick([validation, dev], 'qwen05', 'parallel')[2]), '22/50')
+        self.assertIsNone(bt.dev_pick([validation], 'qwen05', 'parallel'))
         table, _ = bt.model_table([validation, dev], {}, 'qwen05', 'Q', 'detail')
         self.assertIn('| tagloop | dev split (0–49) | native |', table)
         row = next(line for line in table.splitlines() if line.startswith('| parallel |'))
@@ -296,6 +296,31 @@ class Choice(unittest.TestCase):
         # without a dev figure the column is not there at all
         alone, _ = bt.model_table([validation], {}, 'qwen05', 'Q', 'detail')
         self.assertNotIn('dev split', alone)
+        # a row measured on dev only shows its dev figure
+        only_dev = a_run('2026-11-29T02:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'kept': True, 'default': True,
+             'results': [result('irrelevance', 41, 50, cases='0–49')]}])
+        table, _ = bt.model_table([validation, only_dev], {}, 'qwen05', 'Q', 'detail')
+        row = next(line for line in table.splitlines() if line.startswith('| irrelevance |'))
+        self.assertIn('| not measured | 41/50 |', row)
+
+    def test_every_line_of_a_table_with_the_dev_column_keeps_its_cells_in_line(self):
+        def conf(cases, passed, total):
+            return {'name': 'd', 'role': 'tagloop', 'kept': True, 'default': True,
+                    'total': {'passed': passed * len(bt.BFCL), 'total': total * len(bt.BFCL)},
+                    'results': [result(c, passed, total, cases=cases) for c in bt.BFCL]}
+        validation = a_run('2026-11-28T01:00Z', [conf('50–79', 20, 30)])
+        dev = a_run('2026-11-29T01:00Z', [conf('0–49', 30, 50)])
+        agent = a_run('2026-11-29T03:00Z', [
+            {'name': 'd', 'role': 'tagloop', 'kept': True, 'default': True,
+             'results': [result('dev', 19, 47, cases='47 tasks')]}])
+        agent['benchmark'] = 'suite'
+        table, _ = bt.model_table([validation, dev, agent], {}, 'qwen05', 'Q', 'detail')
+        rows = [line for line in table.splitlines() if line.startswith('| ')]
+        self.assertEqual({line.count('|') for line in rows}, {rows[0].count('|')}, table)
+        total = next(line for line in rows if line.startswith('| **all'))
+        self.assertIn(f"**{20 * len(bt.BFCL)}/{30 * len(bt.BFCL)}** | **{30 * len(bt.BFCL)}/{50 * len(bt.BFCL)}** |", total)
+        self.assertIn('[1] [2]', total)
 
     def test_anchors_are_githubs(self):
         heading = "The 1.5B's whole suite on a quiet machine (main 295957f, 2026-11-28 03:34–04:02 UTC)"

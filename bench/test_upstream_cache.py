@@ -37,19 +37,25 @@ class Upstream:
             def log_message(self, *args):
                 pass
 
+            def start_stream(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+            def event(self, i):
+                event = b"data: {\"n\": %d}\n\n" % i
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 outer.requests += 1
                 if self.path == "/broken":
                     # Three events, then the connection closes without the last chunk.
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
+                    self.start_stream()
                     for i in range(3):
-                        event = b"data: {\"n\": %d}\n\n" % i
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-                    self.wfile.flush()
+                        self.event(i)
                     self.close_connection = True
                     return
                 if self.path != "/stream":
@@ -60,15 +66,10 @@ class Upstream:
                     self.end_headers()
                     self.wfile.write(body)
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
+                self.start_stream()
                 try:
                     for i in range(EVENTS):
-                        event = b"data: {\"n\": %d}\n\n" % i
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-                        self.wfile.flush()
+                        self.event(i)
                         time.sleep(0.02)
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()

@@ -408,10 +408,15 @@ def ablation_tables(runs):
         # guard against runaway turns saves, beside what it wins.
         written = [cat for cat in cats if all(
             "completion_tokens" in (share(c, cat)[0] or {}) for c in confs)]
+        # The configurations' totals, where every one has every category (paired sums).
+        whole = len(cats) > 1 and all(share(c, cat)[0] for c in confs for cat in cats)
+        def total(conf):
+            rs = [share(conf, cat)[0] for cat in cats]
+            return sum(r["passed"] for r in rs), sum(r["total"] for r in rs)
         lines = [f"#### Ablation: {names[run['model']]}, {run['title']} ({run['started']})", "",
-                 "| configuration | " + " | ".join(cats)
+                 "| configuration | " + " | ".join(cats) + (" | all" if whole else "")
                  + "".join(f" | tokens written, {cat}" for cat in written) + " |",
-                 "|---|" + "---|" * (len(cats) + len(written))]
+                 "|---|" + "---|" * (len(cats) + int(whole) + len(written))]
         for c in confs:
             cells = []
             for cat in cats:
@@ -423,6 +428,13 @@ def ablation_tables(runs):
                 _, b = share(base, cat) if base and c is not base else (None, None)
                 if pct is not None and b is not None:
                     cell += f" ({pct - b:+.0f})"
+                cells.append(cell)
+            if whole:
+                p, t = total(c)
+                cell = f"{p}/{t}"
+                if base and c is not base:
+                    bp, bt = total(base)
+                    cell += f" ({100.0 * p / t - 100.0 * bp / bt:+.0f})"
                 cells.append(cell)
             for cat in written:
                 mine = share(c, cat)[0]["completion_tokens"]

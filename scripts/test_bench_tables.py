@@ -127,6 +127,28 @@ class Check(unittest.TestCase):
         self.assertNotIn('tokens written', doc)
         self.assertIn('| without echo | 1/4 (+0) |', doc)
 
+    def test_an_ablation_over_several_categories_totals_them_only_where_every_configuration_has_each(self):
+        def conf(name, off, passes):
+            results = [{'category': cat, 'cases': '50–79', 'passed': p, 'total': 30}
+                       for cat, p in passes.items()]
+            return {'name': name, 'role': 'tagloop', 'kept': False, 'default': False,
+                    'policy_off': off, 'results': results}
+        def table(confs):
+            doc = self.write_ablation('qwen15', 'Rules', '2026-12-07T10:06Z', confs)
+            mine = doc.split('#### Ablation: Qwen2.5-Coder-1.5B-Instruct, Rules (')[1]
+            return mine.split('####')[0].split(bt.END)[0]
+        doc = table([conf('defaults', [], {'multiple': 24, 'irrelevance': 21}),
+                     conf('without guess', ['guess'], {'multiple': 27, 'irrelevance': 12})])
+        self.assertIn('| configuration | multiple | irrelevance | all |', doc)
+        self.assertIn('| defaults | 24/30 | 21/30 | 45/60 |', doc)
+        # 39/60 against 45/60: 10 points fewer.
+        self.assertIn('| without guess | 27/30 (+10) | 12/30 (-30) | 39/60 (-10) |', doc)
+        # A configuration that lacks a category: no total, rather than sums of different cases.
+        doc = table([conf('defaults', [], {'multiple': 24, 'irrelevance': 21}),
+                     conf('without guess', ['guess'], {'multiple': 27})])
+        self.assertNotIn(' all |', doc)
+        self.assertIn('| without guess | 27/30 (+10) | – |', doc)
+
     def latest_default(self, model):
         """The file of `model`'s latest BFCL run with today's defaults: the lead table's source."""
         runs = [r for r in bt.load_runs(self.path('bench', 'results'))

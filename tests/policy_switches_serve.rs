@@ -2,7 +2,7 @@
 //! request through `tagloop serve`'s router, in front of a fake upstream replaying the same
 //! turns, with every policy on and with that one off, and shows what the rule did and that
 //! without it the client gets something else. (The rules' own tests: `serve_decide.rs`,
-//! `serve_guess.rs`, `serve_choose.rs`, `serve_runaway.rs`, `serve_thought.rs`, `serve/unsaid.rs`'s unit tests.)
+//! `serve_guess.rs`, `serve_choose.rs`, `serve_thought.rs`, `serve/unsaid.rs`'s unit tests.)
 
 mod common;
 
@@ -213,37 +213,6 @@ async fn choose() {
     assert_eq!(on_fake.requests().len(), 2);
     assert_eq!(calls(&off)[0].0, "ecological_impact_analyze", "{off}");
     assert_eq!(off_fake.requests().len(), 1);
-}
-
-#[tokio::test]
-async fn runaway() {
-    // An optional string that ran on into the protocol's next blocks (BFCL simple_python_9).
-    let area = json!([function(
-        "area_circle",
-        json!({"radius": {"type": "number"}, "unit": {"type": "string"}}),
-        json!(["radius"])
-    )]);
-    let turn = format!(
-        "<thought>I call it.</thought>\n<action>area_circle(radius=5, unit=\"){}",
-        "</thought> <final_answer>78.54 square units.</final_answer> <thought>Again.".repeat(3)
-    );
-    let fake = || FakeConfig::turns([turn.clone(), turn.clone(), turn.clone()]);
-    let mut body = question("Area of a circle of radius 5?", area);
-    body["parallel_tool_calls"] = json!(false);
-    let [(on, on_fake), (off, off_fake)] = both(Policy::Runaway, fake, false, &body).await;
-    assert_eq!(calls(&on), [("area_circle".into(), json!({"radius": 5}))]);
-    assert_eq!(on_fake.requests().len(), 1);
-    // Without the rule the string is an unclosed one: corrected (the fake writes it again)
-    // until the repairs are spent, and the client gets the error.
-    assert!(calls(&off).is_empty(), "{off}");
-    assert!(
-        off["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("never closed"),
-        "{off}"
-    );
-    assert!(off_fake.requests().len() > 1, "the turn is corrected");
 }
 
 #[tokio::test]

@@ -42,12 +42,13 @@ pub fn resolve(flag: &[String], file: Option<&[String]>) -> anyhow::Result<Polic
 /// Rules that were deleted because they did not pay (docs/configuration.md): a config file or
 /// a recorded run that switches one off asks for what every run now does, so the name is
 /// accepted and says so in the log (a transcript from before the deletion still continues).
-const DELETED: [&str; 5] = [
+const DELETED: [&str; 6] = [
     "closing-line",
     "unnamed-tool",
     "same-result",
     "echo",
     "given",
+    "runaway",
 ];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {
@@ -147,6 +148,9 @@ mod tests {
         // file's beside a rule that still is, keeps only the rules that are.
         let set = resolve(&names(&["Echo"]), Some(&names(&["given", "counting"]))).unwrap();
         assert_eq!(set, Policies::all().without(Policy::Counting));
+        // Deleted after serve's ablation on all eight categories.
+        let set = resolve(&names(&["runaway", "guess"]), None).unwrap();
+        assert_eq!(set, Policies::all().without(Policy::Guess));
         assert!(resolve(&names(&["echoes"]), None).is_err());
     }
 

@@ -113,7 +113,7 @@ pub struct ServeArgs {
         hide_short_help = true
     )]
     guess_timeout: Option<u64>,
-    /// Switch a steering rule off (grounding, guess, further, choose, runaway,
+    /// Switch a steering rule off (grounding, guess, further, choose,
     /// unsaid-optional, answered-call, no-thought, counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
     /// repeatable; adds to the config file's `[policies] off`
     #[arg(

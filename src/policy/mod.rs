@@ -11,7 +11,6 @@
 //! | `guess` | serve declines a call whose tool shares no word with the function the model names when asked about the question alone, without the tools | `policy/guess.rs` (asked by `serve/ahead.rs`) |
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs`, `policy/grounded.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
-//! | `runaway` | serve keeps a call whose last string ran into the protocol's tags, without that string | `policy/runaway.rs` (asked by `serve/read.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
 //! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
@@ -32,7 +31,7 @@
 //!   `mentions.rs`), `grounded.rs` (a further call's values), `guess.rs` (the verdict on the
 //!   model's guessed function, serve's and a run's alike, who asked being an input),
 //!   `decide.rs` (the run's decision step), `further.rs`, `choose.rs`, `unsaid.rs`, all reading
-//!   words one way (`words.rs`); `runaway.rs` is serve's.
+//!   words one way (`words.rs`).
 //! - *A run's question and its calls*: the words that name a path (`path_words.rs`), the files
 //!   the question names and the notice (`named.rs`), the refusal of an answer that comes before
 //!   them (`named_refusal.rs`), a result's header (`observed.rs`), and the loop guard
@@ -72,7 +71,6 @@ mod observed;
 mod path_words;
 mod repeat;
 #[cfg(feature = "serve")]
-mod runaway;
 mod thought_cut;
 #[cfg(feature = "serve")]
 pub(crate) mod unsaid;
@@ -94,7 +92,6 @@ pub(crate) use observed::{output_lines, tool_result};
 pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
 #[cfg(feature = "serve")]
-pub(crate) use runaway::without_runaway_string;
 pub(crate) use thought_cut::thought_end;
 pub(crate) use view::View;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};
@@ -112,8 +109,6 @@ pub enum Policy {
     Further,
     /// Serve's choice: a lone call is asked again for the tool the question's words name.
     Choose,
-    /// Serve's runaway string: a call is kept without a last string that ran into tags.
-    Runaway,
     /// Serve's optional arguments: one whose value nobody gave is left out of a kept call.
     UnsaidOptional,
     /// Serve's answered calls: a turn that only repeats calls already answered is refused.
@@ -136,12 +131,11 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 14] = [
+    pub const ALL: [Policy; 13] = [
         Policy::Grounding,
         Policy::Guess,
         Policy::Further,
         Policy::Choose,
-        Policy::Runaway,
         Policy::UnsaidOptional,
         Policy::AnsweredCall,
         Policy::NoThought,
@@ -180,10 +174,6 @@ impl Policy {
             Policy::Choose => (
                 "choose",
                 "serve asks a lone call (or a text answer) again for the tool the question's words lead to",
-            ),
-            Policy::Runaway => (
-                "runaway",
-                "serve keeps a call whose last string ran into the protocol's tags, without that string",
             ),
             Policy::UnsaidOptional => (
                 "unsaid-optional",
@@ -313,7 +303,6 @@ impl Policy {
             Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
             Policy::Further => "serve: policy/further.rs, policy/grounded.rs",
             Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
-            Policy::Runaway => "serve: policy/runaway.rs",
             Policy::UnsaidOptional => "serve: policy/unsaid.rs",
             Policy::AnsweredCall => "serve: serve/read.rs",
             Policy::NoThought => "serve: serve/thought.rs",

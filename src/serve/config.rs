@@ -93,7 +93,7 @@ pub struct ServeConfig {
     /// How long a stored Response is kept (default 30 days).
     pub store_max_age: Duration,
     /// The steering rules on (all by default; `crate::policy` lists them): serve's grounding,
-    /// guess, further calls, choice, runaway strings, no thought, and the counting and
+    /// guess, further calls, choice, unsaid optional values, answered calls, no thought, and the counting and
     /// degeneration guards.
     pub policies: Policies,
 }

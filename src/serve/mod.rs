@@ -34,9 +34,7 @@
 //! * `grammar.rs`: the turn's grammar for this request (`tool_choice`, parallel calls, schema),
 //!   a `TurnShape` the protocol crate writes; `thought.rs` whether its calling turns begin
 //!   with a thought (`--thought`).
-//! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets;
-//!   `runaway.rs` reads a call whose last string argument ran into the protocol's tags
-//!   without that argument.
+//! * `read.rs`: the upstream's turn read, bound and validated, or the correction it gets.
 //! * The rules that judge a read turn live in the decision room, `crate::policy`, which reads
 //!   the request as a `View` (`Ask::view`): grounding, the guess's verdict,
 //!   further calls, choose, unsaid-optional. Here are what they ask of the upstream: `ahead.rs`

@@ -14,7 +14,7 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
-use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy, without_runaway_string};
+use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, MAX_PARALLEL_CALLS};
@@ -24,7 +24,6 @@ use crate::agent::correction::Correction;
 use crate::agent::finalcheck::{self, Verdict};
 use crate::llm::Finish;
 use crate::protocol::{self, Call, Turn, TurnKind};
-use crate::shown::Outside;
 
 /// A turn that could be read.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,14 +69,7 @@ pub(crate) fn read(
         kept: kept.clone(),
         answer_next: false,
     };
-    // A string that ran into the protocol's next blocks is what the guard cut, or the budget:
-    // the call without it may still be whole (runaway.rs), and is used when it validates.
-    let runaway =
-        (turn.kind == TurnKind::Action && turn.dialect.is_none() && policies.on(Policy::Runaway))
-            .then(|| without_runaway_string(turn.action.as_deref().unwrap_or_default()))
-            .flatten()
-            .and_then(|action| one_call_of(&action, finish, ask).ok());
-    if *finish == Finish::Repeated && runaway.is_none() {
+    if *finish == Finish::Repeated {
         return Err(refuse(say(Correction::Repetition)));
     }
     let thought = match (&turn.reasoning, &turn.thought) {
@@ -111,13 +103,7 @@ pub(crate) fn read(
                     "No tool may be called in this turn: give your final answer.".into(),
                 ));
             }
-            let first = match runaway {
-                Some(call) => {
-                    tracing::info!(tool = %Outside(&call.0), "a string argument ran into the protocol's tags: the call is read without it");
-                    call
-                }
-                None => one_call(&turn, finish, ask).map_err(&refuse)?,
-            };
+            let first = one_call(&turn, finish, ask).map_err(&refuse)?;
             let mut calls = vec![first];
             let mut rest = &text[turn.history_end.min(text.len())..];
             // Blocks, not kept calls, are counted: dropped repeats use up the limit too.
@@ -290,7 +276,7 @@ fn one_call_of(
 mod tests {
     use serde_json::json;
 
-    use super::{Decision, ThoughtMode, read};
+    use super::{ThoughtMode, read};
     use crate::llm::Finish;
     use crate::serve::conversation;
     use crate::serve::request::{Ask, parse_json};
@@ -305,40 +291,30 @@ mod tests {
         Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap()
     }
 
-    /// The degeneration guard cut the turn inside the runaway string (BFCL's simple_python_9):
-    /// the call without it is used when it validates, and the repetition is corrected when not.
+    /// A turn the degeneration guard cut (BFCL's simple_python_9: a string that ran on into
+    /// the protocol's next blocks) is corrected for repeating itself, whatever its call would
+    /// bind to without that string: reading it without the string (the `runaway` rule) changed
+    /// no validation total on any lab model and was deleted (docs/configuration.md).
     #[test]
-    fn a_turn_the_guard_cut_inside_a_runaway_string_keeps_its_call_when_it_validates() {
+    fn a_turn_the_guard_cut_is_corrected_for_repeating_itself() {
         let text = format!(
             "<thought>I call it.</thought>\n<action>area_circle(radius=5, unit=\"){}",
             "</thought> <final_answer>78.54</final_answer> <thought>Again.".repeat(3)
         );
-        let optional = ask(&["radius"]);
-        let role = conversation::role(&optional).unwrap();
-        let read_as = |a: &Ask| {
-            read(
+        for required in [&["radius"][..], &["radius", "unit"][..]] {
+            let a = ask(required);
+            let role = conversation::role(&a).unwrap();
+            let refused = read(
                 &text,
                 &Finish::Repeated,
-                a,
+                &a,
                 &role,
                 false,
                 ThoughtMode::Free,
                 crate::policy::Policies::all(),
             )
-        };
-        let Ok(r) = read_as(&optional) else {
-            panic!("{:?}", read_as(&optional))
-        };
-        let Decision::Calls(calls) = r.decision else {
-            panic!("{:?}", r.decision)
-        };
-        assert_eq!(calls.len(), 1);
-        assert_eq!(calls[0].0, "area_circle");
-        assert_eq!(
-            serde_json::Value::Object(calls[0].1.clone()),
-            json!({"radius": 5})
-        );
-        let refused = read_as(&ask(&["radius", "unit"])).expect_err("unit is required");
-        assert!(refused.message.contains("repeating"), "{}", refused.message);
+            .expect_err("a cut turn is corrected");
+            assert!(refused.message.contains("repeating"), "{}", refused.message);
+        }
     }
 }

@@ -70,7 +70,6 @@ pub(crate) mod named_refusal;
 mod observed;
 mod path_words;
 mod repeat;
-#[cfg(feature = "serve")]
 mod thought_cut;
 #[cfg(feature = "serve")]
 pub(crate) mod unsaid;
@@ -91,7 +90,6 @@ pub(crate) use named_refusal::Answering;
 pub(crate) use observed::{output_lines, tool_result};
 pub(crate) use path_words::path_words;
 pub use repeat::{RepeatGuard, Repetition, RepetitionKind, Watch};
-#[cfg(feature = "serve")]
 pub(crate) use thought_cut::thought_end;
 pub(crate) use view::View;
 pub(crate) use wordless::{WORDLESS_LINE, holds_wordless_run};

@@ -203,7 +203,7 @@ fn one_call(
     one_call_of(turn.action.as_deref().unwrap_or_default(), finish, ask)
 }
 
-/// The call of `action` (a turn's deciding action, or its repair), parsed, bound and validated.
+/// The call of `action` (a turn's deciding action), parsed, bound and validated.
 fn one_call_of(
     action: &str,
     finish: &Finish,

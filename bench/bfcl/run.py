@@ -28,6 +28,12 @@ validation run shows totals only: no line per case while it runs, no case ids wh
 differ, and `--json` writes the per-category totals instead of the cases, so that nobody reads
 (and writes a rule for) a validation case.
 
+`--after-result` asks, instead of the question, the turn after the question's right calls ran
+(after_result.py: the question, the assistant's calls as BFCL's ground truth gives them, one
+`{"status": "ok"}` result each): right exactly when no call comes back; `repeat` counts the
+answers that call again what was already answered. Categories with a ground truth only, through
+the OpenAI face.
+
 Through the Anthropic face the same tools go as `{name, description, input_schema}`, system
 messages as `system`, and each `tool_use` block is a call (its `input` an object already).
 Through the Responses face the tools go flat (`{type: function, name, description,
@@ -47,6 +53,8 @@ import tempfile
 import time
 import types
 from collections import defaultdict
+
+import after_result  # beside this file: the script's folder is on the path
 
 
 def _stub(name: str, **attrs) -> None:
@@ -190,9 +198,18 @@ def run_case(face, client, bfcl, args, category, entry, truth):
     declared = {t["function"]["name"] for t in tools}
     record = {"id": entry["id"], "category": category, "face": face}
     ask = ASK[face]
+    messages = entry["question"][0]
+    answered = None
+    if args.after_result:
+        answered = after_result.right_calls(truth["ground_truth"], declared)
+        if answered is None:
+            record.update(outcome="error", correct=False, seconds=0.0,
+                          error="the ground truth names a function that was not declared")
+            return record
+        messages = after_result.second_turn(messages, answered)
     started = time.monotonic()
     try:
-        calls, content, finish, response_id = ask(client, args, entry["question"][0], tools)
+        calls, content, finish, response_id = ask(client, args, messages, tools)
     except Exception as e:  # an HTTP error or a timeout: the client got nothing usable
         record.update(outcome="error", correct=False, error=f"{type(e).__name__}: {e}"[:500])
         record["seconds"] = round(time.monotonic() - started, 3)
@@ -207,6 +224,9 @@ def run_case(face, client, bfcl, args, category, entry, truth):
     output, why = usable_calls(calls, declared)
     if why is not None:
         record.update(outcome="decoding_failure", correct=False, error=why)
+    elif answered is not None:
+        outcome = after_result.judge(calls, answered)
+        record.update(outcome=outcome, correct=outcome == "text")
     elif not output:
         record.update(outcome="text", correct=category in NO_CALL)
     elif category in NO_CALL:
@@ -242,6 +262,7 @@ def summary(records):
             "accuracy": round(sum(r["correct"] for r in rs) / n, 3) if n else 0.0,
             "decoding_failures": count("decoding_failure"),
             "text_answers": count("text"),
+            "repeats": count("repeat"),
             "errors": count("error"),
             "seconds_per_case": round(sum(r["seconds"] for r in rs) / n, 2) if n else 0.0,
         })
@@ -292,12 +313,17 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
     p.add_argument("--api-key-env", default=None, help="the environment variable holding the key")
     p.add_argument("--json", metavar="FILE", help="write one JSON record per case")
+    p.add_argument("--after-result", action="store_true",
+                   help="ask the turn after the question's right calls ran (after_result.py); "
+                        "right when it answers in text")
     args = p.parse_args()
     categories = [c for arg in args.category or ["simple_python,multiple,parallel,irrelevance"]
                   for c in arg.split(",") if c]
     if args.split and args.range:
         p.error("--split and --range choose the cases both: give one")
     cases = SPLITS[args.split] if args.split else parse_range(args.range or "0:30")
+    if args.after_result and (args.face != "openai" or NO_CALL & set(categories)):
+        p.error("--after-result needs the openai face and categories with a ground truth")
     # Validation is read as totals only (docs/development.md).
     totals_only = args.split == "validation"
 
@@ -340,11 +366,13 @@ def main() -> None:
             for row in summary(records):
                 out.write(json.dumps(dict(row, split="validation")) + "\n")
         out.close()
-    print(f"{'face':<10} {'category':<18} {'cases':>5} {'accuracy':>9} {'decoding':>9} {'text':>5} {'errors':>6} {'s/case':>7}")
+    print(f"{'face':<10} {'category':<18} {'cases':>5} {'accuracy':>9} {'decoding':>9} {'text':>5} {'errors':>6} {'s/case':>7}"
+          + (f" {'repeats':>7}" if args.after_result else ""))
     for row in summary(records):
         print(f"{row['face']:<10} {row['category']:<18} {row['cases']:>5}"
               f" {row['correct']:>4}/{row['cases']:<4} {row['decoding_failures']:>9}"
-              f" {row['text_answers']:>5} {row['errors']:>6} {row['seconds_per_case']:>7}")
+              f" {row['text_answers']:>5} {row['errors']:>6} {row['seconds_per_case']:>7}"
+              + (f" {row['repeats']:>7}" if args.after_result else ""))
     if len(faces) > 1:
         print(agreement(records, faces, show_ids=not totals_only))
 

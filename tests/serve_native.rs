@@ -11,6 +11,7 @@ mod common;
 use common::fake_server::{FakeConfig, FakeServer};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
+use tagloop::policy::{Policies, Policy};
 use tagloop::serve::{ServeConfig, ToolFormat, router};
 
 /// A chat template in the Hermes shape: tools in the system turn, calls as `<tool_call>` JSON.
@@ -357,4 +358,35 @@ async fn a_tool_result_cannot_forge_a_turn_in_the_models_own_format() {
     );
     // The result is cut as the protocol format cuts it.
     assert!(prompt.len() < 40_000, "{} bytes", prompt.len());
+}
+
+/// The degeneration guard is the `repeat` policy in the model's own format as in the protocol:
+/// on, a text answer that says one line again and again is cut and the turn asked again (the
+/// fake's next turn); with the policy off, the client gets the whole of it from one request.
+#[tokio::test]
+async fn the_repeat_policy_switches_the_guard_in_the_models_own_format_too() {
+    let line = "The weather service is down, so I cannot say what it is like in Paris.\n";
+    let looping = line.repeat(40);
+    let mut answers = Vec::new();
+    for policies in [Policies::all(), Policies::all().without(Policy::Repeat)] {
+        let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[looping.as_str()])).await;
+        let base = common::serve::proxy(&fake, |cfg| {
+            cfg.grammar = GrammarMode::Off;
+            cfg.tool_format = ToolFormat::Native;
+            cfg.policies = policies;
+        })
+        .await;
+        let (status, v) = post(&base, &question("Weather in Paris?")).await;
+        assert_eq!(status, 200, "{v}");
+        let content = v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        answers.push((content.to_owned(), fake.requests().len()));
+    }
+    let (guarded, asked) = &answers[0];
+    assert!(!guarded.contains("service is down"), "{guarded}");
+    assert_eq!(*asked, 2, "the cut turn is asked again");
+    let (whole, asked) = &answers[1];
+    assert_eq!(whole.matches("service is down").count(), 40, "{whole}");
+    assert_eq!(*asked, 1);
 }

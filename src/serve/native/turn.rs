@@ -63,6 +63,9 @@ pub(crate) async fn answer(
         max_tokens: Some(ask.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
         seed: ask.seed,
         grammar: wants_grammar.then(|| grammar(ask, false)).flatten(),
+        // The degeneration guard is the `repeat` policy here too: switched off, it is off in
+        // either format.
+        keep_repetitions: !core.policies.on(crate::policy::Policy::Repeat),
         ..TurnRequest::default()
     };
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);

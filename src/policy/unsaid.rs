@@ -32,34 +32,46 @@ pub(crate) fn leave_out(view: &View<'_>, decision: &mut Decision) -> Vec<Judgeme
     let Decision::Calls(calls) = decision else {
         return Vec::new();
     };
-    let said = view.mentions();
     let mut judged = Vec::new();
     for (name, args) in calls.iter_mut() {
-        let Some(tool) = view.tool(name) else {
-            continue;
-        };
-        let unsaid: Vec<String> = args
-            .iter()
-            .filter(|(arg, value)| {
-                optional_free(&tool.parameters, arg) && judgeable(value) && !said.mentions(value)
-            })
-            .map(|(arg, _)| arg.clone())
-            .collect();
-        if unsaid.is_empty() {
-            continue;
+        if let Some((kept, unsaid)) = without_unsaid(view, name, args) {
+            *args = kept;
+            judged.push(Judgement::left_out(name, &unsaid));
         }
-        let kept: Map<String, Value> = args
-            .iter()
-            .filter(|(arg, _)| !unsaid.contains(arg))
-            .map(|(a, v)| (a.clone(), v.clone()))
-            .collect();
-        if !tool.validator.is_valid(&Value::Object(kept.clone())) {
-            continue;
-        }
-        *args = kept;
-        judged.push(Judgement::left_out(name, &unsaid));
     }
     judged
+}
+
+/// A call of `name` with `args` as this policy sends it: the arguments kept and the ones left
+/// out, or None when it leaves nothing out (an unknown tool, nothing unsaid, or arguments that
+/// would no longer validate without the values). `answered-call` compares calls in this form,
+/// since the client ran the call as it was sent.
+pub(crate) fn without_unsaid(
+    view: &View<'_>,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Option<(Map<String, Value>, Vec<String>)> {
+    let tool = view.tool(name)?;
+    let said = view.mentions();
+    let unsaid: Vec<String> = args
+        .iter()
+        .filter(|(arg, value)| {
+            optional_free(&tool.parameters, arg) && judgeable(value) && !said.mentions(value)
+        })
+        .map(|(arg, _)| arg.clone())
+        .collect();
+    if unsaid.is_empty() {
+        return None;
+    }
+    let kept: Map<String, Value> = args
+        .iter()
+        .filter(|(arg, _)| !unsaid.contains(arg))
+        .map(|(a, v)| (a.clone(), v.clone()))
+        .collect();
+    if !tool.validator.is_valid(&Value::Object(kept.clone())) {
+        return None;
+    }
+    Some((kept, unsaid))
 }
 
 /// Whether `arg` is an optional parameter of the schema `parameters` whose values are free

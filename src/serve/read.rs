@@ -14,7 +14,7 @@
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
-use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy};
+use crate::policy::{Choice, Decision, Entry, PastCall, Policies, Policy, unsaid};
 use serde_json::{Map, Value};
 
 use super::request::{Ask, MAX_PARALLEL_CALLS};
@@ -135,10 +135,24 @@ pub(crate) fn read(
             if ask.choice == Choice::Auto && policies.on(Policy::AnsweredCall) {
                 let answered = answered_calls(ask);
                 let first = calls[0].0.clone();
+                // A call is compared as it would go out: with `unsaid-optional` on, the
+                // answered call went out without the optional values nobody gave, and the model
+                // that writes it again with them (`days=7` beside the same city) would send the
+                // client the very call it ran.
+                let view = ask.view();
+                let sent = |name: &str, args: &Map<String, Value>| {
+                    policies
+                        .on(Policy::UnsaidOptional)
+                        .then(|| unsaid::without_unsaid(&view, name, args))
+                        .flatten()
+                        .map(|(kept, _)| kept)
+                };
                 calls.retain(|(name, args)| {
-                    !answered
-                        .iter()
-                        .any(|p| &p.name == name && &p.arguments == args)
+                    let as_sent = sent(name, args);
+                    !answered.iter().any(|p| {
+                        &p.name == name
+                            && (&p.arguments == args || as_sent.as_ref() == Some(&p.arguments))
+                    })
                 });
                 if calls.is_empty() {
                     return Err(Refusal {
@@ -316,5 +330,61 @@ mod tests {
             .expect_err("a cut turn is corrected");
             assert!(refused.message.contains("repeating"), "{}", refused.message);
         }
+    }
+
+    /// `answered-call` compares a call as it would go out: the circle's area, answered for
+    /// radius 5, written again with a `unit` nobody gave is the same call once `unsaid-optional`
+    /// leaves the unit out, so it is refused and the answer asked for; with `unsaid-optional`
+    /// off the unit would go out, a call the client has not run, and it stands.
+    #[test]
+    fn a_call_answered_before_is_refused_as_it_would_be_sent() {
+        use crate::policy::{Decision, Policies, Policy};
+        let body = json!({"messages": [
+                {"role": "user", "content": "Area of a circle of radius 5?"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                    "function": {"name": "area_circle", "arguments": "{\"radius\": 5}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "78.54"}],
+            "tools": [{"type": "function", "function": {"name": "area_circle",
+                "parameters": {"type": "object", "properties": {
+                    "radius": {"type": "number"}, "unit": {"type": "string"}},
+                  "required": ["radius"]}}}]});
+        let a = Ask::read(&parse_json(body.to_string().as_bytes()).unwrap()).unwrap();
+        let role = conversation::role(&a).unwrap();
+        let turn = "<action>area_circle(radius=5, unit=\"m\")</action>";
+        let read_with = |policies| {
+            read(
+                turn,
+                &Finish::End,
+                &a,
+                &role,
+                false,
+                ThoughtMode::None,
+                policies,
+            )
+        };
+        let refused = read_with(Policies::all()).expect_err("the same call as sent");
+        assert!(refused.answer_next);
+        assert!(
+            refused.message.contains("already called area_circle"),
+            "{}",
+            refused.message
+        );
+        let kept = read_with(Policies::all().without(Policy::UnsaidOptional))
+            .unwrap_or_else(|r| panic!("{}", r.message));
+        assert!(matches!(kept.decision, Decision::Calls(ref c) if c.len() == 1));
+        // Another radius is another call, whatever the unit.
+        let other = "<action>area_circle(radius=6, unit=\"m\")</action>";
+        assert!(
+            read(
+                other,
+                &Finish::End,
+                &a,
+                &role,
+                false,
+                ThoughtMode::None,
+                Policies::all()
+            )
+            .is_ok()
+        );
     }
 }

@@ -390,3 +390,43 @@ async fn the_repeat_policy_switches_the_guard_in_the_models_own_format_too() {
     assert_eq!(whole.matches("service is down").count(), 40, "{whole}");
     assert_eq!(*asked, 1);
 }
+
+/// In the model's own format a call goes out as written (no `unsaid-optional` there), so
+/// `answered-call` compares it as written: the weather of Paris asked again with `days` is a
+/// call the client has not run, and it goes out; the same call without `days` is refused.
+#[tokio::test]
+async fn an_answered_call_is_compared_as_written_in_the_models_own_format() {
+    let body = json!({"model": "m", "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Sunny."}],
+        "tools": [{"type": "function", "function": {"name": "weather", "description": "Weather of a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                "days": {"type": "integer"}}, "required": ["city"]}}}]});
+    let again_with_days = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[again_with_days])).await;
+    let base = common::serve::proxy(&fake, |cfg| {
+        cfg.tool_format = ToolFormat::Native;
+        cfg.policies = Policies::all();
+    })
+    .await;
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(
+        serde_json::from_str::<Value>(call["arguments"].as_str().unwrap_or("null"))
+            .unwrap_or_default(),
+        json!({"city": "Paris", "days": 3}),
+        "{v}"
+    );
+    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[PARIS, "It is sunny."])).await;
+    let base = common::serve::proxy(&fake, |cfg| {
+        cfg.tool_format = ToolFormat::Native;
+        cfg.policies = Policies::all();
+    })
+    .await;
+    let (status, v) = post(&base, &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
+}

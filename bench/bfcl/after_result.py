@@ -26,7 +26,23 @@ def first_value(accepted):
     what the question did not ask for, as `unsaid-optional` makes serve's calls do."""
     if "" in accepted or not accepted:
         return None
-    return accepted[0]
+    return _chosen(accepted[0])
+
+
+def _chosen(value):
+    """A value as a call writes it: in BFCL's ground truth an object argument's members list
+    their accepted values too (`{"min": [300000], "max": [400000]}`), at any depth, and so do
+    the objects of a list."""
+    if isinstance(value, dict):
+        out = {}
+        for key, accepted in value.items():
+            chosen = first_value(accepted) if isinstance(accepted, list) else _chosen(accepted)
+            if chosen is not None:
+                out[key] = chosen
+        return out
+    if isinstance(value, list):
+        return [_chosen(v) if isinstance(v, dict) else v for v in value]
+    return value
 
 
 def right_calls(ground_truth, declared):

@@ -315,7 +315,8 @@ def main() -> None:
     p.add_argument("--json", metavar="FILE", help="write one JSON record per case")
     p.add_argument("--after-result", action="store_true",
                    help="ask the turn after the question's right calls ran (after_result.py); "
-                        "right when it answers in text")
+                        "right when it answers in text; give --category (categories with a "
+                        "ground truth only)")
     args = p.parse_args()
     categories = [c for arg in args.category or ["simple_python,multiple,parallel,irrelevance"]
                   for c in arg.split(",") if c]

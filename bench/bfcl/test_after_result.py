@@ -19,6 +19,14 @@ class RightCalls(unittest.TestCase):
         # `exact` has nothing else to give.
         self.assertEqual(json.loads(calls[0]["arguments"]), {"number": 5})
 
+    def test_object_arguments_choose_their_members_values_too(self):
+        truth = [{"find_home": {"budget": [{"min": [300000], "max": [400000, 400001], "note": [""]}],
+                                "rooms": [[{"kind": ["bed"]}, {"kind": ["bath"]}]]}}]
+        calls = ar.right_calls(truth, {"find_home"})
+        self.assertEqual(json.loads(calls[0]["arguments"]),
+                         {"budget": {"min": 300000, "max": 400000},
+                          "rooms": [{"kind": "bed"}, {"kind": "bath"}]})
+
     def test_an_undeclared_function_gives_no_calls(self):
         self.assertIsNone(ar.right_calls([{"other": {"a": [1]}}], {"math_factorial"}))
 

@@ -10,7 +10,8 @@
 //! token limit cut before its call was whole, when complete calls come before it.
 //!
 //! Under `tool_choice: auto`, a call the conversation already made since the last user message
-//! (same tool, same arguments: its result is in the history the client sent) is dropped too; a
+//! (same tool, same arguments, compared as the call would go out: after `unsaid-optional` where
+//! it is on; its result is in the history the client sent) is dropped too; a
 //! turn whose every call is such a repeat is refused with [`Refusal::answer_next`] set, and the
 //! core asks again for an answer only (answer.rs).
 
@@ -139,13 +140,14 @@ pub(crate) fn read(
                 // answered call went out without the optional values nobody gave, and the model
                 // that writes it again with them (`days=7` beside the same city) would send the
                 // client the very call it ran.
-                let view = ask.view();
+                // (The conversation's words are read only when a call of an answered tool
+                // could be one.)
+                let view = (!answered.is_empty() && policies.on(Policy::UnsaidOptional))
+                    .then(|| ask.view());
                 let sent = |name: &str, args: &Map<String, Value>| {
-                    policies
-                        .on(Policy::UnsaidOptional)
-                        .then(|| unsaid::without_unsaid(&view, name, args))
-                        .flatten()
-                        .map(|(kept, _)| kept)
+                    let view = view.as_ref()?;
+                    answered.iter().any(|p| p.name == name).then_some(())?;
+                    unsaid::without_unsaid(view, name, args).map(|(kept, _)| kept)
                 };
                 calls.retain(|(name, args)| {
                     let as_sent = sent(name, args);

@@ -262,7 +262,9 @@ pub(super) fn read_native(
             }
         },
     };
-    // Corrections worded as before (`--thought` is the protocol format's).
+    // Corrections worded as before (`--thought` is the protocol format's). The native format
+    // sends a call as the model wrote it (no `unsaid-optional`), so `answered-call` compares it
+    // as written.
     read(
         &as_protocol,
         finish,
@@ -270,7 +272,7 @@ pub(super) fn read_native(
         role,
         answer_only,
         ThoughtMode::Free,
-        policies,
+        policies.without(crate::policy::Policy::UnsaidOptional),
     )
     .map_err(|refusal| Refusal {
         kept: text.to_owned(),

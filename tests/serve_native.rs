@@ -405,14 +405,19 @@ async fn an_answered_call_is_compared_as_written_in_the_models_own_format() {
             "parameters": {"type": "object", "properties": {"city": {"type": "string"},
                 "days": {"type": "integer"}}, "required": ["city"]}}}]});
     let again_with_days = "<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
-    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[again_with_days])).await;
-    let base = common::serve::proxy(&fake, |cfg| {
-        cfg.tool_format = ToolFormat::Native;
-        cfg.policies = Policies::all();
-    })
-    .await;
-    let (status, v) = post(&base, &body).await;
-    assert_eq!(status, 200, "{v}");
+    // The client's answer when the upstream writes `turns`, every policy on.
+    let answer = async |turns: &[&str]| {
+        let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), turns)).await;
+        let base = common::serve::proxy(&fake, |cfg| {
+            cfg.tool_format = ToolFormat::Native;
+            cfg.policies = Policies::all();
+        })
+        .await;
+        let (status, v) = post(&base, &body).await;
+        assert_eq!(status, 200, "{v}");
+        v
+    };
+    let v = answer(&[again_with_days]).await;
     let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
     assert_eq!(
         serde_json::from_str::<Value>(call["arguments"].as_str().unwrap_or("null"))
@@ -420,13 +425,6 @@ async fn an_answered_call_is_compared_as_written_in_the_models_own_format() {
         json!({"city": "Paris", "days": 3}),
         "{v}"
     );
-    let fake = FakeServer::start(upstream(Some(TOOLS_TEMPLATE), &[PARIS, "It is sunny."])).await;
-    let base = common::serve::proxy(&fake, |cfg| {
-        cfg.tool_format = ToolFormat::Native;
-        cfg.policies = Policies::all();
-    })
-    .await;
-    let (status, v) = post(&base, &body).await;
-    assert_eq!(status, 200, "{v}");
+    let v = answer(&[PARIS, "It is sunny."]).await;
     assert!(v["choices"][0]["message"]["tool_calls"].is_null(), "{v}");
 }

@@ -182,5 +182,13 @@ fn policies_lists_each_one_and_serve_help_shows_the_flag_among_its_decisions() {
     let section = decisions.split("Limits:").next().unwrap_or_default();
     assert!(section.contains("--policy-off <NAME>"), "{help}");
     let out = env.cmd().args(["run", "--help"]).assert().code(0);
-    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("--policy-off <NAME>"));
+    let help = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(help.contains("--policy-off <NAME>"), "{help}");
+    // One flag a rule: the older spellings of `--policy-off repeat` and `--policy-off decide`
+    // are not shown, and still work.
+    for old in ["--keep-repetitions", "--no-decide"] {
+        assert!(!help.contains(old), "{help}");
+        let m = env.turns_file(&format!("old{old}"), &["<final_answer>four</final_answer>"]);
+        env.run_model(&m, &[old, "What is 2+2?"]).assert().code(0);
+    }
 }

@@ -64,13 +64,14 @@ pub struct RunOpts {
     /// Token limit per model turn; 0 sends none [default: 1024]
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
-    /// Let a turn repeat itself: turn off the guard that cuts a turn whose text keeps repeating
-    #[arg(long)]
+    /// The older spelling of `--policy-off repeat` (the degeneration guard off), kept so that
+    /// scripts written before the policies keep working; hidden from the help, which shows
+    /// one flag per rule
+    #[arg(long, hide = true)]
     pub keep_repetitions: bool,
-    /// Run the first tool call without the decision step (which asks the model, for a question
-    /// that names no file, which function it would call, and answers without the tool when that
-    /// function is not about it)
-    #[arg(long)]
+    /// The older spelling of `--policy-off decide` (the first call runs without the decision
+    /// step); hidden as `--keep-repetitions` is
+    #[arg(long, hide = true)]
     pub no_decide: bool,
     /// Switch a steering rule off: a name of `tagloop policies`, a comma list, `all`, or `none`
     /// (on continue: none of the run's recorded ones); repeatable; adds to `[policies] off`

@@ -12,7 +12,7 @@
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs`, `policy/grounded.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
-//! | `answered-call` | serve refuses a turn whose every call repeats, with the same arguments, a call whose result the conversation already holds, and asks for the answer | `serve/read.rs` |
+//! | `answered-call` | serve drops from a turn each call that repeats, with the same arguments, a call whose result the conversation already holds; a turn left with none is refused and the answer asked for | `serve/read.rs` |
 //! | `no-thought` | serve's turns that may call begin at the decision, without a thought, under `--thought none` | `serve/thought.rs` |
 //! | `counting` | a grammar-constrained line that runs on without a word (digits, dates, counting) is cut | `policy/wordless.rs` (serve's when `policy/grounded.rs` allows) |
 //! | `repeat` | a turn that keeps repeating itself is cut (the degeneration guard; off, the guard is gone, and `counting` with it) | `policy/repeat.rs` |
@@ -179,7 +179,7 @@ impl Policy {
             ),
             Policy::AnsweredCall => (
                 "answered-call",
-                "serve refuses a turn whose every call repeats a call whose result the conversation already holds, and asks for the answer",
+                "serve drops from a turn each call that repeats a call whose result the conversation already holds, and asks for the answer when none is left",
             ),
             Policy::NoThought => (
                 "no-thought",

@@ -192,3 +192,28 @@ fn policies_lists_each_one_and_serve_help_shows_the_flag_among_its_decisions() {
         env.run_model(&m, &[old, "What is 2+2?"]).assert().code(0);
     }
 }
+
+/// A run with no tools (`--no-builtin-tools`, no MCP) could never use the files its question
+/// names: its answer is taken at once, and the same answers with the workspace's tools are refused
+/// for them (the `named-files-refusal` policy; issue 43).
+#[test]
+fn a_run_without_tools_is_never_refused_for_the_files_its_question_names() {
+    let env = Env::new();
+    std::fs::write(env.path("ws/a.txt"), "seven\n").unwrap();
+    let answer = "<final_answer>It says seven.</final_answer>";
+    let m = env.turns_file("s", &[answer, answer, answer]);
+    let ran = |extra: &[&str]| {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(extra);
+        args.push("What does a.txt say?");
+        let out = env.run_model(&m, &args).output().unwrap();
+        outcome(&out.stdout)
+    };
+    let bare = ran(&["--no-builtin-tools"]);
+    assert_eq!(bare["status"], "ok", "{bare}");
+    assert_eq!(bare["llm_calls"], 1, "accepted at once: {bare}");
+    let with_tools = ran(&[]);
+    // Refused twice; the third is the last refusal the run allows, so it is judged as usual.
+    assert_eq!(with_tools["status"], "ok", "{with_tools}");
+    assert_eq!(with_tools["llm_calls"], 3, "refused twice: {with_tools}");
+}

@@ -104,7 +104,7 @@ fn a_run_killed_at_any_record_continues_as_if_it_never_was() {
     // The episode does what it is meant to test.
     let said = |needle: &str| expected.iter().any(|(_, c)| c.contains(needle));
     assert!(
-        said("which no call has used yet"),
+        said("Your answer was not accepted yet: it came before any call used all the files"),
         "the named-files refusal"
     );
     assert!(said("alternating between the same two calls"));
@@ -112,7 +112,25 @@ fn a_run_killed_at_any_record_continues_as_if_it_never_was() {
     let name = path.file_name().unwrap().to_owned();
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();
     let lines: Vec<&str> = text.lines().collect();
-    // The first two records (the start, the system prompt) are what any continued run needs.
+    // The first two records (the start, the system prompt) are what any continued run needs;
+    // they are written one after the other with no wait between (the server was asked its window
+    // before), so a run killed before the task was recorded says so and changes nothing.
+    for cut in 1..3 {
+        let env = Env::new();
+        let model = setup(&env);
+        let prefix = format!("{}\n", lines[..cut].join("\n"));
+        std::fs::write(env.path("sessions").join(&name), &prefix).unwrap();
+        let out = env
+            .cmd()
+            .args(["continue", &id, "--json", "--model", &model, "--workspace"])
+            .arg(env.path("ws"))
+            .assert()
+            .code(2);
+        let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(said.contains("ends before the task was recorded"), "{said}");
+        let left = std::fs::read_to_string(env.path("sessions").join(&name)).unwrap();
+        assert_eq!(left, prefix, "the transcript is left as it was");
+    }
     for cut in 3..lines.len() {
         let env = Env::new();
         let model = setup(&env);

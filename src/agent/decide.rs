@@ -108,7 +108,11 @@ impl Run<'_> {
         }
         let memory = &self.memory;
         let at = Answering {
-            tools: !self.agent.tools.is_empty(),
+            tools: self
+                .agent
+                .tools
+                .iter()
+                .any(|t| named_refusal::could_take_a_name(t.parameters())),
             refusals: memory.refusals,
             max_refusals: self.agent.config.max_refusals,
             named_refusals: memory.named_refusals,

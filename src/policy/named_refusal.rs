@@ -9,19 +9,38 @@
 //! names a file no call needs costs turns, not the answer), not after the loop guard refused
 //! a call (the turn after a refused call may only answer: refused, that
 //! answer sent the 0.5B and the 1.5B back to the same call, refused again, to the step limit),
-//! and never in a run without tools (`wrap`'s extraction, a single-turn call), which
-//! could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
+//! and never in a run without a tool that could be given a file's name (`wrap`'s extraction, a
+//! single-turn call, a run whose tools take only numbers), which could never use them. The run applies it (`agent/decide.rs`) and counts its refusals in its
 //! memory (`agent/memory.rs`).
+
+use serde_json::Value;
 
 use super::QuestionNames;
 
 /// How many answers a run refuses for files the question names and no call has used.
 pub(crate) const NAMED_REFUSALS: u32 = 4;
 
+/// Whether a tool of these parameters (a JSON Schema object) could be given a file's name: it
+/// has a parameter that takes text (a string, or a schema that does not say). A run whose tools
+/// take only numbers or flags (a calculator) could never use a file the question names, and is
+/// never refused for one.
+pub(crate) fn could_take_a_name(parameters: &Value) -> bool {
+    let Some(props) = parameters.get("properties").and_then(Value::as_object) else {
+        // No properties declared: nothing says what the tool takes.
+        return parameters.get("properties").is_none();
+    };
+    props.values().any(|p| match p.get("type") {
+        None => true,
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+        Some(_) => false,
+    })
+}
+
 /// The run's state when an answer comes, as the refusal weighs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Answering {
-    /// The run can call a tool.
+    /// The run can call a tool that could be given a file's name ([`could_take_a_name`]).
     pub tools: bool,
     /// Answers refused in a row so far.
     pub refusals: u32,
@@ -100,5 +119,23 @@ mod tests {
             assert!(refusal(&names, at).is_none(), "{at:?}");
         }
         assert!(refusal(&QuestionNames::of("no files"), fresh()).is_none());
+    }
+
+    #[test]
+    fn a_tool_takes_a_name_when_a_parameter_takes_text() {
+        let takes = |v: Value| could_take_a_name(&v);
+        assert!(takes(
+            json!({"type": "object", "properties": {"path": {"type": "string"}}})
+        ));
+        assert!(takes(
+            json!({"properties": {"q": {"type": ["string", "null"]}}})
+        ));
+        assert!(takes(json!({"properties": {"anything": {}}})));
+        assert!(takes(json!({"type": "object"})));
+        assert!(!takes(
+            json!({"properties": {"a": {"type": "number"}, "b": {"type": "integer"}}})
+        ));
+        assert!(!takes(json!({"properties": {}})));
+        assert!(!takes(json!({"properties": {"on": {"type": "boolean"}}})));
     }
 }

@@ -445,6 +445,15 @@ def ablation_tables(runs):
                         cell += f" ({100.0 * (mine - theirs) / theirs:+.0f}%)"
                 cells.append(cell)
             lines.append(f"| {c['name']} | " + " | ".join(cells) + " |")
+        # Where the table comes from, as the lead tables cite their runs: the run, its figures,
+        # the experiment that reads them, and the command.
+        commit = f", commit {run['commit']}" if run.get("commit") else ""
+        data = f"bench/results/{run['file']}"
+        lines += ["", "<details><summary>The run, with its command</summary>", "",
+                  f"**{run['time']}**{commit}, load {run['load']}. {run['setup']}. Figures: "
+                  f"[`{data}`]({data}); the experiment: "
+                  f"[docs/experiments.md](docs/experiments.md#{anchor(run['source'])}).", "",
+                  "```sh", *run["command"].split("\n"), "```", "", "</details>"]
         out.append("\n".join(lines) + "\n")
     return out
 

@@ -105,6 +105,11 @@ class Check(unittest.TestCase):
         self.assertIn('| defaults | 2/4 |', doc)
         self.assertIn('| without decide | 3/4 (+25) |', doc)
         self.assertIn('| all policies off | 1/4 (-25) |', doc)
+        # The table cites its run: the figures' file, the experiment and the command.
+        mine = doc.split('#### Ablation: Qwen2.5-Coder-0.5B-Instruct, Ablation of t')[1].split('####')[0]
+        self.assertIn('Figures: [`bench/results/2026-12-05-qwen05-ablation.json`]', mine)
+        self.assertIn('the experiment: [docs/experiments.md](docs/experiments.md#', mine)
+        self.assertIn('```sh\nscripts/ablation.sh\n```', mine)
         after = bt.render_markdown(bt.load_runs(self.path('bench', 'results')), {})
         # The lead tables (everything before the first ablation table) are the same.
         self.assertEqual(after.split('#### Ablation')[0],

@@ -232,7 +232,7 @@ async fn the_step_turned_off_runs_the_call_and_asks_nothing() {
 
 #[tokio::test]
 async fn the_decide_policy_off_runs_the_call_and_asks_nothing() {
-    // The same as `--no-decide`, by the policy's name (tests/policy_switches.rs has the others).
+    // The same as `--policy-off decide` (or its older spelling, `--no-decide`), by the policy's name (tests/policy_switches.rs has the others).
     let ran = run(
         "What is the capital of France?",
         &[CAPITAL_CALL, PARIS],

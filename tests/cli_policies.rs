@@ -185,11 +185,23 @@ fn policies_lists_each_one_and_serve_help_shows_the_flag_among_its_decisions() {
     let help = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(help.contains("--policy-off <NAME>"), "{help}");
     // One flag a rule: the older spellings of `--policy-off repeat` and `--policy-off decide`
-    // are not shown, and still work.
-    for old in ["--keep-repetitions", "--no-decide"] {
+    // are not shown, and still work: the run records them among its options.
+    for (old, field) in [
+        ("--keep-repetitions", "keep_repetitions"),
+        ("--no-decide", "no_decide"),
+    ] {
         assert!(!help.contains(old), "{help}");
         let m = env.turns_file(&format!("old{old}"), &["<final_answer>four</final_answer>"]);
-        env.run_model(&m, &[old, "What is 2+2?"]).assert().code(0);
+        let out = env
+            .run_model(&m, &[old, "--json", "What is 2+2?"])
+            .assert()
+            .code(0);
+        let id = outcome(&out.get_output().stdout)["session"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let started = records(&env, &id).into_iter().next().unwrap_or_default();
+        assert_eq!(started["meta"][field], true, "{started}");
     }
 }
 

@@ -95,7 +95,8 @@ impl Run<'_> {
         }
         let step = self.progress.steps + 1;
         let policies = self.agent.config.policies;
-        let notice = (self.memory.named.notice()).filter(|_| policies.on(Policy::NamedFilesNotice));
+        let notice = (self.memory.named.notice())
+            .filter(|_| policies.on(Policy::NamedFilesNotice) && self.tools_take_names());
         // The step that reaches the limit gets the limit notice instead of the named files'
         // notice after the result.
         let mut observation = body;

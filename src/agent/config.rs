@@ -55,7 +55,7 @@ pub struct AgentConfig {
     /// How requests are kept inside the model's context window (fitted, by default, whenever
     /// the window is known; see [`crate::agent::context`]).
     pub context: ContextPolicy,
-    /// Judge a run's first tool call before it runs (the decision step, `--no-decide` turns it
+    /// Judge a run's first tool call before it runs (the decision step, `--policy-off decide` turns it
     /// off): a question that names no file and whose own function (the model's guess, asked
     /// of the question alone) is not about the called tool is answered without it.
     pub decide: bool,

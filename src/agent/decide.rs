@@ -108,11 +108,7 @@ impl Run<'_> {
         }
         let memory = &self.memory;
         let at = Answering {
-            tools: self
-                .agent
-                .tools
-                .iter()
-                .any(|t| named_refusal::could_take_a_name(t.parameters())),
+            tools: self.tools_take_names(),
             refusals: memory.refusals,
             max_refusals: self.agent.config.max_refusals,
             named_refusals: memory.named_refusals,
@@ -123,6 +119,15 @@ impl Run<'_> {
         let why = named_refusal::refusal(&memory.named, at)?;
         // The correction counts the refusal in the run's memory (`memory.rs`).
         Some(Next::Refused(self.correct(Correction::NamedFiles { why })))
+    }
+
+    /// Whether a tool of the run could be given a file's name (`named_refusal::could_take_a_name`):
+    /// without one, the files the question names are neither refused for nor noticed.
+    pub(super) fn tools_take_names(&self) -> bool {
+        self.agent
+            .tools
+            .iter()
+            .any(|t| named_refusal::could_take_a_name(t.parameters()))
     }
 
     /// Check a final answer against the role; an accepted one is announced.

@@ -7,7 +7,7 @@
 //! the answer-only grammar (the one of the last turn at the step limit). The step is taken only
 //! where that grammar is sent (a model that takes none would write the same call again), once a
 //! run, never in a continued one, and not at all with [`AgentConfig::decide`] off
-//! (`--no-decide`). Each judgement is an [`Event::Decision`] in the events and the transcript.
+//! (`--policy-off decide`). Each judgement is an [`Event::Decision`] in the events and the transcript.
 //!
 //! [`AgentConfig::decide`]: super::AgentConfig::decide
 

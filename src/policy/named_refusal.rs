@@ -21,20 +21,30 @@ use super::QuestionNames;
 pub(crate) const NAMED_REFUSALS: u32 = 4;
 
 /// Whether a tool of these parameters (a JSON Schema object) could be given a file's name: it
-/// has a parameter that takes text (a string, or a schema that does not say). A run whose tools
-/// take only numbers or flags (a calculator) could never use a file the question names, and is
-/// never refused for one.
+/// has a parameter that is not only a number, a flag or a null (a string, a list, an object, a
+/// schema of `anyOf` branches, or one that does not say). A run whose tools take only numbers
+/// or flags (a calculator), or none at all, could never use a file the question names: it is
+/// neither refused for one nor told about one.
 pub(crate) fn could_take_a_name(parameters: &Value) -> bool {
-    let Some(props) = parameters.get("properties").and_then(Value::as_object) else {
+    match parameters.get("properties") {
         // No properties declared: nothing says what the tool takes.
-        return parameters.get("properties").is_none();
-    };
-    props.values().any(|p| match p.get("type") {
         None => true,
-        Some(Value::String(t)) => t == "string",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
-        Some(_) => false,
-    })
+        Some(Value::Object(props)) => props.values().any(takes_more_than_numbers),
+        Some(_) => true,
+    }
+}
+
+/// A property's schema allows a value that is not a number, a boolean or a null.
+fn takes_more_than_numbers(schema: &Value) -> bool {
+    const ONLY: [&str; 4] = ["number", "integer", "boolean", "null"];
+    match schema.get("type") {
+        Some(Value::String(t)) => !ONLY.contains(&t.as_str()),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .any(|t| t.as_str().is_none_or(|t| !ONLY.contains(&t))),
+        // No type: `anyOf`, `$ref`, `enum` or nothing at all; taken as text.
+        _ => true,
+    }
 }
 
 /// The run's state when an answer comes, as the refusal weighs it.
@@ -122,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_takes_a_name_when_a_parameter_takes_text() {
+    fn a_tool_takes_a_name_unless_its_parameters_are_only_numbers_or_flags() {
         let takes = |v: Value| could_take_a_name(&v);
         assert!(takes(
             json!({"type": "object", "properties": {"path": {"type": "string"}}})
@@ -130,12 +140,23 @@ mod tests {
         assert!(takes(
             json!({"properties": {"q": {"type": ["string", "null"]}}})
         ));
+        assert!(takes(
+            json!({"properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
+        ));
+        assert!(takes(json!({"properties": {"where": {"type": "object"}}})));
+        assert!(takes(
+            json!({"properties": {"x": {"anyOf": [{"type": "string"}, {"type": "number"}]}}})
+        ));
         assert!(takes(json!({"properties": {"anything": {}}})));
         assert!(takes(json!({"type": "object"})));
+        assert!(takes(json!({"properties": null})));
         assert!(!takes(
             json!({"properties": {"a": {"type": "number"}, "b": {"type": "integer"}}})
         ));
-        assert!(!takes(json!({"properties": {}})));
-        assert!(!takes(json!({"properties": {"on": {"type": "boolean"}}})));
+        assert!(!takes(
+            json!({"properties": {"on": {"type": ["boolean", "null"]}}})
+        ));
+        // A tool of no arguments takes no name.
+        assert!(!takes(json!({"type": "object", "properties": {}})));
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::agent::{observations, read_and_search};
+use common::agent::{adder, observations, read_and_search};
 use common::constrained::{Ran, run_under};
 use serde_json::Value;
 use tagloop::agent::{Agent, AgentConfig, Outcome, Status};
@@ -16,11 +16,21 @@ fn both(policy: Policy) -> [Policies; 2] {
     [Policies::all(), Policies::all().without(policy)]
 }
 
-/// A scripted run of `task` over [`tools`] under `policies`: its outcome and the observations
-/// it sent.
+/// A scripted run of `task` over `read` and `search` under `policies`: its outcome and the
+/// observations it sent.
 async fn scripted(task: &str, turns: &[&str], policies: Policies) -> (Outcome, Vec<String>) {
+    scripted_over(read_and_search(), task, turns, policies).await
+}
+
+/// [`scripted`] over `tools`.
+async fn scripted_over(
+    tools: tagloop::tools::Registry,
+    task: &str,
+    turns: &[&str],
+    policies: Policies,
+) -> (Outcome, Vec<String>) {
     let agent = Agent::builder(common::script::model(turns))
-        .tools(read_and_search())
+        .tools(tools)
         .config(AgentConfig {
             max_steps: 8,
             policies,
@@ -134,56 +144,27 @@ async fn repeat() {
     assert_eq!(whole.matches("HERON").count(), 40, "{:?}", off.outcome);
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct Sum {
-    a: i64,
-    b: i64,
-}
-
 /// A run whose only tool takes numbers could never use the file its question names: the
 /// named-files notice and refusal stay silent, where the same turns with a tool that takes a
 /// path are told about the file and refused (issue 43: a role is never refused for tools it
 /// could not call).
 #[tokio::test]
 async fn a_run_whose_tools_take_only_numbers_is_neither_told_nor_refused_for_named_files() {
-    use std::sync::Arc;
-    use tagloop::tools::{Registry, tool_fn};
-    let adder = || {
-        Arc::new(tool_fn("add", "Adds two integers.", |s: Sum| async move {
-            Ok((s.a + s.b).to_string())
-        }))
-    };
     let turns = [
         "<action>add(a=3, b=4)</action>",
         "<final_answer>7</final_answer>",
         "<final_answer>7</final_answer>",
         "<final_answer>7</final_answer>",
     ];
-    let run = |tools: Registry| async {
-        let agent = Agent::builder(common::script::model(&turns))
-            .tools(tools)
-            .config(AgentConfig {
-                max_steps: 8,
-                ..AgentConfig::default()
-            })
-            .build()
-            .expect("agent builds");
-        agent
-            .run("Add the numbers 3 and 4 that notes.txt holds.")
-            .await
-    };
-    let mut numbers = Registry::new();
-    numbers.add(adder());
-    let o = run(numbers).await;
+    let task = "Add the numbers 3 and 4 that notes.txt holds.";
+    let (o, seen) = scripted_over(adder(), task, &turns, Policies::all()).await;
     assert_eq!(o.status, Status::Ok, "{:?}", o.error);
     assert_eq!(o.progress.llm_calls, 2, "the answer is taken at once");
-    let seen = observations(&o.messages);
     assert!(!seen[0].contains("notes.txt"), "{}", seen[0]);
 
     let mut with_paths = read_and_search();
-    with_paths.add(adder());
-    let o = run(with_paths).await;
-    let seen = observations(&o.messages);
+    with_paths.extend(adder());
+    let (o, seen) = scripted_over(with_paths, task, &turns, Policies::all()).await;
     assert!(
         seen[0].contains("The question also names notes.txt"),
         "{}",

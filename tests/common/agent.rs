@@ -77,6 +77,17 @@ pub fn read_and_search() -> Registry {
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct Nothing {}
 
+/// `add` alone: a tool that takes only numbers.
+pub fn adder() -> Registry {
+    let mut r = Registry::new();
+    r.add(Arc::new(tool_fn(
+        "add",
+        "Add two integers.",
+        |a: AddArgs| async move { Ok((a.a + a.b).to_string()) },
+    )));
+    r
+}
+
 /// `echo`, `add`, `fail` (always fails) and `slow` (takes 30 s).
 pub fn tools() -> Registry {
     let mut r = Registry::new();
@@ -85,11 +96,7 @@ pub fn tools() -> Registry {
         "Echo the text back.",
         |a: EchoArgs| async move { Ok(format!("echo: {}", a.text)) },
     )));
-    r.add(Arc::new(tool_fn(
-        "add",
-        "Add two integers.",
-        |a: AddArgs| async move { Ok((a.a + a.b).to_string()) },
-    )));
+    r.extend(adder());
     r.add(Arc::new(tool_fn(
         "fail",
         "Always fails.",

@@ -228,14 +228,7 @@ fn tools_lists_what_the_options_enable() {
             })
             .collect()
     };
-    assert_eq!(
-        names(&[]),
-        ["read_file", "list_dir", "search_files", "calculate"]
-    );
-    assert_eq!(
-        names(&["--no-calculator"]),
-        ["read_file", "list_dir", "search_files"]
-    );
+    assert_eq!(names(&[]), ["read_file", "list_dir", "search_files"]);
     let all = names(&["--allow-write", "--allow-shell"]);
     for n in [
         "write_file",
@@ -459,7 +452,7 @@ fn roles_workflow_context_and_custom_templates_reach_the_prompt() {
         .clone();
     assert_eq!(
         String::from_utf8_lossy(&out),
-        "Custom prompt for a helpful assistant with 4 tools."
+        "Custom prompt for a helpful assistant with 3 tools."
     );
     std::fs::write(env.path("bad.j2"), "{% for %}").unwrap();
     env.cmd()

@@ -23,13 +23,6 @@ fn gates_decide_which_tools_exist() {
     };
     assert_eq!(
         names(ToolkitOptions::default()),
-        ["read_file", "list_dir", "search_files", "calculate"]
-    );
-    assert_eq!(
-        names(ToolkitOptions {
-            calculator: false,
-            ..ToolkitOptions::default()
-        }),
         ["read_file", "list_dir", "search_files"]
     );
     assert_eq!(
@@ -41,7 +34,6 @@ fn gates_decide_which_tools_exist() {
             "read_file",
             "list_dir",
             "search_files",
-            "calculate",
             "write_file",
             "append_file",
             "edit_file",
@@ -55,13 +47,7 @@ fn gates_decide_which_tools_exist() {
             allow_shell: true,
             ..ToolkitOptions::default()
         }),
-        [
-            "read_file",
-            "list_dir",
-            "search_files",
-            "calculate",
-            "run_command"
-        ]
+        ["read_file", "list_dir", "search_files", "run_command"]
     );
 }
 
@@ -72,7 +58,6 @@ fn schemas_follow_the_spec() {
         ("read_file", &["path", "start_line", "end_line"], &["path"]),
         ("list_dir", &["path", "recursive"], &[]),
         ("search_files", &["pattern", "path"], &["pattern"]),
-        ("calculate", &["expression"], &["expression"]),
         ("write_file", &["path", "content"], &["path", "content"]),
         ("append_file", &["path", "content"], &["path", "content"]),
         (

@@ -55,10 +55,6 @@ pub struct RunOpts {
     /// Offer no built-in tools (only MCP tools, or none: a single-turn structured call)
     #[arg(long)]
     pub no_builtin_tools: bool,
-    /// Offer no `calculate` tool (arithmetic worked out exactly; offered by default with the
-    /// other built-in tools)
-    #[arg(long)]
-    pub no_calculator: bool,
     /// Step limit [default: 10]
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
@@ -305,7 +301,6 @@ impl RunOpts {
         self.keep_repetitions |= saved.keep_repetitions;
         self.no_decide |= saved.no_decide;
         self.no_context_fit |= saved.no_context_fit;
-        self.no_calculator |= saved.no_calculator;
         self.reasoning |= saved.reasoning;
         (self, notices)
     }

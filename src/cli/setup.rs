@@ -129,7 +129,6 @@ impl Setup {
             tools.extend(toolkit(
                 Arc::new(ws),
                 ToolkitOptions {
-                    calculator: !opts.no_calculator,
                     allow_write: opts.allow_write,
                     allow_shell: opts.allow_shell,
                     confirm: confirm.clone(),

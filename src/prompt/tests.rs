@@ -108,36 +108,3 @@ fn the_worked_example_shows_the_header_only_when_the_run_sends_it() {
     assert!(!base.contains("returned 2 lines"));
     assert!(base.contains("cat: Lina\nplants: Tom"));
 }
-
-#[test]
-fn the_second_example_adds_up_with_calculate_only_where_the_run_offers_it() {
-    let t = Templates::builtin();
-    let mut tools = docs();
-    let without = t.system(&input(&tools)).unwrap();
-    assert!(without.contains("and 2 + 16 + 28 = 46."), "{without}");
-    assert!(!without.contains("<action>calculate("), "{without}");
-    let expression = json!({"type": "object", "required": ["expression"], "properties": {
-        "expression": {"type": "string"}}});
-    tools.push(ToolDoc::new(
-        "calculate",
-        "Work out arithmetic.",
-        &expression,
-    ));
-    let with = t.system(&input(&tools)).unwrap();
-    // The call, then its result as the runtime sends it (header, the line, the steps left: the
-    // second step of six).
-    assert!(
-        with.contains(
-            "<action>calculate(expression=\"2 + 16 + 28\")</action>\n<observation>\n\
-             calculate(expression=\"2 + 16 + 28\") returned 1 line:\n2 + 16 + 28 = 46\n\n[4 steps left]\n</observation>"
-        ),
-        "{with}"
-    );
-    assert!(!with.contains("and 2 + 16 + 28 = 46."), "{with}");
-    // With two steps there is no room for a second call in an example.
-    let two = SystemInput {
-        max_steps: 2,
-        ..input(&tools)
-    };
-    assert!(!t.system(&two).unwrap().contains("<action>calculate("));
-}

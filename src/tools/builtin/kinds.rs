@@ -1,4 +1,4 @@
-//! The eleven built-in tools as the model sees them: each one's name, description and JSON
+//! The ten built-in tools as the model sees them: each one's name, description and JSON
 //! Schema, in the order the system prompt lists them.
 
 use serde_json::{Map, Value, json};
@@ -10,7 +10,6 @@ pub(super) enum Kind {
     ReadFile,
     ListDir,
     SearchFiles,
-    Calculate,
     WriteFile,
     AppendFile,
     EditFile,
@@ -30,7 +29,6 @@ impl Kind {
             Kind::ReadFile => "read_file",
             Kind::ListDir => "list_dir",
             Kind::SearchFiles => "search_files",
-            Kind::Calculate => "calculate",
             Kind::WriteFile => "write_file",
             Kind::AppendFile => "append_file",
             Kind::EditFile => "edit_file",
@@ -57,12 +55,6 @@ impl Kind {
                 "Search file contents with a regular expression (Rust regex syntax; prefix with (?i) to ignore case). \
                  Prints one line per match as `path:line: text`. Searches the whole workspace, or only the \
                  folder or file given as path. Files ignored by .gitignore and binary files are skipped."
-            }
-            Kind::Calculate => {
-                "Work out arithmetic on numbers exactly, e.g. (31 + 29 + 33 + 27) / 4 or max(31, 25). \
-                 Write the numbers themselves (it sees no file), without thousands separators: \
-                 + - * / % ^, comparisons, parentheses, sum, mean, min, max, abs, sqrt, round, floor, ceil. \
-                 Returns `expression = result`."
             }
             Kind::WriteFile => {
                 "Create or replace a file with the given content. Missing parent folders are created."
@@ -103,7 +95,7 @@ impl Kind {
             Kind::SearchFiles | Kind::DeletePath => &[("path", PathKind::Any)],
             Kind::MovePath => &[("from", PathKind::Any), ("to", PathKind::New)],
             Kind::WriteFile | Kind::AppendFile | Kind::MakeDir => &[("path", PathKind::New)],
-            Kind::RunCommand | Kind::Calculate => &[],
+            Kind::RunCommand => &[],
         }
     }
 
@@ -151,13 +143,6 @@ impl Kind {
                     ),
                 ],
                 vec!["pattern"],
-            ),
-            Kind::Calculate => (
-                vec![(
-                    "expression",
-                    string_prop("The arithmetic to work out, such as 3200 + 4100 + 5600."),
-                )],
-                vec!["expression"],
             ),
             Kind::WriteFile | Kind::AppendFile => (
                 vec![

@@ -1,6 +1,5 @@
-//! The built-in workspace toolkit (docs/protocol.md §3): reading, listing and searching always;
-//! `calculate` unless switched off; writing only with `allow_write`; `run_command` only with
-//! `allow_shell`. Every path goes through
+//! The built-in workspace toolkit (docs/protocol.md §3): reading, listing and searching always; writing only
+//! with `allow_write`; `run_command` only with `allow_shell`. Every path goes through
 //! [`Workspace::resolve`], so nothing outside the workspace can be read or written.
 //!
 //! Decisions worth knowing (the model sees them in the tool descriptions):
@@ -23,7 +22,6 @@
 //! - `move_path` refuses to overwrite an existing target.
 //! - `run_command`'s timeout is reported as a failure that includes the output so far.
 
-mod calculate;
 mod command;
 mod kinds;
 mod paths;
@@ -89,11 +87,9 @@ impl Default for Limits {
     }
 }
 
-/// What the toolkit offers. The default: reading, listing, searching and `calculate`.
-#[derive(Clone)]
+/// What the toolkit offers.
+#[derive(Clone, Default)]
 pub struct ToolkitOptions {
-    /// Offer `calculate` (arithmetic worked out exactly; it touches no file). On by default.
-    pub calculator: bool,
     /// Offer `write_file`, `append_file`, `edit_file`, `make_dir`, `move_path`, `delete_path`.
     pub allow_write: bool,
     /// Offer `run_command`.
@@ -106,23 +102,9 @@ pub struct ToolkitOptions {
     pub child_env: ChildEnv,
 }
 
-impl Default for ToolkitOptions {
-    fn default() -> Self {
-        ToolkitOptions {
-            calculator: true,
-            allow_write: false,
-            allow_shell: false,
-            confirm: None,
-            limits: Limits::default(),
-            child_env: ChildEnv::default(),
-        }
-    }
-}
-
 impl std::fmt::Debug for ToolkitOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolkitOptions")
-            .field("calculator", &self.calculator)
             .field("allow_write", &self.allow_write)
             .field("allow_shell", &self.allow_shell)
             .field("confirm", &self.confirm.is_some())
@@ -142,9 +124,6 @@ pub fn toolkit(ws: Arc<Workspace>, opts: ToolkitOptions) -> Registry {
         child_env: opts.child_env,
     });
     let mut kinds = vec![Kind::ReadFile, Kind::ListDir, Kind::SearchFiles];
-    if opts.calculator {
-        kinds.push(Kind::Calculate);
-    }
     if opts.allow_write {
         kinds.extend([
             Kind::WriteFile,
@@ -315,7 +294,6 @@ async fn dispatch(kind: Kind, ctx: Arc<Ctx>, args: Args) -> Reply {
         Kind::ReadFile => read::read_file(ctx, args).await,
         Kind::ListDir => search::list_dir(ctx, args).await,
         Kind::SearchFiles => search::search_files(ctx, args).await,
-        Kind::Calculate => calculate::calculate(args).await,
         Kind::WriteFile => write::write_file(ctx, args).await,
         Kind::AppendFile => write::append_file(ctx, args).await,
         Kind::EditFile => write::edit_file(ctx, args).await,

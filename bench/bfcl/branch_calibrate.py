@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The model's own odds where serve's turn decides (issue 43 item 4): of calling at all, or of the
-tool name its call writes.
+"""The model's own odds where serve's turn decides (issue 43 item 4): of calling at all, of the
+tool name its call writes, or of a tool against "none" when asked which one fits.
 
 serve's default turn has no thought: its grammar (`root ::= action | final`) begins the turn at
 the decision, `<action>` or `<final_answer>`. llama-server's `logprobs`/`top_logprobs` report the
@@ -12,6 +12,10 @@ model's own distribution before the grammar narrowed it. Two readings (`--measur
 - `name`: the mean log-probability of the tokens the turn writes between `<action>` and `(`, the
   name the grammar lets it choose among the declared tools: a tool the model would not have
   named itself scores low (serve's `call-odds` policy, src/policy/odds.rs).
+- `choice`: the same tools (the system prompt's `# Tools` part, names, descriptions and
+  parameters) and the question, asked apart from the protocol: "which of these tools would you
+  call, or none?". At the reply's first token, score = ln P(a token that begins a tool's name)
+  − ln P(a token that begins "none"), each summed over the 20 most likely tokens.
 
 No rule reads words.
 
@@ -20,7 +24,7 @@ Input: the turn requests serve sent for each case (bench/bfcl/capture_upstream.p
 question is asked again with the log-probabilities.
 
     ~/.cache/tagloop-bfcl/bin/python bench/bfcl/branch_calibrate.py --base-url http://127.0.0.1:PORT/v1 \\
-        [--measure branch|name] [--limit N] --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
+        [--measure branch|name|choice] [--limit N] --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
         --none irrelevance.jsonl,live_irrelevance.jsonl --out scores.jsonl
 
 Prints, for the scores, the separation (AUC: the chance a case that should call scores above
@@ -91,6 +95,42 @@ def name_score(base_url, body, timeout):
     return (sum(logps) / len(logps) if logps else None), text
 
 
+def tool_names(system):
+    """The tools' names and the `# Tools` part of serve's system prompt."""
+    part = system[system.index("# Tools"):] if "# Tools" in system else ""
+    if "\n# Your role" in part:
+        part = part[:part.index("\n# Your role")]
+    names = [line[3:].split("(")[0].strip() for line in part.splitlines() if line.startswith("## ")]
+    return names, part
+
+
+def choice_score(base_url, body, timeout):
+    """ln P(the reply begins a tool's name) - ln P(it begins "none"), asked apart from the protocol."""
+    names, tools = tool_names(body["messages"][0]["content"])
+    question = body["messages"][-1]["content"].replace("<question>", "").replace("</question>", "").strip()
+    messages = [
+        {"role": "system", "content": "You pick the tool, if any, that fits a request.\n\n" + tools},
+        {"role": "user", "content": question + "\n\nWhich of these tools would you call for this request? "
+                                    "Reply with the tool's name only, or with none if no tool fits."},
+    ]
+    req_body = {"messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
+                "top_logprobs": 20, "stream": False}
+    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(req_body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        answer = json.load(r)
+    top = {t["token"]: t["logprob"] for t in answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+    lowered = [n.lower() for n in names]
+
+    def mass(test):
+        ps = [math.exp(lp) for tok, lp in top.items() if (w := tok.strip().strip("`").lower()) and test(w)]
+        return math.log(sum(ps)) if ps else FLOOR
+
+    tool = mass(lambda w: any(n.startswith(w) for n in lowered))
+    none = mass(lambda w: "none".startswith(w))
+    return tool - none, top
+
+
 def auc(pos, neg):
     pairs = [(p > n) + 0.5 * (p == n) for p in pos for n in neg]
     return sum(pairs) / len(pairs) if pairs else float("nan")
@@ -104,15 +144,16 @@ def main():
     ap.add_argument("--out", required=True, help="one JSON line per case with its score")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--limit", type=int, default=None, help="the first N questions of each file")
-    ap.add_argument("--measure", choices=["branch", "name"], default="branch",
-                    help="branch: ln P(action) - ln P(final) after '<'; name: the called name's mean token log-probability")
+    ap.add_argument("--measure", choices=["branch", "name", "choice"], default="branch",
+                    help="branch: ln P(action) - ln P(final) after '<'; name: the called name's mean token "
+                         "log-probability; choice: ln P(a tool) - ln P(none) asked which tool fits")
     args = ap.parse_args()
     scores = {True: [], False: []}
     with open(args.out, "w") as out:
         for should_call, files in ((True, args.call), (False, args.none)):
             for path in files.split(","):
                 for i, body in enumerate(first_turns(path)[:args.limit]):
-                    measure = score if args.measure == "branch" else name_score
+                    measure = {"branch": score, "name": name_score, "choice": choice_score}[args.measure]
                     s, top = measure(args.base_url, body, args.timeout)
                     out.write(json.dumps({"file": path, "case": i, "should_call": should_call,
                                           "score": s, "top": top}) + "\n")

@@ -4,7 +4,7 @@ tool name its call writes, or of a tool against "none" when asked which one fits
 
 serve's default turn has no thought: its grammar (`root ::= action | final`) begins the turn at
 the decision, `<action>` or `<final_answer>`. llama-server's `logprobs`/`top_logprobs` report the
-model's own distribution before the grammar narrowed it. Two readings (`--measure`):
+model's own distribution before the grammar narrowed it. Three readings (`--measure`):
 
 - `branch`: at the token after the forced `<`, score = ln P("action") − ln P("final"). A tool
   that fits should score high, a question no offered tool answers low. (It does not: AUC 0.48
@@ -14,8 +14,9 @@ model's own distribution before the grammar narrowed it. Two readings (`--measur
   named itself scores low (serve's `call-odds` policy, src/policy/odds.rs).
 - `choice`: the same tools (the system prompt's `# Tools` part, names, descriptions and
   parameters) and the question, asked apart from the protocol: "which of these tools would you
-  call, or none?". At the reply's first token, score = ln P(a token that begins a tool's name)
-  − ln P(a token that begins "none"), each summed over the 20 most likely tokens.
+  call, or none?". At the reply's first token, score = ln P(tool) − ln P(none), each the
+  probability summed over those of the 20 most likely tokens that, trimmed of spaces and
+  backticks and lower-cased, begin an offered tool's name (tool) or "none" (none).
 
 No rule reads words.
 
@@ -55,12 +56,16 @@ def first_turns(path):
     return out
 
 
-def score(base_url, body, timeout):
-    body = dict(body, max_tokens=2, logprobs=True, top_logprobs=20, stream=False)
+def complete(base_url, body, timeout):
+    """One whole (not streamed) chat completion: the server's answer as JSON."""
     req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        answer = json.load(r)
+        return json.load(r)
+
+
+def score(base_url, body, timeout):
+    answer = complete(base_url, dict(body, max_tokens=2, logprobs=True, top_logprobs=20, stream=False), timeout)
     tokens = answer["choices"][0]["logprobs"]["content"]
     # The decision is the token after "<" (the grammar forces "<" first; the first position's
     # own alternatives may hold the word "action" too, as a turn's first word; llama-server
@@ -76,11 +81,7 @@ def name_score(base_url, body, timeout):
     """The call's own tool name: the mean log-probability (before the grammar) of the tokens the
     turn wrote between `<action>` and `(`, the name the grammar lets it choose among the tools.
     A tool the model would not have named itself scores low. None when the turn did not call."""
-    body = dict(body, max_tokens=12, logprobs=True, top_logprobs=1, stream=False)
-    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        answer = json.load(r)
+    answer = complete(base_url, dict(body, max_tokens=12, logprobs=True, top_logprobs=1, stream=False), timeout)
     tokens = answer["choices"][0]["logprobs"]["content"]
     text = "".join(t["token"] for t in tokens)
     if "<action>" not in text:
@@ -113,12 +114,8 @@ def choice_score(base_url, body, timeout):
         {"role": "user", "content": question + "\n\nWhich of these tools would you call for this request? "
                                     "Reply with the tool's name only, or with none if no tool fits."},
     ]
-    req_body = {"messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
-                "top_logprobs": 20, "stream": False}
-    req = urllib.request.Request(f"{base_url}/chat/completions", data=json.dumps(req_body).encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        answer = json.load(r)
+    answer = complete(base_url, {"messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
+                                 "top_logprobs": 20, "stream": False}, timeout)
     top = {t["token"]: t["logprob"] for t in answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
     lowered = [n.lower() for n in names]
 
@@ -148,12 +145,12 @@ def main():
                     help="branch: ln P(action) - ln P(final) after '<'; name: the called name's mean token "
                          "log-probability; choice: ln P(a tool) - ln P(none) asked which tool fits")
     args = ap.parse_args()
+    measure = {"branch": score, "name": name_score, "choice": choice_score}[args.measure]
     scores = {True: [], False: []}
     with open(args.out, "w") as out:
         for should_call, files in ((True, args.call), (False, args.none)):
             for path in files.split(","):
                 for i, body in enumerate(first_turns(path)[:args.limit]):
-                    measure = {"branch": score, "name": name_score, "choice": choice_score}[args.measure]
                     s, top = measure(args.base_url, body, args.timeout)
                     out.write(json.dumps({"file": path, "case": i, "should_call": should_call,
                                           "score": s, "top": top}) + "\n")

@@ -117,15 +117,31 @@ def choice_score(base_url, body, timeout):
     answer = complete(base_url, {"messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
                                  "top_logprobs": 20, "stream": False}, timeout)
     top = {t["token"]: t["logprob"] for t in answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+    return margin(top, names), top
+
+
+def cached_choice_score(base_url, body, timeout):
+    """The choice asked on the turn's own prompt: its messages, the question followed by the ask,
+    so that a server's prompt cache holds everything before it from the turn. Scored as `choice`."""
+    names, _ = tool_names(body["messages"][0]["content"])
+    messages = [dict(m) for m in body["messages"]]
+    messages[-1]["content"] += ("\n\nWhich of the tools above would you call for this question? "
+                                "Reply with the tool's name only, or with none if no tool fits.")
+    answer = complete(base_url, {"messages": messages, "max_tokens": 1, "temperature": 0, "logprobs": True,
+                                 "top_logprobs": 20, "stream": False}, timeout)
+    top = {t["token"]: t["logprob"] for t in answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+    return margin(top, names), top
+
+
+def margin(top, names):
+    """ln P(a first token that begins a tool's name) - ln P(one that begins "none")."""
     lowered = [n.lower() for n in names]
 
     def mass(test):
         ps = [math.exp(lp) for tok, lp in top.items() if (w := tok.strip().strip("`").lower()) and test(w)]
         return math.log(sum(ps)) if ps else FLOOR
 
-    tool = mass(lambda w: any(n.startswith(w) for n in lowered))
-    none = mass(lambda w: "none".startswith(w))
-    return tool - none, top
+    return mass(lambda w: any(n.startswith(w) for n in lowered)) - mass(lambda w: "none".startswith(w))
 
 
 def auc(pos, neg):
@@ -141,11 +157,13 @@ def main():
     ap.add_argument("--out", required=True, help="one JSON line per case with its score")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--limit", type=int, default=None, help="the first N questions of each file")
-    ap.add_argument("--measure", choices=["branch", "name", "choice"], default="branch",
+    ap.add_argument("--measure", choices=["branch", "name", "choice", "cached-choice"], default="branch",
                     help="branch: ln P(action) - ln P(final) after '<'; name: the called name's mean token "
-                         "log-probability; choice: ln P(a tool) - ln P(none) asked which tool fits")
+                         "log-probability; choice: ln P(a tool) - ln P(none) asked which tool fits; cached-choice: "
+                         "the same, asked on the turn's own prompt")
     args = ap.parse_args()
-    measure = {"branch": score, "name": name_score, "choice": choice_score}[args.measure]
+    measure = {"branch": score, "name": name_score, "choice": choice_score,
+               "cached-choice": cached_choice_score}[args.measure]
     scores = {True: [], False: []}
     with open(args.out, "w") as out:
         for should_call, files in ((True, args.call), (False, args.none)):

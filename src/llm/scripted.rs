@@ -276,6 +276,7 @@ impl ScriptedModel {
             elapsed: started.elapsed(),
             first_token,
             constraint: Default::default(),
+            first_token_odds: Vec::new(),
         })
     }
 }

@@ -100,6 +100,7 @@ mod client;
 mod ending;
 mod errors;
 mod grammar;
+mod odds;
 mod retry;
 mod send;
 mod server;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::fake_server::{FakeChoice, FakeConfig, FakeGuess, FakeServer};
+use common::fake_server::{FakeConfig, FakeGuess, FakeServer};
 use common::serve::{ask, post, proxy};
 use serde_json::{Value, json};
 use tagloop::llm::GrammarMode;
@@ -133,84 +133,6 @@ async fn unsaid_optional() {
         "{on}"
     );
     assert_eq!(calls(&off)[0].1["unit"], "cm", "{off}");
-}
-
-#[tokio::test]
-async fn choice_odds() {
-    // Asked which tool it would call, the model's odds favour none (ln 0.9 - ln 0.05 against
-    // the tool); the turn calls the tool all the same.
-    let fake = |top: Vec<(&str, f64)>| FakeConfig {
-        choice: FakeChoice {
-            top: top.into_iter().map(|(t, lp)| (t.to_owned(), lp)).collect(),
-        },
-        ..FakeConfig::turns([
-            "<action>weather(city=\"Paris\")</action>",
-            "<final_answer>I have no tool for that.</final_answer>",
-        ])
-    };
-    let body = question(
-        "What is the weather in Paris?",
-        common::serve::weather_tools(),
-    );
-    let none_first = vec![
-        ("none", 0.9f64.ln()),
-        ("weather", 0.05f64.ln()),
-        ("<", -4.0),
-    ];
-    let run = |cfg: FakeConfig, cut: Option<f64>, policies: Policies| {
-        let body = body.clone();
-        async move {
-            let server = FakeServer::start(cfg).await;
-            let base = proxy(&server, |c| {
-                c.policies = policies.without(Policy::UnsaidOptional);
-                c.choice_cut = cut;
-            })
-            .await;
-            let (status, v) = post(&base, &body).await;
-            assert_eq!(status, 200, "{v}");
-            (v, server)
-        }
-    };
-    let (on, on_fake) = run(fake(none_first.clone()), Some(0.0), Policies::all()).await;
-    assert!(calls(&on).is_empty(), "{on}");
-    assert_eq!(
-        on["choices"][0]["message"]["content"],
-        "I have no tool for that."
-    );
-    // The choice is asked on the turn's own prompt: its system message, the question, the ask.
-    let choices = on_fake.choices();
-    assert_eq!(choices.len(), 1);
-    let turn = &on_fake.requests()[0].body;
-    assert_eq!(choices[0]["messages"][0], turn["messages"][0]);
-    let asked = choices[0]["messages"][1]["content"]
-        .as_str()
-        .unwrap_or_default();
-    let question_text = turn["messages"][1]["content"].as_str().unwrap_or_default();
-    assert!(asked.starts_with(question_text) && asked.len() > question_text.len());
-    assert_eq!(
-        (
-            choices[0]["max_tokens"].as_u64(),
-            choices[0]["logprobs"].as_bool()
-        ),
-        (Some(1), Some(true))
-    );
-    let kept = [("weather".to_owned(), json!({"city": "Paris"}))];
-    // Switched off, or without a cut, the choice is not asked and the call goes out.
-    for (cut, policies) in [
-        (Some(0.0), Policies::all().without(Policy::ChoiceOdds)),
-        (None, Policies::all()),
-    ] {
-        let (off, off_fake) = run(fake(none_first.clone()), cut, policies).await;
-        assert_eq!(calls(&off), kept, "{off}");
-        assert!(off_fake.choices().is_empty());
-    }
-    // Odds that favour the tool, or none to read (a server without logprobs), keep the call.
-    let tool_first = vec![("weather", 0.8f64.ln()), ("none", 0.1f64.ln())];
-    for top in [tool_first, Vec::new()] {
-        let (v, f) = run(fake(top), Some(0.0), Policies::all()).await;
-        assert_eq!(calls(&v), kept, "{v}");
-        assert_eq!(f.choices().len(), 1);
-    }
 }
 
 #[tokio::test]

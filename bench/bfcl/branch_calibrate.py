@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
 """The model's own odds where serve's turn decides (issue 43 item 4): of calling at all, of the
-tool name its call writes, or of a tool against "none" when asked which one fits.
+tool name its call writes, or of a tool against "none" when asked which one fits (apart, or on
+the turn's own prompt).
 
 serve's default turn has no thought: its grammar (`root ::= action | final`) begins the turn at
 the decision, `<action>` or `<final_answer>`. llama-server's `logprobs`/`top_logprobs` report the
-model's own distribution before the grammar narrowed it. Three readings (`--measure`):
+model's own distribution before the grammar narrowed it. Four readings (`--measure`):
 
 - `branch`: at the token after the forced `<`, score = ln P("action") − ln P("final"). A tool
   that fits should score high, a question no offered tool answers low. (It does not: AUC 0.48
   on the 0.5B, docs/experiments.md.)
 - `name`: the mean log-probability of the tokens the turn writes between `<action>` and `(`, the
   name the grammar lets it choose among the declared tools: a tool the model would not have
-  named itself scores low (serve's `call-odds` policy, src/policy/odds.rs).
+  named itself scores low (serve's `call-odds` policy, deleted).
 - `choice`: the same tools (the system prompt's `# Tools` part, names, descriptions and
   parameters) and the question, asked apart from the protocol: "which of these tools would you
   call, or none?". At the reply's first token, score = ln P(tool) − ln P(none), each the
   probability summed over those of the 20 most likely tokens that, trimmed of spaces and
   backticks and lower-cased, begin an offered tool's name (tool) or "none" (none).
+- `cached-choice`: the same ask after the question in the turn's own messages (the protocol's
+  system prompt and all), so a server's prompt cache holds everything before it; scored as
+  `choice` (serve's `choice-odds`, deleted: docs/experiments.md).
 
 No rule reads words.
 
@@ -25,7 +29,7 @@ Input: the turn requests serve sent for each case (bench/bfcl/capture_upstream.p
 question is asked again with the log-probabilities.
 
     ~/.cache/tagloop-bfcl/bin/python bench/bfcl/branch_calibrate.py --base-url http://127.0.0.1:PORT/v1 \\
-        [--measure branch|name|choice] [--limit N] --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
+        [--measure branch|name|choice|cached-choice] [--limit N] --call simple_python.jsonl,multiple.jsonl,live_simple.jsonl \\
         --none irrelevance.jsonl,live_irrelevance.jsonl --out scores.jsonl
 
 Prints, for the scores, the separation (AUC: the chance a case that should call scores above

@@ -161,7 +161,6 @@ impl Run<'_> {
             strict_repeats_until,
             cut_counting: policies.on(Policy::Counting),
             end_at_repeated_block: None,
-            first_token_odds: None,
             extra: agent.config.extra.clone(),
             grammar,
             notices: Some(notices),

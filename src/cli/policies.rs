@@ -42,7 +42,7 @@ pub fn resolve(flag: &[String], file: Option<&[String]>) -> anyhow::Result<Polic
 /// Rules that were deleted because they did not pay (docs/configuration.md): a config file or
 /// a recorded run that switches one off asks for what every run now does, so the name is
 /// accepted and says so in the log (a transcript from before the deletion still continues).
-const DELETED: [&str; 7] = [
+const DELETED: [&str; 8] = [
     "closing-line",
     "unnamed-tool",
     "same-result",
@@ -50,6 +50,7 @@ const DELETED: [&str; 7] = [
     "given",
     "runaway",
     "call-odds",
+    "choice-odds",
 ];
 
 fn switch_off(mut set: Policies, names: &[String], whence: &str) -> anyhow::Result<Policies> {

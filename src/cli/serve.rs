@@ -113,20 +113,8 @@ pub struct ServeArgs {
         hide_short_help = true
     )]
     guess_timeout: Option<u64>,
-    /// Ask the model, beside a first turn that may call, which declared tool it would call or
-    /// none, and decline the call when its log-odds of a tool over none fall below MARGIN
-    /// (the `choice-odds` policy; its scale is the model's: docs/serve.md gives the cut per
-    /// model class; default: not asked)
-    #[arg(
-        long,
-        value_name = "MARGIN",
-        help_heading = "Decisions",
-        hide_short_help = true,
-        allow_negative_numbers = true
-    )]
-    choice_cut: Option<f64>,
     /// Switch a steering rule off (grounding, guess, further, choose,
-    /// unsaid-optional, answered-call, no-thought, counting, repeat, choice-odds; `tagloop policies` lists them): a name, a comma list, or `all`;
+    /// unsaid-optional, answered-call, no-thought, counting, repeat; `tagloop policies` lists them): a name, a comma list, or `all`;
     /// repeatable; adds to the config file's `[policies] off`
     #[arg(
         long,
@@ -297,7 +285,6 @@ fn args_knobs(args: &ServeArgs) -> Knobs {
         max_body: args.max_body,
         timeout: args.timeout,
         guess_timeout: args.guess_timeout,
-        choice_cut: args.choice_cut,
         concurrency: args.concurrency,
         max_connections: args.max_connections,
         no_passthrough: args.no_passthrough,
@@ -316,7 +303,6 @@ struct Knobs {
     max_body: Option<usize>,
     timeout: Option<u64>,
     guess_timeout: Option<u64>,
-    choice_cut: Option<f64>,
     concurrency: Option<usize>,
     max_connections: Option<usize>,
     /// `--no-passthrough` (a switch: given, it wins; absent, the file decides).
@@ -363,12 +349,6 @@ fn knobs(cfg: &mut ServeConfig, flags: Knobs, file: &ServeSection) -> Result<(),
         .guess_timeout
         .or(file.guess_timeout)
         .map(|s| Duration::from_secs(s.max(1)));
-    cfg.choice_cut = match flags.choice_cut.or(file.choice_cut) {
-        Some(cut) if !cut.is_finite() => {
-            return Err(format!("choice_cut must be a finite number, not {cut}"));
-        }
-        cut => cut,
-    };
     cfg.concurrency = flags.concurrency.or(file.concurrency).unwrap_or(16).max(1);
     cfg.max_connections = flags
         .max_connections

@@ -12,7 +12,6 @@
 //! max_body = 4194304        # bytes
 //! timeout = 300             # seconds per request
 //! guess_timeout = 30        # seconds; default: only the request's timeout
-//! choice_cut = 1.5          # the choice check's cut (docs/serve.md); default: not asked
 //! concurrency = 16
 //! max_connections = 512
 //! passthrough = true        # false: 404 for what serve does not answer (--no-passthrough)
@@ -41,7 +40,6 @@ pub struct ServeSection {
     pub max_body: Option<usize>,
     pub timeout: Option<u64>,
     pub guess_timeout: Option<u64>,
-    pub choice_cut: Option<f64>,
     pub concurrency: Option<usize>,
     pub max_connections: Option<usize>,
     pub passthrough: Option<bool>,

@@ -122,11 +122,6 @@ pub struct TurnRequest {
     /// (see [`RepeatedBlock`]): the turn then ends as [`Finish::Stop`] at the closing tag, its
     /// text ending with the last block that differed. Enforced by the OpenAI client.
     pub end_at_repeated_block: Option<RepeatedBlock>,
-    /// Ask for the first generated token's most likely alternatives, at most this many (at
-    /// most [`MAX_FIRST_TOKEN_ODDS`]), with their log-probabilities (OpenAI chat's `logprobs` and
-    /// `top_logprobs`; chat only): [`TurnResult::first_token_odds`] holds them when the server
-    /// sends them. Serve's `choice-odds` policy reads them.
-    pub first_token_odds: Option<u8>,
     /// Extra vendor fields merged into the request body.
     pub extra: Map<String, Value>,
     /// The grammar of the turn, for clients that can have the server constrain sampling to it
@@ -244,25 +239,6 @@ pub struct TurnResult {
     pub first_token: Option<Duration>,
     /// Whether a grammar constrained the turn.
     pub constraint: Constraint,
-    /// The first generated token's most likely alternatives and their log-probabilities, most
-    /// likely first, when the request asked for them ([`TurnRequest::first_token_odds`]) and
-    /// the server sent them; at most [`MAX_FIRST_TOKEN_ODDS`].
-    pub first_token_odds: Vec<TokenOdds>,
-}
-
-/// Most alternatives of a turn's first token that are asked for and kept (OpenAI's own limit
-/// of `top_logprobs`).
-pub const MAX_FIRST_TOKEN_ODDS: u8 = 20;
-
-/// One token and its log-probability, as the server reports it (llama.cpp reports the model's
-/// own distribution, before a grammar or a sampler narrowed it).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct TokenOdds {
-    /// The token's text.
-    pub token: String,
-    /// Its natural log-probability.
-    pub logprob: f64,
 }
 
 impl TurnResult {
@@ -278,7 +254,6 @@ impl TurnResult {
             elapsed: Duration::ZERO,
             first_token: None,
             constraint: Constraint::default(),
-            first_token_odds: Vec::new(),
         }
     }
 }

@@ -276,7 +276,6 @@ impl ScriptedModel {
             elapsed: started.elapsed(),
             first_token,
             constraint: Default::default(),
-            first_token_odds: Vec::new(),
         })
     }
 }

@@ -14,7 +14,7 @@ use super::ToolSpec;
 /// One judgement of a turn's calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Judgement {
-    /// The rule that judged: `grounding`, `guess`, `choice-odds` or `unsaid-optional`.
+    /// The rule that judged: `grounding`, `guess` or `unsaid-optional`.
     pub rule: &'static str,
     /// The tools the turn called (the first call's, for the grounding rule).
     pub tools: Vec<String>,
@@ -75,19 +75,6 @@ impl Judgement {
             rule: "guess",
             tools: called.iter().map(|t| t.name.clone()).collect(),
             guess,
-            declined,
-            why,
-            timed_out: false,
-            before_call: false,
-        }
-    }
-
-    /// The model's choice among the declared `tools` and none (`choice_odds.rs`), for `why`.
-    pub(crate) fn choice(tools: &[&ToolSpec], declined: bool, why: String) -> Self {
-        Judgement {
-            rule: "choice-odds",
-            tools: tools.iter().map(|t| t.name.clone()).collect(),
-            guess: None,
             declined,
             why,
             timed_out: false,

@@ -9,7 +9,6 @@
 //! |---|---|---|
 //! | `grounding` | serve declines a first call none of whose values the conversation gave | `policy/grounding.rs`, `policy/mentions.rs` |
 //! | `guess` | serve declines a call whose tool shares no word with the function the model names when asked about the question alone, without the tools | `policy/guess.rs` (asked by `serve/ahead.rs`) |
-//! | `choice-odds` | serve declines a first call when, asked which declared tool it would call or none, the model's odds of a tool over none fall below the client's cut (`--choice-cut`; not asked without one) | `policy/choice_odds.rs` (asked by `serve/ahead.rs`) |
 //! | `further` | serve drops a further call of a turn that brings nothing the question asks for | `policy/further.rs`, `policy/grounded.rs` |
 //! | `choose` | serve asks a lone call (or a text answer) again for the tool the question's words lead to | `policy/choose.rs` (asked again by `serve/reask.rs`) |
 //! | `unsaid-optional` | serve leaves out of a kept call an optional argument whose value the conversation never gave | `policy/unsaid.rs` |
@@ -52,8 +51,6 @@
 //! arguments, the role's schema, the step limit, and the loop guard's A/A/A and A/B/A/B rules
 //! (`loopguard/`, §1.6), which end a run that would otherwise never end.
 
-#[cfg(feature = "serve")]
-pub(crate) mod choice_odds;
 #[cfg(feature = "serve")]
 pub(crate) mod choose;
 mod conversation;
@@ -106,9 +103,6 @@ pub enum Policy {
     Grounding,
     /// Serve's guess: a call whose tool is not about the model's own function is declined.
     Guess,
-    /// Serve's choice odds: a first call is declined when the model's own odds of a tool over
-    /// none, asked which it would call, are below the cut.
-    ChoiceOdds,
     /// Serve's further calls: one that brings nothing the question asks for is dropped.
     Further,
     /// Serve's choice: a lone call is asked again for the tool the question's words name.
@@ -135,10 +129,9 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order of the module docs.
-    pub const ALL: [Policy; 14] = [
+    pub const ALL: [Policy; 13] = [
         Policy::Grounding,
         Policy::Guess,
-        Policy::ChoiceOdds,
         Policy::Further,
         Policy::Choose,
         Policy::UnsaidOptional,
@@ -171,10 +164,6 @@ impl Policy {
             Policy::Guess => (
                 "guess",
                 "serve declines a call whose tool shares no word with the function the model names when asked about the question alone, without the tools",
-            ),
-            Policy::ChoiceOdds => (
-                "choice-odds",
-                "serve declines a first call when, asked which declared tool it would call or none, the model's odds of a tool over none fall below --choice-cut (not asked without one)",
             ),
             Policy::Further => (
                 "further",
@@ -310,7 +299,6 @@ impl Policy {
         match self {
             Policy::Grounding => "serve: policy/grounding.rs, policy/mentions.rs",
             Policy::Guess => "serve: policy/guess.rs, serve/ahead.rs",
-            Policy::ChoiceOdds => "serve: policy/choice_odds.rs, serve/ahead.rs",
             Policy::Further => "serve: policy/further.rs, policy/grounded.rs",
             Policy::Choose => "serve: policy/choose.rs, serve/reask.rs",
             Policy::UnsaidOptional => "serve: policy/unsaid.rs",

@@ -20,114 +20,57 @@
 //! after the turn; on a server with more (llama-server's default), its time hides under the
 //! turn's. A turn that ends in no judged call (a text answer, a call the grounding rule
 //! declines) leaves the guess unused: it is dropped, and its request with it.
-//!
-//! **The choice** (`policy/choice_odds.rs`, where the client gave `--choice-cut`) is a second
-//! check raced the same way: its request is the turn's own fitted prompt with the ask after the
-//! question (`choice.rs`), sent when the turn is. Answered first with a margin below the cut, it
-//! drops the turn as the guess does; otherwise a first call is judged by it before the guess,
-//! and a call it declines is not asked of the guess.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::ServeError;
-use super::choice::{self, Chosen};
 use super::request::Ask;
 use crate::agent::guess::request;
-use crate::llm::{Api, Model, TurnRequest, Usage};
+use crate::llm::{Api, Model, Usage};
 use crate::policy::guess::{self, Guessed, Verdict};
-use crate::policy::{Choice, Entry, Judgement, ToolSpec, choice_odds, name_of};
+use crate::policy::{Choice, Entry, Judgement, ToolSpec, name_of};
 use crate::shown::Outside;
 
-/// A check's request in flight: what it gave and its usage.
-type Pending<'a, T> = Pin<Box<dyn Future<Output = (T, Usage)> + Send + 'a>>;
+/// A guess in flight.
+type Pending<'a> = Pin<Box<dyn Future<Output = (Guessed, Usage)> + Send + 'a>>;
 
-/// One check asked beside the turn: in flight, answered, or answered and its usage counted.
-enum Check<'a, T> {
-    Pending(Pending<'a, T>),
-    /// Answered; its usage not yet added to the request's.
-    Answered(T, Usage),
-    /// Answered, and its usage counted.
-    Counted(T),
-}
-
-impl<'a, T: Clone> Check<'a, T> {
-    /// What it gave, once answered.
-    fn answer(&self) -> Option<&T> {
-        match self {
-            Check::Pending(_) => None,
-            Check::Answered(t, _) | Check::Counted(t) => Some(t),
-        }
-    }
-
-    /// Await it (for at most `bound`, when given: `on_timeout` then stands for its answer).
-    async fn settle(&mut self, bound: Option<std::time::Duration>, on_timeout: impl FnOnce() -> T) {
-        if let Check::Pending(pending) = self {
-            let (answer, used) = match bound {
-                Some(bound) => tokio::time::timeout(bound, pending)
-                    .await
-                    .unwrap_or_else(|_| (on_timeout(), Usage::default())),
-                None => pending.await,
-            };
-            *self = Check::Answered(answer, used);
-        }
-    }
-
-    /// Add its usage to `usage`, once.
-    fn count(&mut self, usage: &mut Usage) {
-        if let Check::Answered(answer, used) = self {
-            usage.add(*used);
-            *self = Check::Counted(answer.clone());
-        }
-    }
-}
-
-/// The choice: its cut, and its check once the turn's prompt was there to ask it on.
-struct Chooser<'a> {
-    cut: f64,
-    check: Option<Check<'a, Chosen>>,
-}
-
-/// The checks asked ahead for one request.
+/// The guess asked ahead for one request.
 pub(crate) struct Ahead<'a> {
-    model: &'a dyn Model,
     question: &'a str,
     tools: Vec<&'a ToolSpec>,
     /// The guess's own time limit (`--guess-timeout`), counted from when a call waits for it.
     bound: Option<std::time::Duration>,
-    guess: Option<Check<'a, Guessed>>,
-    choice: Option<Chooser<'a>>,
+    state: State<'a>,
 }
 
-/// How a turn raced against the checks ended.
+enum State<'a> {
+    Pending(Pending<'a>),
+    /// Answered; its usage not yet added to the request's.
+    Answered(Guessed, Usage),
+    /// Answered, and its usage counted.
+    Counted(Guessed),
+}
+
+/// How a turn raced against the guess ended.
 pub(crate) enum Raced<T> {
     /// The turn ended: its result.
     Turn(T),
-    /// A check declined every tool before the turn ended: the turn was dropped. The
+    /// The guess declined every tool before the turn ended: the turn was dropped. The
     /// judgement says why.
     Declined(Judgement),
 }
 
-/// Which checks to ask.
-pub(crate) struct Checks {
-    /// The guess (`policy/guess.rs`).
-    pub guess: bool,
-    /// The choice, with its cut (`policy/choice_odds.rs`).
-    pub choice: Option<f64>,
-}
-
 impl<'a> Ahead<'a> {
-    /// Send the guess for `ask` if a first call of it may be judged (see the module docs),
-    /// and make ready the choice, asked with the turn (`ask_choice`): `may_fall_back` is
-    /// whether the turn may still end in an answer. `None` when no check is asked.
+    /// Send the guess for `ask` if a first call of it may be judged (see the module docs):
+    /// `may_fall_back` is whether the turn may still end in an answer.
     pub(crate) fn start(
         model: &'a dyn Model,
         api: Api,
         bound: Option<std::time::Duration>,
         ask: &'a Ask,
         may_fall_back: bool,
-        checks: Checks,
     ) -> Option<Self> {
         let Some(Entry::Question(question)) = ask.conversation.last() else {
             return None;
@@ -135,51 +78,16 @@ impl<'a> Ahead<'a> {
         if !may_fall_back || ask.choice != Choice::Auto || ask.tools.is_empty() {
             return None;
         }
-        if !checks.guess && checks.choice.is_none() {
-            return None;
-        }
         let question = question.as_str();
         Some(Ahead {
-            model,
             question,
             tools: ask.tools.iter().collect(),
             bound,
-            guess: checks
-                .guess
-                .then(|| Check::Pending(Box::pin(ask_guess(model, api, question)))),
-            choice: checks.choice.map(|cut| Chooser { cut, check: None }),
+            state: State::Pending(Box::pin(ask_guess(model, api, question))),
         })
     }
 
-    /// Whether the guess was sent.
-    pub(crate) fn guessed(&self) -> bool {
-        self.guess.is_some()
-    }
-
-    /// Send the choice on the turn's fitted `turn` request, once (the first turn's: a later
-    /// attempt's prompt holds corrections); whether it was sent now.
-    pub(crate) fn ask_choice(&mut self, turn: &TurnRequest) -> bool {
-        let Some(chooser) = self.choice.as_mut() else {
-            return false;
-        };
-        if chooser.check.is_some() {
-            return false;
-        }
-        let Some(asked) = choice::request(turn) else {
-            tracing::debug!(
-                "the choice is not asked: the turn's prompt does not end in the question"
-            );
-            self.choice = None;
-            return false;
-        };
-        let names = self.tools.iter().map(|t| t.name.clone()).collect();
-        chooser.check = Some(Check::Pending(Box::pin(choice::ask(
-            self.model, asked, names,
-        ))));
-        true
-    }
-
-    /// Run `turn` beside the checks. When one answers first and declines every tool, and
+    /// Run `turn` beside the guess. When the guess answers first and declines every tool, and
     /// nothing of the turn has gone out yet (`committed`, set by the turn's stream), the turn
     /// is dropped.
     pub(crate) async fn race<T>(
@@ -188,109 +96,70 @@ impl<'a> Ahead<'a> {
         committed: &AtomicBool,
     ) -> Raced<T> {
         let mut turn = pin!(turn);
-        loop {
-            if !committed.load(Ordering::Relaxed)
-                && let Some(judgement) = self.declines_every_tool()
-            {
-                tracing::debug!(rule = judgement.rule, why = %Outside(&judgement.why), "a check declined every tool before the turn's call");
-                return Raced::Declined(judgement);
-            }
-            let guess = match &mut self.guess {
-                Some(Check::Pending(p)) => Some(p),
-                _ => None,
-            };
-            let choice = match self.choice.as_mut().and_then(|c| c.check.as_mut()) {
-                Some(Check::Pending(p)) => Some(p),
-                _ => None,
-            };
-            if guess.is_none() && choice.is_none() {
-                return Raced::Turn(turn.await);
-            }
-            // Polled in this order, the choice's request goes out first: on a server with one
-            // slot it is answered before the turn is generated (a turn it declines is never
-            // written), and the turn's prompt, all but the ask, is then in the server's cache.
-            tokio::select! {
+        if let State::Pending(guess) = &mut self.state {
+            let (guessed, usage) = tokio::select! {
                 biased;
-                (chosen, used) = maybe(choice) => {
-                    if let Some(chooser) = self.choice.as_mut() {
-                        chooser.check = Some(Check::Answered(chosen, used));
-                    }
-                }
                 ended = &mut turn => return Raced::Turn(ended),
-                (guessed, used) = maybe(guess) => {
-                    self.guess = Some(Check::Answered(guessed, used));
-                }
-            }
+                answered = guess => answered,
+            };
+            self.state = State::Answered(guessed, usage);
         }
+        if !committed.load(Ordering::Relaxed)
+            && let Some(judgement) = self.declines_every_tool()
+        {
+            tracing::debug!(why = %Outside(&judgement.why), "the guess declined every tool before the turn's call");
+            return Raced::Declined(judgement);
+        }
+        Raced::Turn(turn.await)
     }
 
-    /// The judgement of `called`: the choice's first (awaiting it), then, should it keep the
-    /// call, the guess's (awaiting it for at most its own bound, from now: the turn's time is
-    /// not the guess's). Their usage is added to `usage` the first time. A check the request's
-    /// time limit ended ends the request (504), as any upstream request it ends.
+    /// The guess's judgement of `called`, awaiting it if it has not answered (for at most its
+    /// own bound, from now: the turn's time is not the guess's); its usage is added to `usage`
+    /// the first time. A guess the request's time limit ended ends the request (504), as any
+    /// upstream request it ends.
     pub(crate) async fn judge(
         &mut self,
         called: &[&ToolSpec],
         usage: &mut Usage,
-    ) -> Result<Vec<Judgement>, ServeError> {
-        let mut judged = Vec::new();
-        if let Some(chooser) = self.choice.as_mut()
-            && let Some(check) = chooser.check.as_mut()
-        {
-            check.settle(None, || Chosen::Failed).await;
-            check.count(usage);
-            let verdict = match check.answer() {
-                Some(Chosen::OutOfTime(secs)) => return Err(ServeError::Timeout { secs: *secs }),
-                Some(Chosen::Read(margin)) => choice_odds::judgement(*margin, chooser.cut, called),
-                Some(Chosen::Failed) | None => choice_odds::judgement(None, chooser.cut, called),
+    ) -> Result<Judgement, ServeError> {
+        if let State::Pending(guess) = &mut self.state {
+            let (guessed, used) = match self.bound {
+                Some(bound) => tokio::time::timeout(bound, guess)
+                    .await
+                    .unwrap_or_else(|_| {
+                        let seconds = bound.as_secs_f64();
+                        tracing::warn!(seconds, "the guess took too long; the call is kept");
+                        (Guessed::TimedOut(seconds), Usage::default())
+                    }),
+                None => guess.await,
             };
-            let declined = verdict.declined;
-            judged.push(verdict);
-            if declined {
-                return Ok(judged);
-            }
+            self.state = State::Answered(guessed, used);
         }
-        if let Some(check) = self.guess.as_mut() {
-            let bound = self.bound;
-            check
-                .settle(bound, || {
-                    let seconds = bound.map_or(0.0, |b| b.as_secs_f64());
-                    tracing::warn!(seconds, "the guess took too long; the call is kept");
-                    Guessed::TimedOut(seconds)
-                })
-                .await;
-            check.count(usage);
-            let guessed = check.answer().cloned().unwrap_or(Guessed::NoName);
-            if let Guessed::OutOfTime(secs) = guessed {
-                return Err(ServeError::Timeout { secs });
-            }
-            judged.push(guess::judgement(&guessed, self.question, called));
+        self.count(usage);
+        let guessed = match &self.state {
+            State::Counted(guessed) => guessed,
+            // `count` leaves the state counted.
+            State::Pending(_) | State::Answered(..) => &Guessed::NoName,
+        };
+        if let Guessed::OutOfTime(secs) = guessed {
+            return Err(ServeError::Timeout { secs: *secs });
         }
-        Ok(judged)
+        Ok(guess::judgement(guessed, self.question, called))
     }
 
-    /// Add the answered checks' usage to `usage`, once each.
+    /// Add the answered guess's usage to `usage`, once.
     pub(crate) fn count(&mut self, usage: &mut Usage) {
-        if let Some(check) = self.guess.as_mut() {
-            check.count(usage);
-        }
-        if let Some(check) = self.choice.as_mut().and_then(|c| c.check.as_mut()) {
-            check.count(usage);
+        if let State::Answered(guessed, used) = &self.state {
+            usage.add(*used);
+            self.state = State::Counted(guessed.clone());
         }
     }
 
-    /// The judgement declining every declared tool, when an answered check does.
+    /// The judgement declining every declared tool, when the answered guess does.
     fn declines_every_tool(&self) -> Option<Judgement> {
-        if let Some(chooser) = &self.choice
-            && let Some(Chosen::Read(Some(margin))) = chooser.check.as_ref().and_then(Check::answer)
-            && *margin < chooser.cut
-        {
-            return Some(Judgement {
-                before_call: true,
-                ..choice_odds::judgement(Some(*margin), chooser.cut, &self.tools)
-            });
-        }
-        let Some(Guessed::Named(name)) = self.guess.as_ref().and_then(Check::answer) else {
+        let (State::Answered(Guessed::Named(name), _) | State::Counted(Guessed::Named(name))) =
+            &self.state
+        else {
             return None;
         };
         match guess::verdict(self.question, name, &self.tools) {
@@ -300,14 +169,6 @@ impl<'a> Ahead<'a> {
             }),
             Verdict::Keep(_) => None,
         }
-    }
-}
-
-/// A check's answer, or never when there is none in flight (a branch of the race that waits).
-async fn maybe<T>(pending: Option<&mut Pending<'_, T>>) -> (T, Usage) {
-    match pending {
-        Some(pending) => pending.await,
-        None => std::future::pending().await,
     }
 }
 

@@ -27,7 +27,7 @@ use crate::policy::{
 };
 
 use super::ServeError;
-use super::ahead::{Ahead, Checks};
+use super::ahead::Ahead;
 use super::answer_only::{after_decline, switch_to_answer};
 use super::core::{Core, Trace};
 use super::event::{FinishReason, ServeEvent, ToolCallOut};
@@ -115,19 +115,14 @@ pub(crate) async fn answer(
     let may_fall_back = ask.choice == Choice::Auto && conversation::allows_calls(ask);
     let mut answer_only = false;
     // The guess that judges a first call is sent beside the first turn (ahead.rs).
-    let checks = Checks {
-        guess: on(Policy::Guess),
-        choice: core.choice_cut.filter(|_| on(Policy::ChoiceOdds)),
-    };
     let mut ahead = Ahead::start(
         core.model,
         core.api,
         core.guess_timeout,
         ask,
-        may_fall_back,
-        checks,
+        may_fall_back && on(Policy::Guess),
     );
-    if ahead.as_ref().is_some_and(Ahead::guessed) {
+    if ahead.is_some() {
         trace.requests += 1;
     }
     let mut left = core.repairs + 1;
@@ -285,13 +280,11 @@ pub(crate) async fn answer(
             // Kept as unfinished until it answers: the request's deadline may end it.
             trace.decisions.push(Judgement::unfinished(&called));
             let judged = ahead.judge(&called, &mut trace.usage).await?;
-            trace.decisions.pop();
-            for judged in judged {
-                if judged.declined {
-                    declined = Some(judged.why.clone());
-                }
-                trace.decisions.push(judged);
+            if judged.declined {
+                declined = Some(judged.why.clone());
             }
+            trace.decisions.pop();
+            trace.decisions.push(judged);
         }
         if let Some(why) = declined {
             // Calls the question did not ask for (policy/grounding.rs): the same prompt is asked again

@@ -70,12 +70,6 @@ pub struct ServeConfig {
     /// skips it; `Some`: a guess that takes longer keeps the call unchecked, and the transcript
     /// says it timed out.
     pub guess_timeout: Option<Duration>,
-    /// The cut of serve's choice check (`policy/choice_odds.rs`): under `tool_choice: auto`, a
-    /// first call is declined when the model, asked on the turn's own prompt which declared
-    /// tool it would call or none, gives a tool log-odds over none below it. Its scale is the
-    /// model's: `None` (the default), the check is not asked (docs/serve.md gives the cut
-    /// measured per model class).
-    pub choice_cut: Option<f64>,
     /// Whether what serve does not answer itself (embeddings, a model's lookup, uploads, the
     /// upstream server's own routes) passes through to the upstream (default `true`);
     /// `false`: 404 for it (docs/serve.md, *Pass-through*).
@@ -131,7 +125,6 @@ impl ServeConfig {
             tool_format: ToolFormat::default(),
             thought: ThoughtMode::default(),
             guess_timeout: None,
-            choice_cut: None,
             passthrough: true,
             upstream_stream: true,
             data_dir: None,

@@ -39,8 +39,6 @@ pub(crate) struct Core<'a> {
     pub native: Option<std::sync::Arc<super::native::NativeFormat>>,
     /// The guess's own time limit (`policy/guess.rs`; `None`: the request's).
     pub guess_timeout: Option<std::time::Duration>,
-    /// The choice's cut (`policy/choice_odds.rs`, `--choice-cut`; `None`: not asked).
-    pub choice_cut: Option<f64>,
     /// Whether the turns that may call begin with a thought (`--thought`, `thought.rs`).
     pub thought: ThoughtMode,
     /// The steering rules on (`crate::policy`; each site below asks it).

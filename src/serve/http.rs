@@ -367,7 +367,6 @@ fn core_for<'a>(
         redactor: shared.upstream.redactor(),
         native,
         guess_timeout: shared.cfg.guess_timeout,
-        choice_cut: shared.cfg.choice_cut,
         thought: shared.cfg.thought,
         policies: shared.cfg.policies,
     }

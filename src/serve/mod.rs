@@ -69,7 +69,6 @@ mod ahead;
 mod answer;
 mod answer_only;
 mod body;
-mod choice;
 mod chunks;
 mod clients;
 mod config;

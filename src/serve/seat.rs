@@ -119,11 +119,6 @@ impl Seat for Asking<'_, '_> {
                 committed.store(true, Ordering::Relaxed);
             }
         };
-        if let Some(ahead) = self.ahead.as_deref_mut()
-            && ahead.ask_choice(self.request)
-        {
-            self.trace.requests += 1;
-        }
         let turn = self.core.model.turn(self.request, &mut on_delta);
         let ended = match self.ahead.as_deref_mut() {
             Some(ahead) => ahead.race(turn, &committed).await,

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::OpenAiModel;
-use crate::llm::{Api, LlmError, MAX_FIRST_TOKEN_ODDS, Message, Prompt, TurnRequest};
+use crate::llm::{Api, LlmError, Message, Prompt, TurnRequest};
 
 /// Most stop strings OpenAI accepts; more are enforced on our side only.
 const MAX_SERVER_STOPS: usize = 4;
@@ -108,15 +108,6 @@ impl OpenAiModel {
             body.insert(
                 "stream_options".into(),
                 serde_json::json!({ "include_usage": true }),
-            );
-        }
-        if let Some(n) = req.first_token_odds
-            && self.cfg.api == Api::Chat
-        {
-            body.insert("logprobs".into(), Value::Bool(true));
-            body.insert(
-                "top_logprobs".into(),
-                Value::from(n.min(MAX_FIRST_TOKEN_ODDS)),
             );
         }
         for (k, v) in self.cfg.extra.iter().chain(req.extra.iter()) {

@@ -100,7 +100,6 @@ mod client;
 mod ending;
 mod errors;
 mod grammar;
-mod odds;
 mod retry;
 mod send;
 mod server;

@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::llm::{
-    ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TokenOdds, TurnResult, Usage,
-};
+use crate::llm::{ContextOverflow, DeltaSink, Enforcer, Finish, LlmError, TurnResult, Usage};
 use crate::policy::{RepeatGuard, Repetition, RepetitionKind};
 use crate::scan::BlockWatch;
 use crate::scan::StopScanner;
@@ -43,8 +41,6 @@ pub(super) struct TurnState {
     pub(super) emitted: bool,
     pub(super) started: Instant,
     pub(super) first_token: Option<Duration>,
-    /// The first token's alternatives, when the server sends them (`odds.rs`).
-    first_token_odds: Vec<TokenOdds>,
     /// The degeneration guard, when the request did not turn it off.
     pub(super) guard: Option<RepeatGuard>,
     /// The repetition the guard found; the turn ends there.
@@ -96,7 +92,6 @@ impl TurnState {
             emitted: false,
             started,
             first_token: None,
-            first_token_odds: Vec::new(),
         }
     }
 
@@ -152,11 +147,6 @@ impl TurnState {
         }
         if choice.stop_reason.as_ref().is_some_and(|v| !v.is_null()) {
             self.stop_reason = choice.stop_reason;
-        }
-        if self.first_token_odds.is_empty()
-            && let Some(logprobs) = &choice.logprobs
-        {
-            self.first_token_odds = super::odds::first_token(logprobs);
         }
         let text = content.or(choice.text).unwrap_or_default();
         self.absorb_text(&text, on_delta);
@@ -272,7 +262,6 @@ impl TurnState {
                 elapsed: self.started.elapsed(),
                 first_token: self.first_token,
                 constraint: Default::default(),
-                first_token_odds: self.first_token_odds,
             });
         }
         let (finish, enforced_by) = if let Some(stop) = self.scanner.stopped() {
@@ -303,7 +292,6 @@ impl TurnState {
                 elapsed: self.started.elapsed(),
                 first_token: self.first_token,
                 constraint: Default::default(),
-                first_token_odds: self.first_token_odds,
             });
         } else {
             let held = self.scanner.held().to_owned();
@@ -340,7 +328,6 @@ impl TurnState {
             elapsed: self.started.elapsed(),
             first_token: self.first_token,
             constraint: Default::default(),
-            first_token_odds: self.first_token_odds,
         })
     }
 }

@@ -36,9 +36,6 @@ pub(crate) struct WireChoice {
     pub(crate) stop_reason: Option<Value>,
     /// Some servers put reasoning on the choice for completions.
     pub(crate) reasoning_content: Option<String>,
-    /// Token log-probabilities, when asked for: kept as sent and read leniently (`odds.rs`), so
-    /// a server's own shape of them never fails a turn.
-    pub(crate) logprobs: Option<Value>,
 }
 
 /// Chat message or delta.

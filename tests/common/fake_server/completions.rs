@@ -16,9 +16,6 @@ pub(super) async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let path = uri.path().to_owned();
-    if super::choice::is_choice(&body) {
-        return super::choice::answer(&inner, body);
-    }
     if super::guess::is_guess(&body) {
         return super::guess::answer(&inner, body, path.ends_with("/chat/completions")).await;
     }

@@ -155,8 +155,6 @@ pub struct FakeConfig {
     pub tokenize_percent: u64,
     /// Serve's guess at a question's function, answered apart from the turns.
     pub guess: super::FakeGuess,
-    /// Serve's choice among the tools, answered apart from the turns.
-    pub choice: super::FakeChoice,
     /// End a streamed body this long after its last event (`[DONE]`).
     pub done_delay: Duration,
     /// `Connection: close` on every answer: a new connection for each request.
@@ -206,7 +204,6 @@ impl Default for FakeConfig {
             enforce_window: false,
             tokenize_percent: 100,
             guess: super::FakeGuess::default(),
-            choice: super::FakeChoice::default(),
             done_delay: Duration::ZERO,
             close_after_answer: false,
             reject_stream: false,

@@ -45,7 +45,6 @@
 //! | `context_error` | refuse every completion request as this server refuses a prompt over its window ([`ContextShape`]) |
 //! | `by_content` | pick the reply by what the prompt contains (first needle found wins), whatever the order of requests |
 //! | `enforce_window` | refuse, with llama.cpp's 400 (`exceed_context_size_error`), a completion request whose prompt ([`FakeServer::prompt_tokens`]: the fake tokenizer's count of the chat template or the completions text) plus `max_tokens` exceeds `props_n_ctx`; answers report that count as `prompt_tokens` |
-//! | `choice` | how serve's choice among the tools is answered, apart from the turns ([`FakeChoice`]; default: an answer without `logprobs`, which keeps the call) |
 //! | `guess` | how serve's guess at a question's function is answered, apart from the turns ([`FakeGuess`]; default: an empty answer, which keeps the call) |
 //! | `done_delay` | end a streamed body this long after its `data: [DONE]` (the closing chunk comes a moment later, as vLLM's and OpenAI's do) |
 //! | `close_after_answer` | answer with `Connection: close`, and close the connection after each answer |
@@ -76,14 +75,12 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 
-mod choice;
 mod completions;
 mod config;
 mod guess;
 mod passthrough;
 mod root;
 
-pub use choice::FakeChoice;
 use completions::*;
 pub use config::*;
 pub use guess::FakeGuess;
@@ -139,8 +136,6 @@ struct Inner {
     refused: AtomicUsize,
     /// Serve's guess requests, kept apart from `requests` (`guess.rs`).
     guesses: Mutex<Vec<Value>>,
-    /// Serve's choice requests, kept apart from `requests` (`choice.rs`).
-    choices: Mutex<Vec<Value>>,
     /// Requests to the pass-through routes (`passthrough.rs`), raw.
     passed: Mutex<Vec<PassedRequest>>,
     /// TCP connections accepted.
@@ -176,7 +171,6 @@ impl FakeServer {
             sequence: Mutex::new(Vec::new()),
             refused: AtomicUsize::new(0),
             guesses: Mutex::new(Vec::new()),
-            choices: Mutex::new(Vec::new()),
             passed: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
         });
@@ -262,15 +256,6 @@ impl FakeServer {
     pub fn guesses(&self) -> Vec<Value> {
         self.inner
             .guesses
-            .lock()
-            .map(|g| g.clone())
-            .unwrap_or_default()
-    }
-
-    /// The bodies of serve's choice requests (not in [`FakeServer::requests`]).
-    pub fn choices(&self) -> Vec<Value> {
-        self.inner
-            .choices
             .lock()
             .map(|g| g.clone())
             .unwrap_or_default()
